@@ -1,0 +1,58 @@
+"""`spark-watchd VERB ...`: one module per verb under spark_watchd/commands, listed in VERBS."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from spark_watchd import __version__
+
+# Explicit list (no import side effects): (verb, module under spark_watchd.commands, one-line help).
+VERBS = (
+    ("run", "run", "the daemon: sample, classify, serve HTTP"),
+    ("once", "once", "take one sample, classify it, print it"),
+    ("record", "record", "write a trace-v1 file from live sources"),
+    ("replay", "replay", "classify a recorded trace offline"),
+    ("demo", "demo", "run the daemon over a bundled GB10 scenario"),
+    ("status", "status", "ask the running daemon what is wrong and what to do"),
+    ("preflight", "preflight", "launch checks, one line per gotcha"),
+    ("plan", "plan", "UMA memory worksheet for a training job"),
+    ("thermal-log", "thermal_log", "the community's thermal CSV, from NVML"),
+    ("runs", "runs", "the per-run training ledger"),
+    ("install-service", "install_service", "install (or --uninstall) the systemd unit, user and config"),
+)
+
+EX_USAGE = 2
+EX_CONFIG = 78
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict]:
+    parser = argparse.ArgumentParser(prog="spark-watchd", description="Monitoring daemon for NVIDIA DGX Spark (GB10).")
+    parser.add_argument("--version", action="version", version=f"spark-watchd {__version__}")
+    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    modules = {}
+    for verb, modname, help_text in VERBS:
+        mod = importlib.import_module(f"spark_watchd.commands.{modname}")
+        p = sub.add_parser(verb, help=help_text, description=(mod.__doc__ or help_text).strip().splitlines()[0])
+        mod.add_arguments(p)
+        modules[verb] = mod
+    return parser, modules
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser, modules = build_parser()
+    args = parser.parse_args(argv)
+    if not args.verb:
+        parser.print_help(sys.stderr)
+        return EX_USAGE
+    try:
+        return int(modules[args.verb].main(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

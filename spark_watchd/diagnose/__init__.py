@@ -1,0 +1,1 @@
+"""Diagnosis: pure classifiers of a history window (G3, G4, G6) and the events they imply."""

@@ -1,0 +1,327 @@
+"""Frozen data that flows through the daemon: samples (trace-v1), findings, events.
+
+Samples mirror `shared/spec/trace-v1.md` key for key, so a sample written by
+`record` and read back by `replay` round-trips exactly. Mappings inside frozen
+objects (``meminfo``, ``vmstat``...) are plain dicts for speed: treat them as
+read-only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+TRACE_VERSION = 1
+GOTCHAS = ("G3", "G4", "G6")
+SEVERITIES = ("unknown", "ok", "warning", "critical")
+# sparkwatchd_finding_level values: -1 unknown, 0 ok, 1 warning, 2 critical
+SEVERITY_LEVEL = {"unknown": -1, "ok": 0, "warning": 1, "critical": 2}
+EVENT_KINDS = ("eviction", "oom_kill", "reboot", "throttle_start", "throttle_end")
+
+# NVML clocks-event reason bits (nvml.h nvmlClocksEventReason*). Use the named
+# constants: one community TUI read 0x10 as SW thermal, which is sync boost.
+REASON_BITS = {
+    "power_cap": 0x04,  # SW power cap: the platform's normal state on GB10
+    "hw_slowdown": 0x08,
+    "sw_thermal": 0x20,
+    "hw_thermal": 0x40,
+    "hw_power_brake": 0x80,
+}
+# trace-v1 `clocks_event_counters_us` key for each metric `reason` label.
+REASON_COUNTER_KEYS = {
+    "power_cap": "sw_power_cap",
+    "hw_slowdown": "hw_slowdown",
+    "sw_thermal": "sw_thermal",
+    "hw_thermal": "hw_thermal",
+    "hw_power_brake": "hw_power_brake",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class GpuReading:
+    """One GPU at one instant; None where the driver answers Not Supported."""
+
+    index: int
+    name: str
+    uuid: str
+    power_w: float | None = None
+    temp_c: float | None = None
+    sm_clock_mhz: int | None = None
+    clocks_event_reasons: int | None = None
+    clocks_event_counters_us: Mapping[str, int] | None = None
+    applications_clock_mhz: int | None = None
+    slowdown_temp_c: float | None = None
+    shutdown_temp_c: float | None = None
+    energy_j: float | None = None
+    util_pct: float | None = None
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    # Not in trace-v1 (extension, ignored by other readers).
+    driver_version: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {
+            "index": self.index,
+            "name": self.name,
+            "uuid": self.uuid,
+            "power_w": self.power_w,
+            "temp_c": self.temp_c,
+            "sm_clock_mhz": self.sm_clock_mhz,
+            "clocks_event_reasons": self.clocks_event_reasons,
+            "clocks_event_counters_us": dict(self.clocks_event_counters_us)
+            if self.clocks_event_counters_us is not None
+            else None,
+            "applications_clock_mhz": self.applications_clock_mhz,
+            "slowdown_temp_c": self.slowdown_temp_c,
+            "shutdown_temp_c": self.shutdown_temp_c,
+            "energy_j": self.energy_j,
+            "util_pct": self.util_pct,
+            "mem_used_bytes": self.mem_used_bytes,
+            "mem_total_bytes": self.mem_total_bytes,
+        }
+        if self.driver_version is not None:
+            d["driver_version"] = self.driver_version
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> GpuReading:
+        g = d.get
+        return cls(
+            index=int(g("index", 0)),
+            name=str(g("name", "")),
+            uuid=str(g("uuid", "")),
+            power_w=g("power_w"),
+            temp_c=g("temp_c"),
+            sm_clock_mhz=g("sm_clock_mhz"),
+            clocks_event_reasons=g("clocks_event_reasons"),
+            clocks_event_counters_us=g("clocks_event_counters_us"),
+            applications_clock_mhz=g("applications_clock_mhz"),
+            slowdown_temp_c=g("slowdown_temp_c"),
+            shutdown_temp_c=g("shutdown_temp_c"),
+            energy_j=g("energy_j"),
+            util_pct=g("util_pct"),
+            mem_used_bytes=g("mem_used_bytes"),
+            mem_total_bytes=g("mem_total_bytes"),
+            driver_version=g("driver_version"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessInfo:
+    """A GPU-resident or workload-pattern process; (pid, create_time) is its identity."""
+
+    pid: int
+    create_time: float
+    name: str
+    cmdline: tuple[str, ...]
+    rss_bytes: int
+    gpu_mem_bytes: int | None = None
+    gpu_resident: bool = False
+
+    @property
+    def key(self) -> tuple[int, float]:
+        return (self.pid, self.create_time)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pid": self.pid,
+            "create_time": self.create_time,
+            "name": self.name,
+            "cmdline": list(self.cmdline),
+            "rss_bytes": self.rss_bytes,
+            "gpu_mem_bytes": self.gpu_mem_bytes,
+            "gpu_resident": self.gpu_resident,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ProcessInfo:
+        return cls(
+            pid=int(d["pid"]),
+            create_time=float(d.get("create_time") or 0.0),
+            name=str(d.get("name", "")),
+            cmdline=tuple(str(a) for a in (d.get("cmdline") or ())),
+            rss_bytes=int(d.get("rss_bytes") or 0),
+            gpu_mem_bytes=d.get("gpu_mem_bytes"),
+            gpu_resident=bool(d.get("gpu_resident", False)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ThroughputReading:
+    """Latest progress of one training job, as seen at sample time."""
+
+    job: str
+    ts: float
+    step: int
+    step_seconds: float | None = None
+    tokens_per_second: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "job": self.job,
+            "ts": self.ts,
+            "step": self.step,
+            "step_seconds": self.step_seconds,
+            "tokens_per_second": self.tokens_per_second,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ThroughputReading:
+        return cls(
+            job=str(d["job"]),
+            ts=float(d.get("ts") or 0.0),
+            step=int(d.get("step") or 0),
+            step_seconds=d.get("step_seconds"),
+            tokens_per_second=d.get("tokens_per_second"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Sensor:
+    chip: str
+    label: str
+    temp_c: float | None
+    crit_c: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"chip": self.chip, "label": self.label, "temp_c": self.temp_c, "crit_c": self.crit_c}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Sensor:
+        return cls(str(d.get("chip", "")), str(d.get("label", "")), d.get("temp_c"), d.get("crit_c"))
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One tick's readings, exactly the trace-v1 sample."""
+
+    ts: float
+    host: str | None = None
+    boot_id: str | None = None
+    uptime_s: float | None = None
+    gpus: tuple[GpuReading, ...] = ()
+    meminfo: Mapping[str, int] = field(default_factory=dict)
+    psi_memory: Mapping[str, Mapping[str, float]] | None = None
+    vmstat: Mapping[str, int] = field(default_factory=dict)
+    mem_available_min_kb: int | None = None
+    sensors: tuple[Sensor, ...] = ()
+    processes: tuple[ProcessInfo, ...] = ()
+    throughput: tuple[ThroughputReading, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The trace-v1 object: every key present, null where not supported."""
+        return {
+            "v": TRACE_VERSION,
+            "ts": self.ts,
+            "host": self.host,
+            "boot_id": self.boot_id,
+            "uptime_s": self.uptime_s,
+            "gpus": [g.to_dict() for g in self.gpus],
+            "meminfo": dict(self.meminfo),
+            "psi_memory": self.psi_memory,
+            "vmstat": dict(self.vmstat),
+            "mem_available_min_kb": self.mem_available_min_kb,
+            "sensors": [s.to_dict() for s in self.sensors],
+            "processes": [p.to_dict() for p in self.processes],
+            "throughput": [t.to_dict() for t in self.throughput],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Sample:
+        """Build from a trace-v1 object; unknown keys ignored, missing optional keys are 'not sampled'."""
+        return cls(
+            ts=float(d["ts"]),
+            host=d.get("host"),
+            boot_id=d.get("boot_id"),
+            uptime_s=d.get("uptime_s"),
+            gpus=tuple(GpuReading.from_dict(g) for g in (d.get("gpus") or ())),
+            meminfo=d.get("meminfo") or {},
+            psi_memory=d.get("psi_memory"),
+            vmstat=d.get("vmstat") or {},
+            mem_available_min_kb=d.get("mem_available_min_kb"),
+            sensors=tuple(Sensor.from_dict(s) for s in (d.get("sensors") or ())),
+            processes=tuple(ProcessInfo.from_dict(p) for p in (d.get("processes") or ())),
+            throughput=tuple(ThroughputReading.from_dict(t) for t in (d.get("throughput") or ())),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """The verdict on one gotcha at one sample."""
+
+    gotcha: str
+    severity: str  # one of SEVERITIES
+    summary: str
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+    advice: tuple[str, ...] = ()
+    # Non-thermal anomaly reported under G4 but never called a throttle:
+    # "power_delivery" or "hung_engine"; None otherwise.
+    anomaly: str | None = None
+
+    @property
+    def level(self) -> int:
+        return SEVERITY_LEVEL[self.severity]
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "severity": self.severity,
+            "summary": self.summary,
+            "evidence": dict(self.evidence),
+            "advice": list(self.advice),
+        }
+        if self.anomaly:
+            d["anomaly"] = self.anomaly
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Something that happened at one sample: eviction, oom_kill, reboot, throttle_start/end."""
+
+    kind: str
+    gotcha: str
+    ts: float
+    summary: str
+    after_throttle: bool | None = None  # reboot only
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"kind": self.kind, "gotcha": self.gotcha, "ts": self.ts, "summary": self.summary}
+        if self.after_throttle is not None:
+            d["after_throttle"] = self.after_throttle
+        if self.details:
+            d["details"] = dict(self.details)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Event:
+        return cls(
+            kind=str(d["kind"]),
+            gotcha=str(d.get("gotcha", "")),
+            ts=float(d["ts"]),
+            summary=str(d.get("summary", "")),
+            after_throttle=d.get("after_throttle"),
+            details=d.get("details") or {},
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    """Findings for every gotcha plus the events seen at one sample."""
+
+    ts: float
+    findings: Mapping[str, Finding]
+    events: tuple[Event, ...] = ()
+
+    def to_replay_dict(self) -> dict[str, Any]:
+        """The trace-v1 replay output object."""
+        return {
+            "ts": self.ts,
+            "findings": {g: f.to_dict() for g, f in self.findings.items()},
+            "events": [e.to_dict() for e in self.events],
+        }
+
+    def worst(self) -> str:
+        """Worst severity across findings (unknown ranks below ok)."""
+        return max((f.severity for f in self.findings.values()), key=SEVERITY_LEVEL.__getitem__, default="unknown")

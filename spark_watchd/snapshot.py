@@ -1,0 +1,36 @@
+"""The published snapshot: what scrapes, the page and the API read. Swapped as one reference per tick."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from spark_watchd.model import Diagnosis, Event, Sample
+
+
+@dataclass(frozen=True, slots=True)
+class SourceStatus:
+    """How one source fared on the last tick."""
+
+    name: str
+    up: bool
+    duration_s: float = 0.0
+    errors_total: int = 0
+    error: str | None = None  # last error text while down
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Latest sample, its diagnosis, source health and running counters."""
+
+    sample: Sample | None
+    diagnosis: Diagnosis | None
+    sources: Mapping[str, SourceStatus] = field(default_factory=dict)
+    # sparkwatchd_events_total{kind}: cumulative, carried across restarts by the state file.
+    event_counts: Mapping[str, int] = field(default_factory=dict)
+    recent_events: tuple[Event, ...] = ()
+    # Extra per-area data (e.g. "jobs" from the throughput tracker); render-only.
+    extras: Mapping[str, Any] = field(default_factory=dict)
+    published_at: float = 0.0
+    mode: str = "live"  # "live" or "replay"

@@ -1,0 +1,1 @@
+"""Training throughput: progress reports, per-job metrics, the per-run ledger."""

@@ -1,0 +1,141 @@
+"""trace-v1 I/O: an append-only writer (one flushed line per sample) and a line-checked reader."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from spark_watchd.model import Sample
+
+
+class TraceError(ValueError):
+    """A trace line that is not a trace-v1 sample; names the file and line number."""
+
+    def __init__(self, path: str, lineno: int, reason: str):
+        super().__init__(f"{path}:{lineno}: {reason}")
+        self.path = path
+        self.lineno = lineno
+        self.reason = reason
+
+
+def parse_line(line: str, path: str = "<trace>", lineno: int = 0) -> dict[str, Any]:
+    """Decode one trace line into its JSON object, or raise TraceError saying why."""
+    try:
+        obj = json.loads(line)
+    except ValueError as exc:
+        raise TraceError(path, lineno, f"not JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(obj, dict):
+        raise TraceError(path, lineno, f"not a JSON object but {type(obj).__name__}")
+    if "v" not in obj:
+        raise TraceError(path, lineno, "missing key 'v'")
+    if "ts" not in obj:
+        raise TraceError(path, lineno, "missing key 'ts'")
+    if obj["v"] != 1:
+        raise TraceError(path, lineno, f"unsupported trace version {obj['v']!r} (this reader knows 1)")
+    ts = obj["ts"]
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)):
+        raise TraceError(path, lineno, f"'ts' must be a number, got {ts!r}")
+    return obj
+
+
+def iter_trace_dicts(path: str | os.PathLike, *, skip_bad: bool = False, on_skip=None) -> Iterator[dict]:
+    """Yield each sample object of a trace file; bad lines raise TraceError or, with skip_bad, are reported to on_skip."""
+    p = str(path)
+    with open(p, encoding="utf-8", errors="replace") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                yield parse_line(line, p, lineno)
+            except TraceError as err:
+                if not skip_bad:
+                    raise
+                if on_skip is not None:
+                    on_skip(err)
+
+
+def read_trace(path: str | os.PathLike, *, skip_bad: bool = False, on_skip=None) -> Iterator[Sample]:
+    """Yield Samples from a trace file."""
+    p = str(path)
+    for obj in iter_trace_dicts(p, skip_bad=skip_bad, on_skip=on_skip):
+        try:
+            yield Sample.from_dict(obj)
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            err = TraceError(p, 0, f"sample at ts={obj.get('ts')!r} has a malformed field: {exc}")
+            if not skip_bad:
+                raise err from None
+            if on_skip is not None:
+                on_skip(err)
+
+
+def repair_torn_tail(path: str | os.PathLike) -> int:
+    """Cut a torn last line (a writer killed mid-write) so appends start on a clean line; returns bytes dropped."""
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+    except FileNotFoundError:
+        return 0
+    if size == 0:
+        return 0
+    with open(p, "rb+") as fh:
+        fh.seek(-1, os.SEEK_END)
+        if fh.read(1) == b"\n":
+            return 0
+        # Find the start of the last (unterminated) line.
+        pos = size
+        chunk = 65536
+        start = 0
+        while pos > 0:
+            step = min(chunk, pos)
+            pos -= step
+            fh.seek(pos)
+            buf = fh.read(step)
+            nl = buf.rfind(b"\n")
+            if nl >= 0:
+                start = pos + nl + 1
+                break
+        fh.seek(start)
+        tail = fh.read()
+        try:
+            parse_line(tail.decode("utf-8"))
+        except (TraceError, UnicodeDecodeError):
+            fh.truncate(start)
+            fh.flush()
+            os.fsync(fh.fileno())
+            return size - start
+        # A complete sample missing only its newline: keep it.
+        fh.seek(0, os.SEEK_END)
+        fh.write(b"\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+        return 0
+
+
+class TraceWriter:
+    """Append samples to a trace-v1 file, one line each, flushed so a crash loses at most the line in flight."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.repaired_bytes = repair_torn_tail(self.path)
+        self._fh: IO[str] | None = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+
+    def write(self, sample: Sample) -> None:
+        if self._fh is None:
+            raise ValueError("trace writer is closed")
+        self._fh.write(json.dumps(sample.to_dict(), separators=(",", ":")) + "\n")
+        self._fh.flush()
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def __enter__(self) -> TraceWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,1 @@
+"""HTTP: the threaded server, its routes and the status page."""

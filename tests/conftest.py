@@ -1,0 +1,63 @@
+"""Shared fixtures: repo paths, the CLI as a subprocess, free ports, required binaries."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+TRACES = SHARED / "traces"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def cli_env(extra: dict | None = None) -> dict:
+    """Environment for running `python -m spark_watchd` from this checkout (installed or not)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.pop("SPARK_WATCHD_CONFIG", None)
+    if extra:
+        env.update(extra)
+    return env
+
+
+def run_cli(*args: str, env: dict | None = None, timeout: float = 60, input: str | None = None):
+    """Run the CLI to completion and return the CompletedProcess."""
+    return subprocess.run(
+        [sys.executable, "-m", "spark_watchd", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=cli_env(env),
+        input=input,
+        cwd=str(REPO),
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def require_binary(name: str) -> str:
+    """Path of a binary the test needs; skip without it, except in CI where it must be there."""
+    path = shutil.which(name)
+    if path:
+        return path
+    if os.environ.get("SPARK_WATCHD_REQUIRE_E2E"):
+        pytest.fail(f"{name} is required in CI (install it in .ci/run)")
+    pytest.skip(f"{name} not installed")
+
+
+@pytest.fixture
+def traces_dir() -> Path:
+    if not TRACES.is_dir():
+        pytest.skip("../shared/traces not present")
+    return TRACES

@@ -53,6 +53,15 @@ class _Handler(BaseHTTPRequestHandler):
     # Set per server by HttpServer (a subclass each).
     app: HttpServer
 
+    error_message_format = "%(code)d %(message)s\n"
+    error_content_type = "text/plain; charset=utf-8"
+
+    def send_error(self, code, message=None, explain=None):
+        # Garbage request lines parse as HTTP/0.9, which would get a reply without a status line.
+        self.request_version = "HTTP/1.1"
+        self.close_connection = True
+        super().send_error(code, message, explain)
+
     def log_message(self, format, *args):  # noqa: A002 - the base class's signature
         pass  # access logs would flood journald at one scrape per 15 s; errors are logged by the app
 

@@ -33,12 +33,18 @@ def samples(text: str) -> dict[tuple, float]:
     return out
 
 
-def value(parsed: dict, name: str, **labels) -> float | None:
-    return parsed.get((name, frozenset(labels.items())))
+def value(parsed: dict, metric: str, /, **labels) -> float | None:
+    return parsed.get((metric, frozenset(labels.items())))
 
 
 @contextlib.contextmanager
-def running_daemon(*args: str, env: dict | None = None, ready_timeout: float = 20.0, verb: str = "run"):
+def running_daemon(
+    *args: str,
+    env: dict | None = None,
+    ready_timeout: float = 20.0,
+    verb: str = "run",
+    headers: dict | None = None,
+):
     """Start `spark-watchd VERB --listen 127.0.0.1:PORT ARGS`, wait for a first sample, yield (proc, base_url)."""
     port = free_port()
     proc = subprocess.Popen(
@@ -57,7 +63,7 @@ def running_daemon(*args: str, env: dict | None = None, ready_timeout: float = 2
                 out, err = proc.communicate()
                 raise AssertionError(f"daemon exited {proc.returncode}: {err}")
             try:
-                status, _ = http_get(base + "/healthz", timeout=1)
+                status, _ = http_get(base + "/healthz", timeout=1, headers=headers)
                 if status == 200:
                     break
             except OSError:

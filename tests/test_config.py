@@ -80,3 +80,8 @@ def test_missing_config_file_exits_78(tmp_path, capsys):
 def test_bad_flag_value_exits_78(capsys):
     assert cli.main(["run", "--interval", "0.5"]) == 78
     assert "command line: key 'daemon.interval'" in capsys.readouterr().err
+
+
+def test_listen_must_be_host_port():
+    with pytest.raises(ConfigError, match=r"key 'daemon.listen': .*'localhost' is not HOST:PORT"):
+        load_settings(None, environ={"SPARK_WATCHD_DAEMON__LISTEN": "localhost"})

@@ -146,3 +146,38 @@ def test_reload_applies_good_config_and_keeps_old_on_bad(settings, tmp_path):
     assert d.settings.daemon.interval == 7
     assert any("reload failed" in e["event"] and "daemon.interval" in e["error"] for e in logs)
     d.close()
+
+
+def test_overrunning_tick_is_skipped_and_logged_not_stacked(settings, tmp_path):
+    import threading
+    import time
+
+    class _Slow:
+        name = "slow"
+        running = 0
+        most = 0
+        lock = threading.Lock()
+
+        def collect(self, partial):
+            with self.lock:
+                self.running += 1
+                self.most = max(self.most, self.running)
+            time.sleep(1.6)  # longer than the 1 s interval
+            with self.lock:
+                self.running -= 1
+            return {}
+
+        def close(self):
+            pass
+
+    slow = _Slow()
+    d = Daemon(settings.model_copy(update={"daemon": settings.daemon.model_copy(update={"interval": 1.0})}),
+               sources=(slow,), state_dir=str(tmp_path))  # fmt: skip
+    r = Runner(d)
+    with structlog.testing.capture_logs() as logs:
+        r.start()
+        time.sleep(3.5)
+        r.stop()
+    assert slow.most == 1  # one tick at a time
+    assert d.overruns >= 1 and d.ticks >= 2
+    assert any(e["event"].startswith("tick overrun") for e in logs)

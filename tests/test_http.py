@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from spark_watchd.config import load_settings
+from spark_watchd.config import load_settings, parse_listen
 from spark_watchd.daemon import Daemon
 from spark_watchd.web.http import Response, Route
-from spark_watchd.web.server import HttpServer, collect_routes, parse_listen
+from spark_watchd.web.server import HttpServer, collect_routes
 from tests.daemon_helpers import http_get, samples, value
 
 
@@ -132,6 +132,20 @@ def test_slow_loris_does_not_block_a_scrape(server):
     finally:
         for s in [*idle, partial]:
             s.close()
+
+
+def test_trickling_client_is_cut_off_at_the_request_deadline(server):
+    s = socket.create_connection(server.address, timeout=5)
+    t0 = time.monotonic()
+    try:
+        for ch in b"GET /metrics HTTP/1.1\r\nHost: x\r\n":  # one byte every 0.2 s: each recv is quick
+            s.sendall(bytes([ch]))
+            time.sleep(0.2)
+    except OSError:
+        pass  # closed on us: what we want
+    finally:
+        s.close()
+    assert time.monotonic() - t0 < 4  # dropped after the 1 s deadline, not after 30 bytes x 0.2 s = 6 s
 
 
 def test_full_pool_answers_503_at_once_and_recovers_after_timeout(server):

@@ -8,15 +8,18 @@ queueing behind it, so Prometheus scrapes are never stuck behind such clients.
 from __future__ import annotations
 
 import importlib
+import io
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs
 
+from spark_watchd.config import parse_listen
 from spark_watchd.logging import get_logger
 from spark_watchd.web.auth import WebConfig
 from spark_watchd.web.http import Request, Response, Route
@@ -46,6 +49,24 @@ def collect_routes(daemon, providers: Iterable[str] = ROUTE_PROVIDERS, log=None)
     return out
 
 
+class _DeadlineReader(io.RawIOBase):
+    """Socket reads that share one deadline: a client trickling a byte at a time still gets cut off."""
+
+    def __init__(self, sock: socket.socket, deadline: float):
+        self.sock = sock
+        self.deadline = deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("request not received in time")
+        self.sock.settimeout(left)
+        return self.sock.recv_into(buf)
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "spark-watchd"
@@ -55,6 +76,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     error_message_format = "%(code)d %(message)s\n"
     error_content_type = "text/plain; charset=utf-8"
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile = io.BufferedReader(_DeadlineReader(self.connection, time.monotonic() + self.app.timeout))
 
     def send_error(self, code, message=None, explain=None):
         # Garbage request lines parse as HTTP/0.9, which would get a reply without a status line.
@@ -275,12 +300,3 @@ class HttpServer:
         if self._thread is not None:
             self._thread.join(timeout=2)
         self._pool.shutdown(wait=False, cancel_futures=True)
-
-
-def parse_listen(listen: str) -> tuple[str, int]:
-    """Split HOST:PORT (IPv6 as [::1]:PORT); ValueError naming the problem."""
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"listen address {listen!r} is not HOST:PORT")
-    host = host.strip("[]") or "0.0.0.0"
-    return host, int(port)

@@ -194,3 +194,15 @@ def load_settings(
             loc = tuple(str(x) for x in err["loc"])
             lines.append(f"{_origin(origins, loc)}: key '{'.'.join(loc)}': {_describe(err)}")
         raise ConfigError("\n".join(lines)) from None
+
+
+def config_reference() -> str:
+    """Every configuration key as a Markdown table (section.key, default, env variable, meaning), for docs."""
+    rows = ["| key | default | environment | meaning |", "|---|---|---|---|"]
+    for section, field in Settings.model_fields.items():
+        model = field.annotation
+        for key, f in getattr(model, "model_fields", {}).items():
+            default = f.default if f.default is not None else ""
+            env = f"{ENV_PREFIX}{section.upper()}__{key.upper()}"
+            rows.append(f"| `{section}.{key}` | `{default!s}` | `{env}` | {f.description or ''} |")
+    return "\n".join(rows)

@@ -137,9 +137,8 @@ class FakeNvml:
         with self._lock:
             self.call_counts[fn] += 1
         self._gate.wait()
-        if fn in self.not_supported or "*" in self.not_supported:
-            if device:
-                raise _real.NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
+        if device and (fn in self.not_supported or "*" in self.not_supported):
+            raise _real.NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
         if not self.initialized:
             raise _real.NVMLError(_real.NVML_ERROR_UNINITIALIZED)
         if not device:

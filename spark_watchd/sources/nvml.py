@@ -285,7 +285,7 @@ class NvmlSource:
         out: dict[str, int | None] = dict.fromkeys(COUNTER_KEYS)
         values = self._opt(nv, "nvmlDeviceGetFieldValues", h, [fid for _, fid in COUNTER_FIELDS])
         if values is not None:
-            for (key, _), fv in zip(COUNTER_FIELDS, values):
+            for (key, _), fv in zip(COUNTER_FIELDS, values, strict=False):
                 if int(fv.nvmlReturn) == 0:
                     out[key] = _field_int(fv) // 1000  # ns -> us
         else:

@@ -68,15 +68,19 @@ def test_training_script_is_kept_before_it_holds_gpu_memory(spawn):
 
 
 def test_argv_is_read_only_while_a_process_is_new(spawn):
-    src = ProcessSource()
+    # A fixed process list: other processes on the machine come and go during the test.
+    listed = [psutil.Process(os.getpid())]
+    src = ProcessSource(process_iter=lambda: iter(listed))
     for _ in range(SETTLE_SCANS):
         src.collect({})
-    reads = src.cmdline_reads
+    assert src.cmdline_reads == SETTLE_SCANS
     src.collect({})
-    assert src.cmdline_reads == reads  # nothing new: nothing read again
-    spawn("vllm", "serve", "m")
+    assert src.cmdline_reads == SETTLE_SCANS  # nothing new: nothing read again
+    listed.append(psutil.Process(spawn("vllm", "serve", "m").pid))
     src.collect({})
-    assert src.cmdline_reads >= reads + 1
+    assert src.cmdline_reads == SETTLE_SCANS + 1
+    src.collect({"_gpu_processes": {os.getpid(): 1}})  # GPU-resident ones are re-read every scan
+    assert src.cmdline_reads == SETTLE_SCANS + 3
 
 
 def test_exec_after_fork_is_noticed(tmp_path):

@@ -285,3 +285,42 @@ class FakeNvml:
     def nvmlDeviceGetGraphicsRunningProcesses(self, h: FakeGpu) -> list[SimpleNamespace]:
         self._enter("nvmlDeviceGetGraphicsRunningProcesses")
         return self._procs(h.graphics_procs)
+
+
+FAKE_NVML_ENV = "SPARK_WATCHD_FAKE_NVML"
+
+
+def nvml_from_env(environ: dict[str, str] | None = None) -> FakeNvml | None:
+    """A FakeNvml when SPARK_WATCHD_FAKE_NVML is set (for end-to-end tests of the CLI and daemon), else None.
+
+    `gb10` gives FakeNvml.gb10(); a JSON object gives a GB10 with those FakeGpu
+    attributes changed (`{"temp_c": 86, "power_mw": 92000}`); `fail-init` one
+    whose nvmlInit answers Driver Not Loaded; `none` a driver with no GPU.
+    """
+    import json
+    import os
+
+    value = (environ if environ is not None else os.environ).get(FAKE_NVML_ENV, "").strip()
+    if not value:
+        return None
+    if value == "gb10":
+        return FakeNvml.gb10()
+    if value == "none":
+        return FakeNvml([])
+    if value == "fail-init":
+        nvml = FakeNvml.gb10()
+        nvml.fail_init = _real.NVML_ERROR_DRIVER_NOT_LOADED
+        return nvml
+    try:
+        overrides = json.loads(value)
+        if not isinstance(overrides, dict):
+            raise ValueError("not an object")
+        overrides = {
+            k: ({int(f): v for f, v in val.items()} if k == "counters_ns" else val)
+            for k, val in overrides.items()
+        }
+        return FakeNvml.gb10(**overrides)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(
+            f"{FAKE_NVML_ENV}: expected gb10, none, fail-init or a JSON object of FakeGpu fields ({exc})"
+        ) from None

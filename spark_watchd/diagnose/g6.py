@@ -169,7 +169,7 @@ class G6Tracker:
             hist.popleft()
         if not pressure or len(hist) < 2:
             return None
-        peak = max(hist, key=_rss)
+        peak = max(reversed(hist), key=_rss)  # the latest sample at the peak dates the loss
         loss = peak[1] - p.rss_bytes
         if loss < th.eviction_min_loss_bytes or loss < th.eviction_loss_ratio * peak[1]:
             return None

@@ -62,11 +62,12 @@ def main(args) -> int:
                 continue
             for g in GOTCHAS:
                 fnd = d.findings[g]
-                if last.get(g) != fnd.severity:
-                    out.write(
-                        f"{_fmt_ts(d.ts)}  {g}  {last.get(g, '-'):>8} -> {fnd.severity:<8}  {fnd.summary}\n"
-                    )
-                    last[g] = fnd.severity
+                key = (fnd.severity, fnd.anomaly)
+                if last.get(g) != key:
+                    was = last.get(g, ("-",))[0]
+                    tag = f" [{fnd.anomaly}]" if fnd.anomaly else ""
+                    out.write(f"{_fmt_ts(d.ts)}  {g}  {was:>8} -> {fnd.severity:<8}  {fnd.summary}{tag}\n")
+                    last[g] = key
             for e in d.events:
                 extra = (
                     f" after_throttle={str(e.after_throttle).lower()}" if e.after_throttle is not None else ""

@@ -284,8 +284,8 @@ class G4Tracker:
             return Finding(
                 "G4",
                 "ok",
-                f"Not thermal: clocks pinned at {clk} MHz at {temp:.0f} C and {power:.0f} W with no throttle "
-                "reason (power-delivery fault)",
+                f"Not thermal: clocks pinned at {clk} MHz at {temp:.0f} C and {power:.0f} W with no clock-event "
+                "reason bit (power-delivery fault)",
                 ev,
                 ADVICE_POWER,
                 anomaly="power_delivery",

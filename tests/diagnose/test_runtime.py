@@ -8,18 +8,22 @@ import sys
 import textwrap
 from pathlib import Path
 
+from diag_builders import Host
 from prometheus_client import CollectorRegistry, generate_latest
 
 from spark_watchd.diagnose import metrics
 from spark_watchd.diagnose.journal import EventJournal, read_events
 from spark_watchd.diagnose.runtime import DiagnosisRuntime
+from spark_watchd.diagnose.thresholds import Thresholds
 from spark_watchd.model import Event
 from spark_watchd.snapshot import Snapshot
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_reboot_after_throttle_survives_a_power_loss(tmp_path, host, th):
+def test_reboot_after_throttle_survives_a_power_loss(tmp_path):
+    host = Host()
+    th = Thresholds()
     state = tmp_path / "state"
     # A child process judges a throttle, then dies by SIGKILL (no close(), no atexit): a power loss.
     child = textwrap.dedent(
@@ -27,7 +31,7 @@ def test_reboot_after_throttle_survives_a_power_loss(tmp_path, host, th):
         import os, signal, sys
         sys.path.insert(0, {str(REPO_ROOT)!r})
         sys.path.insert(0, {str(REPO_ROOT / "tests" / "diagnose")!r})
-        from conftest import Host
+        from diag_builders import Host
         from spark_watchd.diagnose.runtime import DiagnosisRuntime
         h = Host()
         rt = DiagnosisRuntime(None, {str(state)!r})
@@ -55,7 +59,9 @@ def test_reboot_after_throttle_survives_a_power_loss(tmp_path, host, th):
     rt.close()
 
 
-def test_restart_on_the_same_boot_is_not_a_reboot(tmp_path, host, th):
+def test_restart_on_the_same_boot_is_not_a_reboot(tmp_path):
+    host = Host()
+    th = Thresholds()
     rt = DiagnosisRuntime(th, tmp_path)
     for s in host.run(3):
         rt.observe(s)
@@ -65,7 +71,9 @@ def test_restart_on_the_same_boot_is_not_a_reboot(tmp_path, host, th):
     rt2.close()
 
 
-def test_reboot_without_throttle_across_restart(tmp_path, host, th):
+def test_reboot_without_throttle_across_restart(tmp_path):
+    host = Host()
+    th = Thresholds()
     rt = DiagnosisRuntime(th, tmp_path)
     for s in host.run(3, temp=60.0):
         rt.observe(s)
@@ -95,7 +103,9 @@ def test_journal_tolerates_a_torn_last_line(tmp_path):
     assert events[1].after_throttle is False
 
 
-def test_capture_on_trouble_writes_a_bounded_trace(tmp_path, host, th):
+def test_capture_on_trouble_writes_a_bounded_trace(tmp_path):
+    host = Host()
+    th = Thresholds()
     rt = DiagnosisRuntime(th, tmp_path, capture_pre=5, capture_post=3, capture_keep=2)
     for s in host.run(10):
         rt.observe(s)
@@ -109,7 +119,9 @@ def test_capture_on_trouble_writes_a_bounded_trace(tmp_path, host, th):
     assert all(json.loads(x)["v"] == 1 for x in lines)
 
 
-def test_capture_count_is_bounded(tmp_path, host, th):
+def test_capture_count_is_bounded(tmp_path):
+    host = Host()
+    th = Thresholds()
     rt = DiagnosisRuntime(th, tmp_path, capture_pre=2, capture_post=1, capture_keep=2)
     for _ in range(4):
         for s in host.run(3):
@@ -120,12 +132,16 @@ def test_capture_count_is_bounded(tmp_path, host, th):
     assert len(list((tmp_path / "captures").glob("*.jsonl"))) == 2
 
 
-def test_metric_families_render(host, th):
+def test_metric_families_render():
+    host = Host()
+    th = Thresholds()
     rt = DiagnosisRuntime(th, None)
     for s in host.run(3, temp=80.0) + host.run(3, temp=88.0, thermal_share=0.8):
         d = rt.observe(s)
     snap = Snapshot(
-        sample=s, diagnosis=d, event_counts=rt.event_counts(),
+        sample=s,
+        diagnosis=d,
+        event_counts=rt.event_counts(),
         extras={"throttle_seconds_total": rt.throttle_seconds()},
     )
 

@@ -1,10 +1,7 @@
-"""Builders for hand-made GB10 sample windows."""
+"""Builders (and fixtures) for hand-made GB10 sample windows; imported by the diagnose tests."""
 
 from __future__ import annotations
 
-import pytest
-
-from spark_watchd.diagnose.thresholds import Thresholds
 from spark_watchd.model import GpuReading, ProcessInfo, Sample, ThroughputReading
 
 GIB = 1024**3
@@ -83,9 +80,18 @@ class Host:
                 }
             gpus = (
                 GpuReading(
-                    index=0, name="NVIDIA GB10", uuid="GPU-x", power_w=power, temp_c=temp, sm_clock_mhz=clk,
-                    clocks_event_reasons=mask, clocks_event_counters_us=ctr, applications_clock_mhz=2418,
-                    slowdown_temp_c=slowdown, shutdown_temp_c=shutdown, util_pct=util,
+                    index=0,
+                    name="NVIDIA GB10",
+                    uuid="GPU-x",
+                    power_w=power,
+                    temp_c=temp,
+                    sm_clock_mhz=clk,
+                    clocks_event_reasons=mask,
+                    clocks_event_counters_us=ctr,
+                    applications_clock_mhz=2418,
+                    slowdown_temp_c=slowdown,
+                    shutdown_temp_c=shutdown,
+                    util_pct=util,
                 ),
             )
         mem = {}
@@ -107,9 +113,17 @@ class Host:
             "full": {"avg10": psi_full, "avg60": psi_full, "avg300": 0.0, "total": self.psi["full"]},
         }
         return Sample(
-            ts=self.ts, host="t", boot_id=self.boot_id if boot_id else None, uptime_s=self.uptime, gpus=gpus,
-            meminfo=mem, psi_memory=psi if meminfo else None, vmstat=dict(self.vm),
-            mem_available_min_kb=int(mn * KB_GIB) if meminfo else None, processes=tuple(processes), throughput=tp,
+            ts=self.ts,
+            host="t",
+            boot_id=self.boot_id if boot_id else None,
+            uptime_s=self.uptime,
+            gpus=gpus,
+            meminfo=mem,
+            psi_memory=psi if meminfo else None,
+            vmstat=dict(self.vm),
+            mem_available_min_kb=int(mn * KB_GIB) if meminfo else None,
+            processes=tuple(processes),
+            throughput=tp,
         )
 
     def run(self, n, **kw) -> list[Sample]:
@@ -118,26 +132,11 @@ class Host:
 
 def proc(pid, cmdline, rss_gib, gpu_gib=0.0, resident=True, create_time=1000.0) -> ProcessInfo:
     return ProcessInfo(
-        pid=pid, create_time=create_time, name=cmdline[0].rsplit("/", 1)[-1], cmdline=tuple(cmdline),
-        rss_bytes=int(rss_gib * GIB), gpu_mem_bytes=int(gpu_gib * GIB), gpu_resident=resident,
+        pid=pid,
+        create_time=create_time,
+        name=cmdline[0].rsplit("/", 1)[-1],
+        cmdline=tuple(cmdline),
+        rss_bytes=int(rss_gib * GIB),
+        gpu_mem_bytes=int(gpu_gib * GIB),
+        gpu_resident=resident,
     )
-
-
-@pytest.fixture
-def th() -> Thresholds:
-    return Thresholds()
-
-
-@pytest.fixture
-def host() -> Host:
-    return Host()
-
-
-@pytest.fixture
-def mkhost():
-    return Host
-
-
-@pytest.fixture
-def mkproc():
-    return proc

@@ -14,35 +14,30 @@ THERMAL_COUNTERS = ("sw_thermal", "hw_thermal", "hw_slowdown")
 class Features:
     """Readings of one sample plus rates against the previous one (None where not computable)."""
 
-    __slots__ = (
-        "ts",
-        "dt",
-        "reboot",
-        "has_gpu",
-        "temp_c",
-        "power_w",
-        "sm_clock_mhz",
-        "app_clock_mhz",
-        "util_pct",
-        "slowdown_c",
-        "shutdown_c",
-        "thermal_bits",
-        "thermal_rate",
-        "mem_total_b",
-        "avail_b",
-        "avail_min_b",
-        "cached_b",
-        "anon_b",
-        "psi_some_pct",
-        "psi_full_pct",
-        "swapout_per_s",
-        "majfault_per_s",
-        "oom_delta",
-    )
-
-    def __init__(self):
-        for name in self.__slots__:
-            setattr(self, name, None)
+    # Class-level defaults: compute() sets only what the sample has (cheaper than filling every slot).
+    ts = None
+    dt = None
+    reboot = None
+    has_gpu = None
+    temp_c = None
+    power_w = None
+    sm_clock_mhz = None
+    app_clock_mhz = None
+    util_pct = None
+    slowdown_c = None
+    shutdown_c = None
+    thermal_bits = None
+    thermal_rate = None
+    mem_total_b = None
+    avail_b = None
+    avail_min_b = None
+    cached_b = None
+    anon_b = None
+    psi_some_pct = None
+    psi_full_pct = None
+    swapout_per_s = None
+    majfault_per_s = None
+    oom_delta = None
 
 
 def _gpu(sample: Sample):

@@ -14,7 +14,7 @@ from spark_watchd import __version__
 from spark_watchd.collector import Collector
 from spark_watchd.config import Settings
 from spark_watchd.logging import get_logger
-from spark_watchd.model import GOTCHAS, Diagnosis, Finding, Sample
+from spark_watchd.model import Sample
 from spark_watchd.replay_source import ReplayFeed
 from spark_watchd.sdnotify import SystemdNotifier
 from spark_watchd.snapshot import Snapshot, SourceStatus
@@ -22,41 +22,20 @@ from spark_watchd.snapshot import Snapshot, SourceStatus
 Subscriber = Callable[[Snapshot], None]
 
 
-# --- The one wiring place for parts other areas build (each import guarded here, nowhere else). ---
+# --- The one wiring place for parts other areas build. ---
 
 
 def build_live_sources(settings: Settings) -> tuple:
-    """The live source tuple: spark_watchd.sources.build_sources once it exists, a stand-in until then."""
-    try:
-        from spark_watchd.sources import build_sources
-    except ImportError:
-        from spark_watchd._standin_sources import build_sources
+    """The live source tuple (spark_watchd.sources.build_sources)."""
+    from spark_watchd.sources import build_sources
+
     return tuple(build_sources(settings))
 
 
-class _UnknownRuntime:
-    """Stand-in until diagnose.runtime lands: every gotcha 'unknown', no events."""
-
-    def observe(self, sample: Sample) -> Diagnosis:
-        f = {g: Finding(g, "unknown", "diagnosis is not available in this build") for g in GOTCHAS}
-        return Diagnosis(sample.ts, f, ())
-
-    def event_counts(self) -> dict:
-        return {}
-
-    def recent_events(self) -> tuple:
-        return ()
-
-    def close(self) -> None:
-        pass
-
-
 def build_runtime(settings: Settings, state_dir: str | None):
-    """The diagnosis runtime (diagnose/runtime.py), or the 'unknown' stand-in while it is missing."""
-    try:
-        from spark_watchd.diagnose.runtime import DiagnosisRuntime
-    except ImportError:
-        return _UnknownRuntime()
+    """The diagnosis runtime; state_dir None keeps everything in memory (replay, once, tests)."""
+    from spark_watchd.diagnose.runtime import DiagnosisRuntime
+
     return DiagnosisRuntime(settings.thresholds, state_dir)
 
 
@@ -75,7 +54,7 @@ class Daemon:
         runtime=None,
         clock: Callable[[], float] = time.time,
         notifier: SystemdNotifier | None = None,
-        state_dir: str | None = None,
+        state_dir: str | None | object = "settings",
     ):
         self.settings = settings
         self.clock = clock
@@ -83,7 +62,8 @@ class Daemon:
         self.replay = replay
         self.mode = "replay" if replay is not None else "live"
         self.notifier = notifier or SystemdNotifier()
-        self.state_dir = state_dir if state_dir is not None else settings.daemon.state_dir
+        # "settings": daemon.state_dir; None: nothing on disk (a replay must not touch the real journal).
+        self.state_dir = settings.daemon.state_dir if state_dir == "settings" else state_dir
         self.runtime = runtime if runtime is not None else build_runtime(settings, self.state_dir)
         self.collector = (
             Collector(sources if sources is not None else build_live_sources(settings), clock)
@@ -93,6 +73,9 @@ class Daemon:
         self.tracker: Any = None  # throughput JobTracker: set by throughput.api.routes(daemon); a Source
         self.history: Any = None  # web history store: set by web.page.routes(daemon)
         self.extras_providers: dict[str, Callable[[], Any]] = {}
+        if hasattr(self.runtime, "throttle_seconds"):
+            # Rendered by diagnose/metrics.py as sparkwatchd_throttled_seconds_total.
+            self.extras_providers["throttle_seconds_total"] = self.runtime.throttle_seconds
         self.version = __version__
         self.ticks = 0
         self.overruns = 0

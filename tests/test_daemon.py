@@ -103,9 +103,9 @@ def test_missing_source_logged_once_systemd_notified_and_sigterm_stops_cleanly(t
     assert msgs[0].startswith("WATCHDOG=1") and msgs[1].startswith("READY=1")  # ready after the first publish
     assert msgs.count("WATCHDOG=1") >= 2 and msgs[-1] == "STOPPING=1"
     lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
-    down = [ln for ln in lines if ln.get("source") == "nvml" and "down" in ln["event"]]
-    assert len(down) == 1, err  # once per state change, not every tick
-    assert down[0]["event"].startswith("nvml down: ")
+    nvml = [ln for ln in lines if ln.get("source") == "nvml" and ln["level"] != "debug"]
+    assert len(nvml) == 1, err  # said once at start-up, not every tick
+    assert nvml[0]["event"].startswith("nvml missing: ") and "libnvidia-ml.so.1 not found" in nvml[0]["event"]
     assert any(ln["event"] == "stopping" for ln in lines)
 
 
@@ -128,3 +128,22 @@ def test_demo_serves_a_bundled_scenario_and_prints_its_url(tmp_path):
         proc.terminate()
         out = proc.communicate(timeout=10)[0]
     assert f"open {base}/" in out
+
+
+def test_fake_gb10_through_the_real_daemon(tmp_path):
+    env = {
+        "SPARK_WATCHD_SOURCES__PROC_ROOT": str(VM_ROOT),
+        "SPARK_WATCHD_DAEMON__STATE_DIR": str(tmp_path),
+        "SPARK_WATCHD_FAKE_NVML": "gb10",
+    }
+    with running_daemon("--interval", "1", env=env) as (_, base):
+        m = samples(http_get(base + "/metrics")[1])
+        doc = json.loads(http_get(base + "/api/v1/status")[1])
+    assert value(m, "sparkwatchd_source_up", source="nvml") == 1
+    # GB10: NVML memory info is Not Supported; the thresholds and app clock are what the capture shows.
+    assert value(m, "sparkwatchd_gpu_memory_info_supported", gpu="0") == 0
+    assert value(m, "sparkwatchd_gpu_slowdown_temperature_celsius", gpu="0") == 86
+    assert value(m, "sparkwatchd_gpu_applications_clock_hertz", gpu="0") == 2418e6
+    info = [k for k in m if k[0] == "sparkwatchd_gpu_info"]
+    assert len(info) == 1 and ("name", "NVIDIA GB10") in info[0][1]
+    assert doc["gpus"][0]["mem_total_bytes"] is None and doc["sources"]["nvml"]["up"] is True

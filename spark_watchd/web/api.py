@@ -9,7 +9,7 @@ from typing import Any
 from prometheus_client.exposition import choose_encoder
 
 from spark_watchd import __version__
-from spark_watchd.exporter import build_registry
+from spark_watchd.exporter import build_registry, workload_table
 from spark_watchd.snapshot import Snapshot
 from spark_watchd.web.http import Request, Response, Route
 
@@ -63,6 +63,7 @@ def status_dict(daemon) -> dict[str, Any]:
         "gpus": [g.to_dict() for g in s.gpus] if s is not None else [],
         "psi_memory": s.psi_memory if s is not None else None,
         "processes": [p.to_dict() for p in s.processes] if s is not None else [],
+        "workloads": workload_table(s) if s is not None else [],
         "throughput": [t.to_dict() for t in s.throughput] if s is not None else [],
         "worst": diag.worst() if diag is not None else "unknown",
         "findings": {g: f.to_dict() for g, f in diag.findings.items()} if diag is not None else {},

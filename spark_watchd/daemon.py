@@ -87,6 +87,7 @@ class Daemon:
         self._replay_iter = iter(replay) if replay is not None else None
         self._replay_done = False
         self._logged_failures: set[str] = set()
+        self._tracker_errors = 0
 
     # Public API for other areas.
     def snapshot(self) -> Snapshot:
@@ -169,13 +170,17 @@ class Daemon:
         tracker = self.tracker
         if tracker is None:
             return sample
+        name = getattr(tracker, "name", "throughput")
         t0 = time.perf_counter()
         try:
             out = tracker.collect({"ts": sample.ts}) or {}
             readings = tuple(out.get("throughput") or ())
-            statuses["throughput"] = SourceStatus("throughput", True, time.perf_counter() - t0)
+            statuses[name] = SourceStatus(name, True, time.perf_counter() - t0)
         except Exception as exc:
-            statuses["throughput"] = SourceStatus("throughput", False, time.perf_counter() - t0, 1, str(exc))
+            self._tracker_errors += 1
+            statuses[name] = SourceStatus(
+                name, False, time.perf_counter() - t0, self._tracker_errors, str(exc)
+            )
             return sample
         if self.mode == "replay" and not readings:
             return sample

@@ -181,3 +181,27 @@ def test_overrunning_tick_is_skipped_and_logged_not_stacked(settings, tmp_path):
     assert slow.most == 1  # one tick at a time
     assert d.overruns >= 1 and d.ticks >= 2
     assert any(e["event"].startswith("tick overrun") for e in logs)
+
+
+def test_throughput_tracker_contributes_like_a_source_and_extras_reach_the_snapshot(settings, tmp_path):
+    from spark_watchd.model import ThroughputReading
+
+    class _Tracker:
+        name = "progress"
+        fail = False
+
+        def collect(self, partial):
+            if self.fail:
+                raise RuntimeError("tracker bug")
+            return {"throughput": (ThroughputReading("llama-lora", partial["ts"], 42, 1.5, 900.0),)}
+
+    d = Daemon(settings, sources=(_Mem(),), state_dir=None)
+    d.tracker = _Tracker()
+    d.extras_providers["jobs"] = lambda: ("llama-lora",)
+    snap = d.tick()
+    assert snap.sample.throughput[0].step == 42 and snap.sources["progress"].up
+    assert snap.extras["jobs"] == ("llama-lora",)
+    d.tracker.fail = True
+    snap = d.tick()
+    assert snap.sample.throughput == () and not snap.sources["progress"].up
+    assert snap.sources["progress"].error == "tracker bug" and snap.sources["meminfo"].up

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from prometheus_client.exposition import choose_encoder
@@ -84,11 +86,18 @@ def status_dict(daemon) -> dict[str, Any]:
 
 
 def _jsonable(obj: Any) -> Any:
-    try:
-        json.dumps(obj)
+    """Extras as JSON: objects with to_dict() or dataclasses become dicts, anything else its str()."""
+    if obj is None or isinstance(obj, (str, int, float, bool)):
         return obj
-    except (TypeError, ValueError):
-        return {k: (v.to_dict() if hasattr(v, "to_dict") else repr(v)) for k, v in dict(obj).items()}
+    if isinstance(obj, Mapping):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [_jsonable(v) for v in obj]
+    if hasattr(obj, "to_dict"):
+        return _jsonable(obj.to_dict())
+    if dataclasses.is_dataclass(obj):
+        return _jsonable(dataclasses.asdict(obj))
+    return str(obj)
 
 
 def routes(daemon) -> list[Route]:

@@ -306,7 +306,8 @@ class Runner:
         """Reload configuration; an invalid one is logged and the old one kept."""
         if self.reload_fn is None:
             return
-        self.daemon.notifier.reloading()
+        # systemd (Type=notify-reload) wants the monotonic time with RELOADING=1.
+        self.daemon.notifier.notify(f"RELOADING=1\nMONOTONIC_USEC={time.monotonic_ns() // 1000}")
         try:
             new = self.reload_fn()
         except Exception as exc:

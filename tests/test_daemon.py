@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from spark_watchd.trace import parse_line
+from spark_watchd.trace import parse_line, read_trace
 from tests.conftest import FIXTURES, run_cli
 from tests.daemon_helpers import http_get, running_daemon, samples, value
 
@@ -78,17 +78,27 @@ def test_unknown_path_404_and_wrong_method_405(live_daemon):
     assert code == 405
 
 
-def test_missing_source_logged_once_systemd_notified_and_sigterm_stops_cleanly(tmp_path):
+def test_lifecycle_missing_source_once_sd_notify_sighup_reload_record_and_sigterm(tmp_path):
     notify_path = tmp_path / "notify.sock"
     notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     notify.bind(str(notify_path))
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("[daemon]\ninterval = 1\n")
     env = {
         "SPARK_WATCHD_SOURCES__PROC_ROOT": str(VM_ROOT),
-        "SPARK_WATCHD_DAEMON__STATE_DIR": str(tmp_path),
+        "SPARK_WATCHD_DAEMON__STATE_DIR": str(tmp_path / "state"),
         "NOTIFY_SOCKET": str(notify_path),
     }
-    with running_daemon("--interval", "1", env=env) as (proc, base):
+    traces = tmp_path / "traces"
+    with running_daemon("--config", str(cfg), "--record", str(traces), env=env) as (proc, base):
         time.sleep(2.5)  # several ticks with NVML down
+        cfg.write_text("[daemon]\ninterval = 2\n")
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(1.0)
+        cfg.write_text("[daemon]\ninterval = 0\n")  # invalid: must be refused, the daemon goes on
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(1.0)
+        assert http_get(base + "/healthz")[0] == 200
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
         err = proc.stderr.read()
@@ -100,13 +110,26 @@ def test_missing_source_logged_once_systemd_notified_and_sigterm_stops_cleanly(t
         except BlockingIOError:
             break
     notify.close()
-    assert msgs[0].startswith("WATCHDOG=1") and msgs[1].startswith("READY=1")  # ready after the first publish
-    assert msgs.count("WATCHDOG=1") >= 2 and msgs[-1] == "STOPPING=1"
     lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     nvml = [ln for ln in lines if ln.get("source") == "nvml" and ln["level"] != "debug"]
     assert len(nvml) == 1, err  # said once at start-up, not every tick
     assert nvml[0]["event"].startswith("nvml missing: ") and "libnvidia-ml.so.1 not found" in nvml[0]["event"]
+    reloaded = [ln for ln in lines if ln["event"] == "configuration reloaded"]
+    assert len(reloaded) == 1 and reloaded[0]["interval_s"] == 2
+    refused = [ln for ln in lines if ln["event"].startswith("reload failed")]
+    assert len(refused) == 1 and "key 'daemon.interval'" in refused[0]["error"]
     assert any(ln["event"] == "stopping" for ln in lines)
+    # systemd: ready after the first publish, a watchdog ping per publish, reload acknowledged, stopping last.
+    assert msgs[0] == "WATCHDOG=1" and msgs[1].startswith("READY=1")
+    assert msgs.count("WATCHDOG=1") >= 2 and msgs[-1] == "STOPPING=1"
+    assert any(m.startswith("RELOADING=1\nMONOTONIC_USEC=") for m in msgs)
+    # --record: rolling trace-v1 files, one line per published sample.
+    files = list(traces.glob("spark-watchd-*.jsonl"))
+    assert len(files) == 1
+    recorded = list(read_trace(files[0]))
+    assert len(recorded) >= 3 and all(
+        s.meminfo["MemAvailable"] == _meminfo_kb("MemAvailable") for s in recorded
+    )
 
 
 def test_once_json_is_a_trace_v1_line_with_findings(tmp_path):

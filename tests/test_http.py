@@ -174,3 +174,14 @@ def test_parse_listen():
     assert parse_listen("[::1]:80") == ("::1", 80)
     with pytest.raises(ValueError):
         parse_listen("localhost")
+
+
+def test_stop_cuts_idle_clients_instead_of_waiting_for_their_timeout(tmp_path):
+    srv = HttpServer("127.0.0.1:0", [], workers=2, timeout=30.0)
+    srv.start()
+    idle = socket.create_connection(srv.address)
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    srv.stop()
+    assert time.monotonic() - t0 < 5
+    idle.close()

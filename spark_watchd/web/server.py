@@ -223,6 +223,8 @@ class HttpServer:
         self._sock.settimeout(0.5)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._open: set[socket.socket] = set()  # connections in service, cut on stop
+        self._open_lock = threading.Lock()
 
     @property
     def address(self) -> tuple[str, int]:
@@ -270,6 +272,9 @@ class HttpServer:
             conn.close()
 
     def _serve(self, conn: socket.socket, addr) -> None:
+        with self._open_lock:
+            self._open.add(conn)
+        raw = conn
         try:
             conn.settimeout(self.timeout)
             if self.web is not None and self.web.tls is not None:
@@ -285,6 +290,8 @@ class HttpServer:
         except Exception as exc:
             self.log.exception("connection failed", error=str(exc))
         finally:
+            with self._open_lock:
+                self._open.discard(raw)
             try:
                 conn.close()
             except OSError:
@@ -299,4 +306,10 @@ class HttpServer:
             pass
         if self._thread is not None:
             self._thread.join(timeout=2)
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._open_lock:
+            for conn in self._open:  # a slow client must not hold the exit for its timeout
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        self._pool.shutdown(wait=True, cancel_futures=True)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from spark_watchd.config import load_settings, parse_listen
 from spark_watchd.daemon import Daemon
@@ -185,3 +188,58 @@ def test_stop_cuts_idle_clients_instead_of_waiting_for_their_timeout(tmp_path):
     srv.stop()
     assert time.monotonic() - t0 < 5
     idle.close()
+
+
+_METHODS = st.sampled_from(["GET", "POST", "PUT", "HEAD", "DELETE", "BREW", "get", ""])
+_PATHS = st.sampled_from(["/metrics", "/echo", "/healthz", "/api/v1/status", "/", "*", "/%00", "//x?y"])
+_HEADER = st.tuples(
+    st.sampled_from(
+        ["Content-Length", "Transfer-Encoding", "Host", "Authorization", "X-\x00", "Content-Length "]
+    ),
+    st.text(alphabet=st.characters(codec="latin-1"), max_size=20),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    raw=st.one_of(
+        st.binary(max_size=300),
+        st.builds(
+            lambda m, p, v, hs, body: (
+                (f"{m} {p} {v}\r\n" + "".join(f"{k}: {val}\r\n" for k, val in hs) + "\r\n").encode("latin-1")
+                + body
+            ),
+            _METHODS,
+            _PATHS,
+            st.sampled_from(["HTTP/1.1", "HTTP/1.0", "HTTP/9.9", "HTTP/1.1 x", ""]),
+            st.lists(_HEADER, max_size=4),
+            st.binary(max_size=64),
+        ),
+    )
+)
+def test_fuzzed_requests_get_an_http_answer_or_a_close_never_a_crash(server, raw):
+    with socket.create_connection(server.address, timeout=5) as s:
+        s.sendall(raw)
+        s.shutdown(socket.SHUT_WR)  # EOF now: no waiting for the request deadline
+        reply = b""
+        try:
+            while chunk := s.recv(65536):
+                reply += chunk
+        except (ConnectionResetError, TimeoutError):
+            pass
+    if reply:
+        assert re.match(rb"HTTP/1\.[01] [1-5]\d\d ", reply), reply[:80]
+    assert server.received == [] or all(len(b) <= 1024 for b in server.received)
+
+
+def test_server_still_scrapes_after_fuzzing(server):
+    for raw in (
+        b"\xff" * 100,
+        b"GET / HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n",
+        b"\r\n\r\n",
+    ):
+        with socket.create_connection(server.address, timeout=5) as s:
+            s.sendall(raw)
+            s.shutdown(socket.SHUT_WR)
+            s.recv(4096)
+    assert _metrics_ok(server)

@@ -301,6 +301,10 @@ class HttpServer:
     def stop(self) -> None:
         self._stop.set()
         try:
+            self._sock.shutdown(socket.SHUT_RDWR)  # wakes a blocked accept() at once on Linux
+        except OSError:
+            pass
+        try:
             self._sock.close()
         except OSError:
             pass

@@ -243,3 +243,13 @@ def test_server_still_scrapes_after_fuzzing(server):
             s.shutdown(socket.SHUT_WR)
             s.recv(4096)
     assert _metrics_ok(server)
+
+
+def test_port_in_use_exits_1_with_the_address(tmp_path, capsys):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        addr = f"127.0.0.1:{s.getsockname()[1]}"
+        env_state = ["--state-dir", str(tmp_path)]
+        assert cli.main(["run", "--listen", addr, "--interval", "5", *env_state]) == 1
+    assert f"cannot listen on {addr}" in capsys.readouterr().err

@@ -157,3 +157,31 @@ def test_daemon_flag_applies_basic_auth(tmp_path):
         for path in PATHS:
             assert http_get(base + path)[0] == 401
             assert http_get(base + path, headers=_basic("prom", "pw"))[0] == 200
+
+
+def test_client_certificates_required_and_verified(tmp_path, cert):
+    openssl = require_binary("openssl")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+
+    def run(*args):
+        subprocess.run([openssl, *args], check=True, capture_output=True, cwd=tmp_path)
+
+    run("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "1", "-subj", "/CN=test-ca")
+    run("req", *ec, "-keyout", "client.key", "-out", "client.csr", "-subj", "/CN=prometheus")
+    run("x509", "-req", "-in", "client.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+        "-out", "client.pem", "-days", "1")  # fmt: skip
+    srv, daemon = _serve(
+        tmp_path,
+        f"tls_server_config:\n  cert_file: {cert / 'cert.pem'}\n  key_file: {cert / 'key.pem'}\n"
+        "  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.pem\n",
+    )
+    try:
+        with_cert = ssl.create_default_context(cafile=str(cert / "cert.pem"))
+        with_cert.load_cert_chain(str(tmp_path / "client.pem"), str(tmp_path / "client.key"))
+        assert http_get(srv.url + "metrics", context=with_cert)[0] == 200
+        without = ssl.create_default_context(cafile=str(cert / "cert.pem"))
+        with pytest.raises((OSError, urllib.error.URLError)):
+            http_get(srv.url + "metrics", context=without, timeout=3)
+    finally:
+        srv.stop()
+        daemon.close()

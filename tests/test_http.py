@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from spark_watchd import cli
 from spark_watchd.config import load_settings, parse_listen
 from spark_watchd.daemon import Daemon
 from spark_watchd.web.http import Response, Route

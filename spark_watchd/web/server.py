@@ -19,6 +19,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs
 
+from spark_watchd import __version__
 from spark_watchd.config import parse_listen
 from spark_watchd.logging import get_logger
 from spark_watchd.web.auth import WebConfig
@@ -69,8 +70,12 @@ class _DeadlineReader(io.RawIOBase):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server_version = "spark-watchd"
+    server_version = f"spark-watchd/{__version__}"
     sys_version = ""
+
+    def version_string(self) -> str:
+        return self.server_version
+
     # Set per server by HttpServer (a subclass each).
     app: HttpServer
 
@@ -80,6 +85,14 @@ class _Handler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         super().setup()
         self.rfile = io.BufferedReader(_DeadlineReader(self.connection, time.monotonic() + self.app.timeout))
+
+    def parse_request(self) -> bool:
+        if not super().parse_request():
+            return False
+        if self.request_version == "HTTP/0.9":  # a bare "GET path" line: no headers, no status line back
+            self.send_error(400, "HTTP/0.9 is not supported")
+            return False
+        return True
 
     def send_error(self, code, message=None, explain=None):
         # Garbage request lines parse as HTTP/0.9, which would get a reply without a status line.

@@ -110,7 +110,7 @@ def test_oversized_body_gets_413_before_it_is_read_while_metrics_answers(server)
         (b"POST /echo HTTP/1.1\r\nHost: x\r\n\r\n", b"411"),
         (b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", b"411"),
         (b"\x00\x01\x02 garbage \xff\r\n\r\n", b"400"),
-        (b"GET\t\x00\r\n", b"400"),  # HTTP/0.9 form, found by the fuzzer: it got a reply without status line
+        (b"GET\t\x00\r\n\r\n", b"400"),  # HTTP/0.9 form, found by the fuzzer: it got a reply without status line
         (b"GET /metrics HTTP/1.1\r\n" + b"X-Long: " + b"a" * 70000 + b"\r\n\r\n", b"431"),
     ],
 )

@@ -142,15 +142,16 @@ def _flag(argv: Sequence[str], names: Sequence[str]) -> str | None:
     return value
 
 
-def read_caps(cmdline: Sequence[str]) -> dict[str, float | int | None]:
+def read_caps(cmdline: Sequence[str] | Any) -> dict[str, float | int | None]:
     """The memory caps on a command line (None where absent or unparseable).
 
     `gpu_memory_utilization` (vLLM, fraction), `kv_cache_memory_bytes` (vLLM, bytes:
     `40G` = 40 GiB as vLLM reads it), `mem_fraction_static` (SGLang, fraction).
-    Whether that makes the workload capped is `is_capped`.
+    Takes argv or a ProcessInfo. The dict is never empty: whether the caps make
+    the workload capped is `is_capped(kind, caps)`, not the dict's truth.
     """
-    if hasattr(cmdline, "cmdline"):
-        raise TypeError("read_caps takes argv (proc.cmdline); for the capped label use is_capped(kind, caps)")
+    if hasattr(cmdline, "cmdline"):  # a ProcessInfo: its argv
+        cmdline = cmdline.cmdline
     kv_text = _flag(cmdline, ("--kv-cache-memory-bytes", "--kv_cache_memory_bytes", "--kv-cache-memory"))
     return {
         "gpu_memory_utilization": _fraction(

@@ -137,7 +137,7 @@ def test_is_capped(kind, argv, capped):
     assert is_capped(kind, read_caps(argv)) is capped
 
 
-def test_classify_takes_a_process_info_and_read_caps_refuses_one():
+def test_classify_and_read_caps_take_a_process_info():
     p = ProcessInfo(
         pid=1,
         create_time=0.0,
@@ -147,5 +147,7 @@ def test_classify_takes_a_process_info_and_read_caps_refuses_one():
         gpu_resident=True,
     )
     assert classify(p) == "trainer"
-    with pytest.raises(TypeError, match="is_capped"):
-        read_caps(p)
+    argv = ("vllm", "serve", "--kv-cache-memory-bytes", "40G")
+    v = ProcessInfo(pid=2, create_time=0.0, name="vllm", cmdline=argv, rss_bytes=1)
+    assert read_caps(v)["kv_cache_memory_bytes"] == 40 * 2**30
+    assert is_capped(classify(v), read_caps(v)) is False

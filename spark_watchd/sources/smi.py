@@ -174,7 +174,7 @@ def run_command(argv: Sequence[str], timeout: float) -> str:
         except subprocess.TimeoutExpired:
             pass  # stuck in the driver (D state): abandoned, reaped by a later wait
         raise SourceUnavailable(
-            f"{os.path.basename(argv[0])} timed out after {timeout:.2g} s (killed)"
+            f"{os.path.basename(argv[0])} timed out after {round(timeout, 1):g} s (killed)"
         ) from None
     if proc.returncode != 0:
         detail = (err.strip() or out.strip()).splitlines()

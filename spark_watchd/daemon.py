@@ -88,6 +88,8 @@ class Daemon:
         self._replay_done = False
         self._logged_failures: set[str] = set()
         self._tracker_errors = 0
+        self.stopping = False
+        self._notify_lock = threading.Lock()
 
     # Public API for other areas.
     def snapshot(self) -> Snapshot:
@@ -147,10 +149,12 @@ class Daemon:
             self.last_tick_seconds = time.perf_counter() - t0
         for fn in list(self._subscribers):
             self._guard(f"subscriber {getattr(fn, '__qualname__', fn)}", lambda fn=fn: fn(snap))
-        self.notifier.watchdog()
-        if not self._ready.is_set():
-            self._ready.set()
-            self.notifier.ready(status=f"serving {self.mode} samples")
+        with self._notify_lock:
+            if not self.stopping:  # no watchdog ping or READY may follow STOPPING=1
+                self.notifier.watchdog()
+                if not self._ready.is_set():
+                    self._ready.set()
+                    self.notifier.ready(status=f"serving {self.mode} samples")
         return snap
 
     def _next_replayed(self) -> tuple[Sample, dict[str, SourceStatus]] | None:
@@ -197,6 +201,12 @@ class Daemon:
                 self._logged_failures.add(what)
                 self.log.exception(f"{what} failed", error=str(exc))
             return None
+
+    def begin_stop(self) -> None:
+        """Tell systemd STOPPING=1; no publish pings the watchdog after this."""
+        with self._notify_lock:
+            self.stopping = True
+            self.notifier.stopping()
 
     def close(self) -> None:
         """Close sources (stopping their threads) and the runtime (flushing its state)."""
@@ -331,7 +341,7 @@ class Runner:
 
     def stop(self) -> None:
         """Stop ticking, then close the daemon's parts; tells systemd STOPPING=1."""
-        self.daemon.notifier.stopping()
+        self.daemon.begin_stop()
         self._stop.set()
         if self._scheduler is not None:
             self._scheduler.shutdown(wait=True)

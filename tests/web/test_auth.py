@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import ssl
 import subprocess
+import time
 import urllib.error
 
 import bcrypt
@@ -15,7 +16,7 @@ from spark_watchd.config import ConfigError, load_settings
 from spark_watchd.daemon import Daemon
 from spark_watchd.web.auth import load_web_config
 from spark_watchd.web.server import HttpServer, collect_routes
-from tests.conftest import require_binary
+from tests.conftest import free_port, require_binary
 from tests.daemon_helpers import http_get, running_daemon
 
 PATHS = ("/metrics", "/healthz", "/api/v1/status")
@@ -185,3 +186,52 @@ def test_client_certificates_required_and_verified(tmp_path, cert):
     finally:
         srv.stop()
         daemon.close()
+
+
+@pytest.mark.e2e
+def test_one_web_config_file_serves_node_exporter_and_spark_watchd_alike(tmp_path, cert):
+    node_exporter = require_binary("prometheus-node-exporter")
+    web = tmp_path / "web.yml"
+    web.write_text(
+        f"tls_server_config:\n  cert_file: {cert / 'cert.pem'}\n  key_file: {cert / 'key.pem'}\n"
+        f"basic_auth_users:\n  prometheus: '{_hash('scrape-me')}'\n"
+    )
+    port = free_port()
+    ne = subprocess.Popen(
+        [node_exporter, f"--web.listen-address=127.0.0.1:{port}", f"--web.config.file={web}",
+         "--collector.disable-defaults", "--collector.loadavg"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    ctx = ssl.create_default_context(cafile=str(cert / "cert.pem"))
+    auth = _basic("prometheus", "scrape-me")
+    try:
+        env = {
+            "SPARK_WATCHD_DAEMON__STATE_DIR": str(tmp_path / "state"),
+            "SPARK_WATCHD_DAEMON__WEB_CONFIG_FILE": str(web),
+        }
+        with running_daemon("--interval", "1", env=env, headers=auth, scheme="https", context=ctx) as (
+            _,
+            base,
+        ):
+            for url in (f"https://127.0.0.1:{port}/metrics", base + "/metrics"):
+                _wait_up(url, ctx, auth)
+                assert http_get(url, context=ctx)[0] == 401
+                assert http_get(url, context=ctx, headers=_basic("prometheus", "nope"))[0] == 401
+                status, body = http_get(url, context=ctx, headers=auth)
+                assert status == 200 and "# TYPE" in body
+    finally:
+        ne.terminate()
+        ne.wait(timeout=10)
+
+
+def _wait_up(url, ctx, auth, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if http_get(url, context=ctx, headers=auth, timeout=2)[0] == 200:
+                return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{url} did not come up")
+        time.sleep(0.1)

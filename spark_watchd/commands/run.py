@@ -122,7 +122,8 @@ def serve(settings: Settings, args: argparse.Namespace, *, announce: bool = Fals
                 return EX_USAGE
             state_dir = None  # replayed events must not land in the real journal and counters
         else:
-            state_dir = usable_state_dir(settings, explicit=bool(getattr(args, "state_dir", None)))
+            # Set by file, environment or flag: the user meant it, so no silent fallback.
+            state_dir = usable_state_dir(settings, explicit="state_dir" in settings.daemon.model_fields_set)
     except ConfigError as exc:
         print(f"spark-watchd: bad configuration: {exc}", file=sys.stderr)
         return EX_CONFIG

@@ -85,7 +85,8 @@ class Daemon:
         self._tick_lock = threading.Lock()
         self._ready = threading.Event()
         self._replay_iter = iter(replay) if replay is not None else None
-        self._replay_done = False
+        self.replay_done = False
+        self.replay_delay = 0.0  # seconds until the next replayed sample is due
         self._logged_failures: set[str] = set()
         self._tracker_errors = 0
         self.stopping = False
@@ -109,7 +110,7 @@ class Daemon:
         snap = self._snapshot
         if snap.sample is None:
             return False
-        if self.mode == "replay" and self._replay_done:
+        if self.mode == "replay" and self.replay_done:
             return True  # a finished replay keeps serving its last state on purpose
         now = time.time() if now is None else now
         return (now - snap.published_at) < 3 * self.expected_period()
@@ -160,10 +161,10 @@ class Daemon:
     def _next_replayed(self) -> tuple[Sample, dict[str, SourceStatus]] | None:
         t0 = time.perf_counter()
         try:
-            sample, self._replay_delay = next(self._replay_iter)
+            sample, self.replay_delay = next(self._replay_iter)
         except StopIteration:
-            if not self._replay_done:
-                self._replay_done = True
+            if not self.replay_done:
+                self.replay_done = True
                 self.log.info("replay finished; serving the last sample", trace=self.replay.path)
             return None
         st = SourceStatus("replay", True, time.perf_counter() - t0, 0, None)
@@ -279,15 +280,18 @@ class Runner:
         )
 
     def _replay_loop(self) -> None:
+        deadline = time.monotonic()
         while not self._stop.is_set():
             try:
                 snap = self.daemon.tick()
             except Exception as exc:  # never leave the replay thread dead silently
                 self.log.exception("replay tick failed", error=str(exc))
                 snap = None
-            if snap is None and self.daemon._replay_done:
+            if snap is None and self.daemon.replay_done:
                 return
-            self._stop.wait(getattr(self.daemon, "_replay_delay", 0.0))
+            # Pace from a running deadline, so tick time does not slow the replay down.
+            deadline = max(deadline + self.daemon.replay_delay, time.monotonic() - 1.0)
+            self._stop.wait(max(0.0, deadline - time.monotonic()))
 
     def reschedule(self, interval: float) -> None:
         if self._scheduler is not None:

@@ -64,6 +64,7 @@ class Daemon:
         self.notifier = notifier or SystemdNotifier()
         # "settings": daemon.state_dir; None: nothing on disk (a replay must not touch the real journal).
         self.state_dir = settings.daemon.state_dir if state_dir == "settings" else state_dir
+        self._owns_runtime = runtime is None
         self.runtime = runtime if runtime is not None else build_runtime(settings, self.state_dir)
         self.collector = (
             Collector(sources if sources is not None else build_live_sources(settings), clock)
@@ -203,6 +204,22 @@ class Daemon:
                 self.log.exception(f"{what} failed", error=str(exc))
             return None
 
+    def apply_settings(self, new: Settings) -> None:
+        """Swap in reloaded settings between ticks: new [sources] rebuild the sources, new [thresholds]
+        rebuild the diagnosis runtime (it persists its state on close and restores it on open)."""
+        with self._tick_lock:
+            old, self.settings = self.settings, new
+            if self.collector is not None and new.sources != old.sources:
+                fresh = Collector(build_live_sources(new), self.clock)
+                fresh.expected_down = self.collector.expected_down
+                self.collector.close()
+                self.collector = fresh
+            if new.thresholds != old.thresholds and self._owns_runtime:
+                self.runtime.close()
+                self.runtime = build_runtime(new, self.state_dir)
+                if "throttle_seconds_total" in self.extras_providers:
+                    self.extras_providers["throttle_seconds_total"] = self.runtime.throttle_seconds
+
     def begin_stop(self) -> None:
         """Tell systemd STOPPING=1; no publish pings the watchdog after this."""
         with self._notify_lock:
@@ -329,14 +346,15 @@ class Runner:
             self.daemon.notifier.notify("READY=1")
             return
         old = self.daemon.settings
-        self.daemon.settings = new
+        try:
+            self.daemon.apply_settings(new)
+        except Exception as exc:
+            self.log.exception("reload failed applying the new configuration", error=str(exc))
         if new.daemon.interval != old.daemon.interval:
             self.reschedule(new.daemon.interval)
-        for key in ("listen", "web_config_file", "http_workers"):
+        for key in ("listen", "web_config_file", "http_workers", "http_timeout", "state_dir", "record_dir"):
             if getattr(new.daemon, key) != getattr(old.daemon, key):
                 self.log.warning(f"daemon.{key} changed: takes effect after a restart")
-        if hasattr(self.daemon.runtime, "update_thresholds") and new.thresholds != old.thresholds:
-            self.daemon.runtime.update_thresholds(new.thresholds)
         from spark_watchd.logging import configure_logging
 
         configure_logging(new.daemon.log_level, new.daemon.log_format)

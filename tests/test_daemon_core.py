@@ -205,3 +205,23 @@ def test_throughput_tracker_contributes_like_a_source_and_extras_reach_the_snaps
     snap = d.tick()
     assert snap.sample.throughput == () and not snap.sources["progress"].up
     assert snap.sources["progress"].error == "tracker bug" and snap.sources["meminfo"].up
+
+
+def test_reload_rebuilds_sources_and_runtime_when_their_sections_change(settings, tmp_path):
+    from tests.conftest import FIXTURES
+
+    d = Daemon(settings, state_dir=str(tmp_path))
+    root = FIXTURES / "hosts" / "daemon-vm" / "proc"
+    avail = next(
+        int(ln.split()[1])
+        for ln in (root / "meminfo").read_text().splitlines()
+        if ln.startswith("MemAvailable:")
+    )
+    old_runtime = d.runtime
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[sources]\nproc_root = "{root}"\n[thresholds]\nos_reserve_bytes = 1234\n')
+    Runner(d, reload=lambda: load_settings(str(cfg), environ={})).do_reload()
+    assert d.runtime is not old_runtime and d.runtime.thresholds.os_reserve_bytes == 1234
+    snap = d.tick()
+    assert snap.sample.meminfo["MemAvailable"] == avail  # read from the new root
+    d.close()

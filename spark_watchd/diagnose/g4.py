@@ -236,6 +236,8 @@ class G4Tracker:
             "util_pct": util,
             "thermal_reasons_active": f.thermal_bits,
             "thermal_counter_share": round(rate, 4) if rate is not None else None,
+            # cumulative, for sparkwatchd_throttled_seconds_total (the runtime restores it after restarts)
+            "throttled_seconds_total": round(self.throttle_s, 1),
         }
         if worst is not None:
             ev["step_seconds_recent"] = round(worst[2], 4)

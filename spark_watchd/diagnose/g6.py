@@ -55,7 +55,9 @@ def describe(cmdline, name, gpu_resident, th) -> _Workload:
         elif caps.get("kv_cache_memory_bytes"):
             capped = False  # a KV budget in bytes bypasses the utilisation cap
         else:
-            cap = caps.get("gpu_memory_utilization") if kind == "vllm" else caps.get("mem_fraction_static")
+            cap = caps.get("gpu_memory_utilization")
+            if cap is None:
+                cap = caps.get("mem_fraction_static")  # SGLang's name, kept apart by the private copy
             # vLLM defaults to 0.9 of the whole pool, SGLang to ~0.88
             capped = cap is not None and cap <= th.capped_utilization_max
     return _Workload(kind, capped, cap)

@@ -94,6 +94,12 @@ class DiagnosisRuntime:
         self._saved_key = key
         self._saved_ts = ts
 
+    def update_thresholds(self, thresholds: Thresholds) -> None:
+        """Apply reloaded thresholds (SIGHUP) without losing windows, baselines or episodes."""
+        self.thresholds = thresholds
+        eng = self.engine
+        eng.th = eng.g3.th = eng.g4.th = eng.g6.th = thresholds
+
     def event_counts(self) -> dict[str, int]:
         """Cumulative counts per kind for sparkwatchd_events_total (carried across restarts)."""
         return dict(self.counts)

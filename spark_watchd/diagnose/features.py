@@ -9,6 +9,9 @@ KIB = 1024
 # The SW power cap (0x04) is GB10's normal state and is deliberately left out.
 THERMAL_MASK = 0x08 | 0x20 | 0x40
 THERMAL_COUNTERS = ("sw_thermal", "hw_thermal", "hw_slowdown")
+# SW/HW thermal are thermal by definition; HW slowdown (0x08) can also be the power brake, so it needs
+# the temperature or the clocks to agree before it counts as a thermal throttle.
+PURE_THERMAL_MASK = 0x20 | 0x40
 
 
 class Features:
@@ -28,6 +31,8 @@ class Features:
     shutdown_c = None
     thermal_bits = None
     thermal_rate = None
+    pure_thermal_bits = None
+    pure_thermal_rate = None
     mem_total_b = None
     avail_b = None
     avail_min_b = None
@@ -83,13 +88,15 @@ def compute(prev: Sample | None, cur: Sample, th) -> Features:
         f.slowdown_c = g.slowdown_temp_c if g.slowdown_temp_c is not None else th.default_slowdown_temp_c
         f.shutdown_c = g.shutdown_temp_c if g.shutdown_temp_c is not None else th.default_shutdown_temp_c
         mask = g.clocks_event_reasons
-        f.thermal_bits = None if mask is None else bool(mask & THERMAL_MASK)
+        if mask is not None:
+            f.thermal_bits = bool(mask & THERMAL_MASK)
+            f.pure_thermal_bits = bool(mask & PURE_THERMAL_MASK)
         ctr = g.clocks_event_counters_us
         if pf is not None and ctr is not None:
             pg = _gpu(pf)
             pctr = pg.clocks_event_counters_us if pg is not None else None
             if pctr is not None:
-                tot = 0
+                tot = pure = 0
                 ok = False
                 for k in THERMAL_COUNTERS:
                     a = ctr.get(k)
@@ -99,9 +106,12 @@ def compute(prev: Sample | None, cur: Sample, th) -> Features:
                             ok = False
                             break
                         tot += a - b
+                        if k != "hw_slowdown":
+                            pure += a - b
                         ok = True
                 if ok:
                     f.thermal_rate = tot / 1e6 / dt
+                    f.pure_thermal_rate = pure / 1e6 / dt
     else:
         f.has_gpu = False
 

@@ -179,7 +179,11 @@ class G4Tracker:
             signature = temp is not None and temp >= slowdown and clock_low
             thermal_now = signature
         else:
-            signature = thermal_now and (near or clock_low)
+            pr = f.pure_thermal_rate
+            pure = bool(f.pure_thermal_bits) or (pr is not None and pr >= th.thermal_counter_rate_min)
+            # SW/HW thermal is heat by definition (the GPU sensor may read a few C under the hotspot);
+            # HW slowdown alone needs the temperature or the clocks to agree.
+            signature = (pure and loaded) or (thermal_now and (near or clock_low))
         signature = signature or at_shutdown
 
         if signature:

@@ -36,23 +36,30 @@ def test_counters_moving_just_below_rate_is_ok():
     assert g4.classify(win, th).severity == "ok"
 
 
-def test_temperature_margin_boundary():
-    host = Host()
+def test_hw_slowdown_alone_needs_the_temperature_margin():
     th = Thresholds()
     edge = 86.0 - th.slowdown_margin_c
-    above = _warm(host) + host.run(2, temp=edge + 0.1, thermal_share=0.3)
+    h1 = Host()
+    above = _warm(h1) + h1.run(2, temp=edge + 0.1, hw_slowdown_share=0.3)
     h2 = Host()
-    below = _warm(h2) + h2.run(2, temp=edge - 0.1, thermal_share=0.3)
+    below = _warm(h2) + h2.run(2, temp=edge - 0.1, hw_slowdown_share=0.3)
     assert g4.classify(above, th).severity == "warning"
     assert g4.classify(below, th).severity == "ok"
 
 
-def test_slowdown_threshold_is_read_from_the_sample():
-    host = Host()
+def test_sw_thermal_counters_are_heat_even_under_the_margin():
     th = Thresholds()
-    low = _warm(host, slowdown=80.0) + host.run(2, temp=78.5, slowdown=80.0, thermal_share=0.3)
+    h = Host()
+    win = _warm(h) + h.run(2, temp=80.0, thermal_share=0.3)
+    assert g4.classify(win, th).severity == "warning"
+
+
+def test_slowdown_threshold_is_read_from_the_sample():
+    th = Thresholds()
+    h1 = Host()
+    low = _warm(h1, slowdown=80.0) + h1.run(2, temp=78.5, slowdown=80.0, hw_slowdown_share=0.3)
     h2 = Host()
-    high = _warm(h2, slowdown=92.0) + h2.run(2, temp=78.5, slowdown=92.0, thermal_share=0.3)
+    high = _warm(h2, slowdown=92.0) + h2.run(2, temp=78.5, slowdown=92.0, hw_slowdown_share=0.3)
     assert g4.classify(low, th).severity == "warning"
     assert g4.classify(high, th).severity == "ok"
 

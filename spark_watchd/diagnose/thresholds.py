@@ -183,8 +183,9 @@ class Thresholds(BaseModel):
     eviction_min_loss_bytes: int = Field(
         1 * GIB, description="Smallest RSS loss that counts as eviction, bytes."
     )
+    # Ten minutes, so a victim squeezed out gradually (60 s sampling) is still seen losing its share.
     eviction_window_s: float = Field(
-        300.0, gt=0, description="Window over which RSS loss is measured, seconds."
+        600.0, gt=0, description="Window over which RSS loss is measured, seconds."
     )
     # A process that moved its weights to the GPU shows gpu_mem rising by about what RSS lost.
     gpu_move_ratio: float = Field(

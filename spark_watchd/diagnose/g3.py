@@ -121,16 +121,27 @@ class G3Tracker:
             "mem_available_min_bytes": f.avail_min_b,
             "budget_bytes": budget,
             "os_reserve_bytes": reserve,
-            "psi_some_avg60_pct": round(some, 2),
-            "psi_full_avg60_pct": round(full, 2),
-            "swap_out_pages_per_s": round(swo, 1),
-            "major_faults_per_s": round(f.majfault_per_s, 1) if f.majfault_per_s is not None else None,
+            "psi_some_avg60_pct": some,
+            "psi_full_avg60_pct": full,
+            "swap_out_pages_per_s": swo,
+            "major_faults_per_s": f.majfault_per_s,
             "cached_bytes": f.cached_b,
             "anon_bytes": f.anon_b,
         }
         if tte is not None:
             ev["budget_exhausted_in_s"] = round(tte, 1)
         avail_txt = f"{f.avail_b / GIB:.1f} GiB available (min {f.avail_min_b / GIB:.1f}), budget {budget / GIB:.1f} GiB"
+        if not (stalls or swapping or full_sustained):
+            # the common, quiet case first: no stall text to format
+            if (
+                oom_hold
+                or tte is not None
+                or budget <= th.budget_warn_bytes
+                or budget_min <= th.budget_critical_bytes
+            ):
+                pass
+            else:
+                return Finding("G3", "ok", f"Memory OK: {avail_txt}, no reclaim stalls", ev), events
         stall_txt = f"PSI some {some:.1f}% / full {full:.1f}%, swap-out {swo:.0f} pages/s"
 
         if oom_hold:

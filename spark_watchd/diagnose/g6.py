@@ -73,6 +73,9 @@ class G6Tracker:
         self.fired: dict[tuple, float] = {}
         self.hold_until = None
         self.last_eviction = None
+        self._heavy_ident = None
+        self._heavy_list: list = []
+        self._heavy_names = ""
 
     def reboot(self) -> None:
         """Processes do not survive a reboot."""
@@ -125,14 +128,25 @@ class G6Tracker:
             "heavy_workloads": len(heavy),
             "uncapped_workloads": len(uncapped),
             "workloads_footprint_bytes": total_foot,
-            "psi_some_avg60_pct": round(some, 2),
-            "major_faults_per_s": round(f.majfault_per_s, 1) if f.majfault_per_s is not None else None,
-            "workloads": [
-                {"pid": p.pid, "name": p.name, "kind": w.kind, "capped": w.capped, "footprint_bytes": foot}
-                for p, w, foot in heavy
-            ],
+            "psi_some_avg60_pct": some,
+            "major_faults_per_s": f.majfault_per_s,
         }
-        names = ", ".join(f"{w.kind}{'' if w.capped is not False else ' (uncapped)'}" for _, w, _ in heavy)
+        if heavy:
+            # The list and names only change when the set of heavy processes does: reuse them.
+            ident = tuple((p.pid, p.create_time) for p, _, _ in heavy)
+            if ident != self._heavy_ident:
+                self._heavy_ident = ident
+                self._heavy_list = [
+                    {"pid": p.pid, "name": p.name, "kind": w.kind, "capped": w.capped} for p, w, _ in heavy
+                ]
+                self._heavy_names = ", ".join(
+                    f"{w.kind}{'' if w.capped is not False else ' (uncapped)'}" for _, w, _ in heavy
+                )
+            ev["workloads"] = self._heavy_list
+            names = self._heavy_names
+        else:
+            ev["workloads"] = []
+            names = ""
         if hold:
             le = self.last_eviction
             return Finding("G6", "critical", f"Eviction: {le}", ev, ADVICE_EVICT), events

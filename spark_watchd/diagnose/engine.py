@@ -23,7 +23,7 @@ class Diagnoser:
         self.g3 = G3Tracker(self.th)
         self.g4 = G4Tracker(self.th)
         self.g6 = G6Tracker(self.th)
-        self._prev: Sample | None = None
+        self._prev: feat.Features | None = None
         self._restored: Mapping[str, Any] | None = None
 
     def restore(self, state: Mapping[str, Any]) -> None:
@@ -90,7 +90,7 @@ class Diagnoser:
         events.extend(e4)
         events.extend(e3)
         events.extend(e6)
-        self._prev = sample
+        self._prev = f
         return Diagnosis(sample.ts, {"G3": g3f, "G4": g4f, "G6": g6f}, tuple(events))
 
     def run(self, samples: Iterable[Sample]) -> Iterator[Diagnosis]:

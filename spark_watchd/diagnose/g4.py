@@ -379,5 +379,5 @@ def classify(window: Sequence[Sample], th) -> Finding:
         if f.reboot:
             tr.reboot(s.ts, s.boot_id)
         finding, _ = tr.update(s, f)
-        prev = s
+        prev = f
     return finding

@@ -234,5 +234,5 @@ def classify(window: Sequence[Sample], th) -> Finding:
         if f.reboot:
             tr.reboot()
         finding, _ = tr.update(s, f)
-        prev = s
+        prev = f
     return finding

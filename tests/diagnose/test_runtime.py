@@ -13,11 +13,13 @@ from diag_builders import Host
 from prometheus_client import CollectorRegistry, generate_latest
 
 from spark_watchd.diagnose import metrics
+from spark_watchd.diagnose.engine import Diagnoser
 from spark_watchd.diagnose.journal import EventJournal, read_events
 from spark_watchd.diagnose.runtime import DiagnosisRuntime
 from spark_watchd.diagnose.thresholds import Thresholds
 from spark_watchd.model import Event
 from spark_watchd.snapshot import Snapshot
+from spark_watchd.trace import read_trace
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -161,3 +163,39 @@ def test_metric_families_render():
             [promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30
         )
         assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_capture_replays_and_state_write_leaves_no_temp_file(tmp_path):
+    th = Thresholds()
+    host = Host()
+    rt = DiagnosisRuntime(th, tmp_path, capture_pre=4, capture_post=2)
+    for s in host.run(5) + host.run(3, temp=88.0, thermal_share=0.8):
+        rt.observe(s)
+    rt.close()
+    (cap,) = (tmp_path / "captures").glob("*.jsonl")
+    assert "G4" in cap.name
+    replayed = [d.findings["G4"].severity for d in Diagnoser(th).run(read_trace(cap))]
+    assert replayed[0] == "ok" and replayed[-1] == "warning"
+    assert not list(tmp_path.glob("*.tmp"))
+    assert json.loads((tmp_path / "state.json").read_text())["event_counts"]["throttle_start"] == 1
+
+
+def test_update_thresholds_applies_without_losing_state():
+    host = Host()
+    rt = DiagnosisRuntime(Thresholds(), None)
+    for s in host.run(3, psi_some=3.0):
+        assert rt.observe(s).findings["G3"].severity == "warning"
+    rt.update_thresholds(Thresholds(psi_some_warn_pct=5.0))
+    assert rt.observe(host.sample(psi_some=3.0)).findings["G3"].severity == "ok"
+
+
+def test_anomaly_gauge_follows_the_g4_finding():
+    host = Host()
+    rt = DiagnosisRuntime(Thresholds(), None)
+    for s in host.run(3) + host.run(6, temp=50.0, power=30.0, clk=700, util=99.0):
+        d = rt.observe(s)
+    assert d.findings["G4"].anomaly == "power_delivery"
+    fams = {m.name: m for m in metrics.families(Snapshot(sample=s, diagnosis=d))}
+    vals = {tuple(x.labels.values()): x.value for x in fams["sparkwatchd_anomaly"].samples}
+    assert vals == {("power_delivery",): 1.0, ("hung_engine",): 0.0}
+    assert fams["sparkwatchd_thermal_throttle_active"].samples[0].value == 0.0

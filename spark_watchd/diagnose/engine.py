@@ -68,7 +68,7 @@ class Diagnoser:
         return up is not None and prev_up is not None and up + 1.0 < prev_up
 
     def observe(self, sample: Sample) -> Diagnosis:
-        """Judge one sample (samples must come in time order)."""
+        """Judge one sample (in time order; a clock step back restarts the windows)."""
         th = self.th
         prev = self._prev
         f = feat.compute(prev, sample, th)
@@ -79,6 +79,13 @@ class Diagnoser:
             events.extend(self.g4.reboot(sample.ts, sample.boot_id))
             self.g3.reboot()
             self.g6.reboot()
+            self.window.clear()
+        elif prev is not None and sample.ts < prev.ts:
+            # The clock stepped back (NTP, a hand-edited trace): windows keyed on time would never
+            # expire, so start them afresh; episodes and counters carry on.
+            self.g3.reboot()
+            self.g6.reboot()
+            self.g4.time_jump(sample.ts)
             self.window.clear()
         win = self.window
         win.append(sample)

@@ -111,6 +111,20 @@ class G4Tracker:
             self.reboot_hold_until = ts + th.reboot_critical_hold_s
         return events
 
+    def time_jump(self, ts: float) -> None:
+        """The clock stepped back to ts: restart time windows, keep the episode."""
+        self.temps.clear()
+        for j in self.jobs.values():
+            j.recent.clear()
+            j.recent_sum = 0.0
+            j.last_report = None
+        if self.last_thermal_ts is not None and self.last_thermal_ts > ts:
+            self.last_thermal_ts = ts
+        if self.episode_start is not None and self.episode_start > ts:
+            self.episode_start = ts
+        self.pd_since = self.hung_since = None
+        self.reboot_hold_until = None
+
     def _step_ratio(self, sample: Sample, ts: float, thermal_now: bool):
         """Worst recent step time over its job's baseline, with the numbers behind it."""
         th = self.th

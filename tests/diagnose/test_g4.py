@@ -209,3 +209,17 @@ def test_uptime_going_backwards_is_a_reboot_without_boot_id():
     host.reboot()
     out = d.observe(host.sample(boot_id=False))
     assert [e.kind for e in out.events] == ["reboot"]
+
+
+def test_clock_stepping_back_restarts_windows_without_events():
+    th = Thresholds()
+    host = Host()
+    d = Diagnoser(th)
+    for s in host.run(5, temp=88.0, thermal_share=0.8):
+        d.observe(s)
+    host.ts -= 3600  # NTP step back by an hour
+    kinds = []
+    for s in host.run(int(th.throttle_end_quiet_s / host.interval) + 2, temp=70.0):
+        kinds += [e.kind for e in d.observe(s).events]
+    assert kinds == ["throttle_end"]  # the episode still ends on its quiet time; no reboot invented
+    assert len(d.g6.rss) == 0 or all(len(h) <= 20 for h in d.g6.rss.values())

@@ -16,7 +16,7 @@ GIB = 1024**3
 ADVICE_LADDER = (
     "Drop the page cache between runs: sync; echo 3 | sudo tee /proc/sys/vm/drop_caches",
     "Then shrink the job: smaller batch, sequence packing, gradient checkpointing.",
-    "Then bf16 LoRA before QLoRA (QLoRA's dequantisation buffers cost more than they save on GB10).",
+    "Then bf16 LoRA before QLoRA.",
 )
 ADVICE_TENANT = (
     "Stop or cap other GPU tenants (vLLM --gpu-memory-utilization 0.5, stop Ollama) while training.",
@@ -25,8 +25,8 @@ ADVICE_THIN = (
     "Little headroom left: fine for a capped server that is already loaded, risky before starting another job.",
 )
 ADVICE_LOAD = (
-    "A model load is filling the pool (page cache and anonymous memory climbing together): "
-    "drop caches before loading, load with safetensors mmap off or stream shards.",
+    "A model load is filling the pool (page cache and anonymous memory climbing together, the weights "
+    "counted twice): let it finish before starting anything else, and drop caches before the next load.",
 )
 
 

@@ -293,7 +293,7 @@ class G4Tracker:
                 "G4",
                 "warning",
                 f"Thermal throttle: {_n(temp, '.1f')} C at the {slowdown:.0f} C slowdown, thermal reasons "
-                f"{'active' if f.thermal_bits else 'counting'}, clocks {_n(clk)} of {f.app_clock_mhz} MHz, "
+                f"{'active' if f.thermal_bits else 'counters moving'}, clocks {_n(clk)} of {f.app_clock_mhz} MHz, "
                 f"{_n(power, '.0f')} W",
                 ev,
                 ADVICE_THROTTLE,

@@ -199,3 +199,35 @@ def test_anomaly_gauge_follows_the_g4_finding():
     vals = {tuple(x.labels.values()): x.value for x in fams["sparkwatchd_anomaly"].samples}
     assert vals == {("power_delivery",): 1.0, ("hung_engine",): 0.0}
     assert fams["sparkwatchd_thermal_throttle_active"].samples[0].value == 0.0
+
+
+def test_unwritable_state_dir_keeps_judging(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    rt = DiagnosisRuntime(Thresholds(), blocker / "state")  # mkdir under a file fails
+    assert rt.storage_error is not None and rt.state_dir is None
+    host = Host()
+    d = rt.observe(host.sample(oom=0))
+    assert d.findings["G3"].severity == "ok"
+    rt.close()
+
+
+def test_write_failure_is_reported_once_and_recovers(tmp_path, monkeypatch):
+    host = Host()
+    rt = DiagnosisRuntime(Thresholds(), tmp_path)
+    rt.observe(host.sample())
+    import spark_watchd.diagnose.runtime as mod
+
+    def boom(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(mod, "write_state_atomic", boom)
+    rt._saved_key = None
+    d = rt.observe(host.sample(oom=1))  # an event, so the state must be written
+    assert [e.kind for e in d.events] == ["oom_kill"]
+    assert "No space left" in rt.storage_error and rt.storage_errors_total == 1
+    monkeypatch.undo()
+    rt.observe(host.sample())
+    assert rt.storage_error is None
+    assert json.loads((tmp_path / "state.json").read_text())["event_counts"]["oom_kill"] == 1
+    rt.close()

@@ -34,17 +34,23 @@ ADVICE_HUNG = (
 )
 
 
+def _median(vals):
+    v = sorted(vals)
+    return v[len(v) // 2]
+
+
 def _n(v, fmt: str = "") -> str:
     """Format a reading that may be missing."""
     return "?" if v is None else format(v, fmt)
 
 
 class _Job:
-    __slots__ = ("first_ts", "vals", "baseline", "recent", "recent_sum", "last_report")
+    __slots__ = ("first_ts", "vals", "early", "baseline", "recent", "recent_sum", "last_report")
 
     def __init__(self, ts):
         self.first_ts = ts
         self.vals = []
+        self.early = []  # warm-up readings but the first: a fallback when heat arrives early
         self.baseline = None
         self.recent = deque()
         self.recent_sum = 0.0
@@ -131,6 +137,10 @@ class G4Tracker:
         worst = None
         for tp in sample.throughput:
             step = tp.step_seconds
+            if step is None and tp.tokens_per_second:
+                step = (
+                    1.0 / tp.tokens_per_second
+                )  # time per token: the same ratio when only tokens/s is known
             if step is None or step <= 0 or ts - tp.ts > th.step_stale_s:
                 continue
             j = self.jobs.get(tp.job)
@@ -143,14 +153,20 @@ class G4Tracker:
                 j.last_report = tp.ts
                 if j.baseline is None:
                     age = ts - j.first_ts
-                    if age >= th.baseline_warmup_s and not (self.episode or thermal_now):
-                        j.vals.append(step)
-                    if (age >= th.baseline_warmup_s + th.baseline_window_s or self.episode) and len(
-                        j.vals
-                    ) >= th.baseline_min_points:
-                        v = sorted(j.vals)
-                        j.baseline = v[len(v) // 2]
-                        j.vals = []
+                    hot = self.episode or thermal_now
+                    if not hot:
+                        if age >= th.baseline_warmup_s:
+                            j.vals.append(step)
+                        elif age > 0 and len(j.early) < 16:
+                            j.early.append(step)
+                    done = age >= th.baseline_warmup_s + th.baseline_window_s
+                    if (done or self.episode) and len(j.vals) >= th.baseline_min_points:
+                        j.baseline = _median(j.vals)
+                    elif self.episode and len(j.vals) + len(j.early) >= 2:
+                        # heat arrived before the baseline window filled: best effort from what we have
+                        j.baseline = _median(j.vals + j.early)
+                    if j.baseline is not None:
+                        j.vals = j.early = []
                 j.recent.append((ts, step))
                 j.recent_sum += step
             while j.recent and ts - j.recent[0][0] > th.step_recent_s:

@@ -223,3 +223,31 @@ def test_clock_stepping_back_restarts_windows_without_events():
         kinds += [e.kind for e in d.observe(s).events]
     assert kinds == ["throttle_end"]  # the episode still ends on its quiet time; no reboot invented
     assert len(d.g6.rss) == 0 or all(len(h) <= 20 for h in d.g6.rss.values())
+
+
+def test_early_heat_uses_the_warm_up_baseline_and_tokens_per_second():
+    th = Thresholds()
+    h = Host(interval=60.0)
+    # only 3 minutes of cool running (first report + warm-up), then a throttle slowing steps by 30 %
+    win = h.run(3, temp=80.0, step=1.0) + h.run(5, temp=87.5, thermal_share=0.6, step=1.3)
+    assert g4.classify(win, th).severity == "critical"
+
+
+def test_tokens_per_second_stands_in_for_step_time():
+    from dataclasses import replace
+
+    th = Thresholds()
+    h = Host()
+    win = h.run(30, temp=80.0, step=1.0) + h.run(8, temp=87.0, thermal_share=0.6, step=1.3)
+    # the trainer reports only tokens/s: 1000 tok/s cool, 770 tok/s throttled
+    win = [
+        replace(
+            s,
+            throughput=tuple(
+                replace(t, step_seconds=None, tokens_per_second=1000.0 / t.step_seconds) for t in s.throughput
+            ),
+        )
+        for s in win
+    ]
+    f = g4.classify(win, th)
+    assert f.severity == "critical" and f.evidence["step_time_ratio"] > 1.25

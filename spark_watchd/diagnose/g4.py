@@ -308,7 +308,7 @@ class G4Tracker:
             return Finding(
                 "G4",
                 "warning",
-                f"Thermal throttle: {_n(temp, '.1f')} C at the {slowdown:.0f} C slowdown, thermal reasons "
+                f"Thermal throttle: {_n(temp, '.1f')} C at the {slowdown:.0f} C slowdown, thermal reason "
                 f"{'active' if f.thermal_bits else 'counters moving'}, clocks {_n(clk)} of {f.app_clock_mhz} MHz, "
                 f"{_n(power, '.0f')} W",
                 ev,

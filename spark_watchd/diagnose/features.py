@@ -20,42 +20,82 @@ PURE_THERMAL_MASK = 0x20 | 0x40
 class Features:
     """Readings of one sample plus rates against the previous one (None where not computable)."""
 
-    # Class-level defaults: compute() sets only what the sample has (cheaper than filling every field).
-    ts = None
-    dt = None
-    reboot = False
-    has_gpu = False
-    temp_c = None
-    power_w = None
-    sm_clock_mhz = None
-    app_clock_mhz = None
-    util_pct = None
-    slowdown_c = None
-    shutdown_c = None
-    thermal_bits = None
-    pure_thermal_bits = None
-    thermal_rate = None
-    pure_thermal_rate = None
-    mem_total_b = None
-    avail_b = None
-    avail_min_b = None
-    cached_b = None
-    anon_b = None
-    psi_some_pct = None
-    psi_full_pct = None
-    swapout_per_s = None
-    majfault_per_s = None
-    oom_delta = None
-    # raw cumulative values of this sample, for the next one's rates
-    boot_id = None
-    uptime_s = None
-    c_pure = None  # sw_thermal + hw_thermal, us
-    c_slow = None  # hw_slowdown, us
-    psi_some_total = None
-    psi_full_total = None
-    pswpout = None
-    pgmajfault = None
-    oom_kill = None
+    # Derived readings and rates, then the sample's raw cumulative values kept for the next sample's rates
+    # (c_pure: sw_thermal + hw_thermal us, c_slow: hw_slowdown us). Slots and plain stores: this object
+    # is built once per sample on the replay hot path.
+    _DERIVED = (
+        "ts",
+        "dt",
+        "temp_c",
+        "power_w",
+        "sm_clock_mhz",
+        "app_clock_mhz",
+        "util_pct",
+        "slowdown_c",
+        "shutdown_c",
+        "thermal_bits",
+        "pure_thermal_bits",
+        "thermal_rate",
+        "pure_thermal_rate",
+        "mem_total_b",
+        "avail_b",
+        "avail_min_b",
+        "cached_b",
+        "anon_b",
+        "psi_some_pct",
+        "psi_full_pct",
+        "swapout_per_s",
+        "majfault_per_s",
+        "oom_delta",
+    )
+    _RAW = (
+        "boot_id",
+        "uptime_s",
+        "c_pure",
+        "c_slow",
+        "psi_some_total",
+        "psi_full_total",
+        "pswpout",
+        "pgmajfault",
+        "oom_kill",
+    )
+    __slots__ = ("reboot", "has_gpu", *_DERIVED, *_RAW)
+
+    def __init__(self):
+        self.reboot = False
+        self.has_gpu = False
+        self.ts = None
+        self.dt = None
+        self.temp_c = None
+        self.power_w = None
+        self.sm_clock_mhz = None
+        self.app_clock_mhz = None
+        self.util_pct = None
+        self.slowdown_c = None
+        self.shutdown_c = None
+        self.thermal_bits = None
+        self.pure_thermal_bits = None
+        self.thermal_rate = None
+        self.pure_thermal_rate = None
+        self.mem_total_b = None
+        self.avail_b = None
+        self.avail_min_b = None
+        self.cached_b = None
+        self.anon_b = None
+        self.psi_some_pct = None
+        self.psi_full_pct = None
+        self.swapout_per_s = None
+        self.majfault_per_s = None
+        self.oom_delta = None
+        self.boot_id = None
+        self.uptime_s = None
+        self.c_pure = None
+        self.c_slow = None
+        self.psi_some_total = None
+        self.psi_full_total = None
+        self.pswpout = None
+        self.pgmajfault = None
+        self.oom_kill = None
 
 
 def _delta(cur, prev):

@@ -1,0 +1,86 @@
+"""Fixtures for the throughput tests: a fake clock and a loopback server running the real progress handler."""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from spark_watchd.throughput.api import PATH, make_handler
+from spark_watchd.throughput.settings import ProgressSettings
+from spark_watchd.throughput.tracker import JobTracker
+from spark_watchd.web.http import Request
+
+T0 = 1764403200.0  # 2025-11-29T08:00:00Z, the traces' epoch
+
+
+class FakeClock:
+    def __init__(self, t: float = T0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, s: float) -> None:
+        self.t += s
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+class ProgressServer:
+    """A loopback HTTP server serving only POST /api/v1/progress through the real handler."""
+
+    def __init__(self, settings: ProgressSettings | None = None) -> None:
+        self.tracker = JobTracker(settings or ProgressSettings())
+        self.bodies: list[bytes] = []
+        self.headers: list[dict] = []
+        self.got = threading.Condition()
+        handler = make_handler(self.tracker, self.tracker.settings)
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server API
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                req = Request(
+                    "POST", self.path, {}, {k.lower(): v for k, v in self.headers.items()}, body,
+                    self.client_address[0],
+                )  # fmt: skip
+                resp = handler(req) if self.path == PATH else None
+                status = resp.status if resp else 404
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                if resp:
+                    self.wfile.write(resp.body)
+                with outer.got:
+                    outer.bodies.append(body)
+                    outer.headers.append(dict(req.headers))
+                    outer.got.notify_all()
+
+            def log_message(self, *a):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def wait_for(self, n: int, timeout: float = 10.0) -> list[bytes]:
+        with self.got:
+            self.got.wait_for(lambda: len(self.bodies) >= n, timeout)
+            return list(self.bodies)
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def progress_server():
+    srv = ProgressServer()
+    yield srv
+    srv.close()

@@ -49,7 +49,9 @@ def format_table(runs: list[dict]) -> str:
     rows = [header]
     for r in runs:
         thr = r.get("throttle_seconds") or {}
-        thermal = sum(float(thr.get(k) or 0) for k in ("hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake"))
+        thermal = sum(
+            float(thr.get(k) or 0) for k in ("hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
+        )
         energy = r.get("energy_j")
         mem = r.get("mem_available_min_bytes")
         rows.append((

@@ -47,10 +47,11 @@ class SparkWatchdCallback(_Base):
         self.min_interval = min_interval
         self.reporter: ProgressReporter | None = None
 
-    def _tokens(self, state: Any) -> int | None:
+    def _tokens(self, state: Any, args: Any = None) -> int | None:
         # num_input_tokens_seen stays 0 unless TrainingArguments(include_num_input_tokens_seen=...) asks.
         seen = getattr(state, "num_input_tokens_seen", 0) or 0
-        if seen > 0:
+        tracked = getattr(args, "include_num_input_tokens_seen", "no") not in ("no", False, None)
+        if seen > 0 or tracked:
             return int(seen)
         if self.tokens_per_step:
             return int(state.global_step) * self.tokens_per_step
@@ -73,17 +74,23 @@ class SparkWatchdCallback(_Base):
                 token=self.token,
                 min_interval=self.min_interval,
             )
-            self.reporter.report(int(state.global_step), self._tokens(state), self._samples(args, state))
+            self.reporter.report(
+                int(state.global_step), self._tokens(state, args), self._samples(args, state)
+            )
         return control
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         if self.reporter is not None:
-            self.reporter.report(int(state.global_step), self._tokens(state), self._samples(args, state))
+            self.reporter.report(
+                int(state.global_step), self._tokens(state, args), self._samples(args, state)
+            )
         return control
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         if self.reporter is not None:
-            self.reporter.report(int(state.global_step), self._tokens(state), self._samples(args, state))
+            self.reporter.report(
+                int(state.global_step), self._tokens(state, args), self._samples(args, state)
+            )
             self.reporter.close()
             self.reporter = None
         return control

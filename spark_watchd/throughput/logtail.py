@@ -48,6 +48,18 @@ class LineParser:
 
     def __init__(self, pattern: str) -> None:
         self._rx = [re.compile(p) for p in PRESETS.get(pattern, (pattern,))]
+        # Only a bar can be read before its segment ends (it needs "/total [" or "it ["): a cut-off
+        # number in a custom pattern or a log dict would read as a smaller value.
+        self._partial = [re.compile(p) for p in (TQDM_BAR, TQDM_COUNT)] if pattern in PRESETS else []
+
+    def parse_partial(self, text: str) -> LineMatch | None:
+        """Match an unfinished segment: tqdm's current bar sits after the last \r until the next redraw."""
+        for rx in self._partial:
+            m = rx.search(text)
+            if m is not None:
+                total = m.groupdict().get("total")
+                return LineMatch(int(m.group("step")), int(total) if total else None)
+        return None
 
     def parse(self, line: str) -> LineMatch | None:
         """The first regex that matches, as a LineMatch; None when none does."""
@@ -115,6 +127,7 @@ class LogTail:
             st = os.stat(path)
         except OSError:
             st = None
+            self._first_open = False  # a file that appears later is read from its beginning
             if not self._missing_logged:
                 log.info("log tail %s: file not there (yet); waiting for it", path)
                 self._missing_logged = True
@@ -162,6 +175,9 @@ class LogTail:
             m = self._parser.parse(seg)
             if m is not None:
                 self._apply(m)
+        m = self._parser.parse_partial(self._buf)
+        if m is not None:
+            self._apply(m)
 
     def _apply(self, m: LineMatch) -> None:
         if m.tokens is not None:

@@ -32,7 +32,9 @@ def snap(ts, temp=70.0, energy=0.0, thermal_us=0, cap_us=0, avail_kb=50_000_000,
 def six_report_run(t: JobTracker, start: float) -> None:
     for i in range(6):
         t.report(
-            ProgressReport(job="sft", step=10 * i, tokens=40960 * i, ts=start + 20 * i, event="end" if i == 5 else None)
+            ProgressReport(
+                job="sft", step=10 * i, tokens=40960 * i, ts=start + 20 * i, event="end" if i == 5 else None
+            )
         )
 
 

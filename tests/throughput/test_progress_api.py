@@ -33,7 +33,12 @@ def test_accepted_report_answers_with_the_derived_values(api):
         status, body, resp = post(h, {"job": "sft", "step": 10 * i, "tokens": 40960 * i, "ts": T0 + 20 * i})
     assert status == 200 and resp.content_type == "application/json"
     assert body["accepted"] is True
-    assert (body["job"], body["step"], body["step_seconds"], body["tokens_per_second"]) == ("sft", 50, 2.0, 2048.0)
+    assert (body["job"], body["step"], body["step_seconds"], body["tokens_per_second"]) == (
+        "sft",
+        50,
+        2.0,
+        2048.0,
+    )
     assert tracker.stats()[0].reports == 6
 
 
@@ -85,7 +90,9 @@ def test_bearer_token_lets_remote_clients_in_and_a_wrong_one_gets_401(clock):
     h = make_handler(tracker, tracker.settings)
     good = {"authorization": "Bearer s3cret-token"}
     assert post(h, {"job": "sft", "step": 1}, client="192.0.2.7", headers=good)[0] == 200
-    status, reply, resp = post(h, {"job": "sft", "step": 2}, client="192.0.2.7", headers={"authorization": "Bearer nope"})
+    status, reply, resp = post(
+        h, {"job": "sft", "step": 2}, client="192.0.2.7", headers={"authorization": "Bearer nope"}
+    )
     assert status == 401 and resp.headers["WWW-Authenticate"].startswith("Bearer")
     status, _, _ = post(h, {"job": "sft", "step": 2}, client="192.0.2.7")
     assert status == 401

@@ -30,7 +30,12 @@ def test_six_reports_20s_apart_give_2s_per_step_and_2048_tokens_per_second(clock
     assert stats.tokens_per_second == 2048.0
     assert (stats.step, stats.tokens, stats.reports, stats.ts) == (50, 204800, 6, T0 + 100)
     (reading,) = t.collect({})["throughput"]
-    assert (reading.job, reading.step, reading.step_seconds, reading.tokens_per_second) == ("j", 50, 2.0, 2048.0)
+    assert (reading.job, reading.step, reading.step_seconds, reading.tokens_per_second) == (
+        "j",
+        50,
+        2.0,
+        2048.0,
+    )
 
 
 def test_report_without_ts_is_timed_by_arrival(clock):

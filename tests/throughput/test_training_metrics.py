@@ -69,5 +69,7 @@ def test_exposition_passes_promtool_check_metrics(clock):
     for i in range(4):
         t.report(ProgressReport(job="sft/r16@lr2e-4", step=10 * i, tokens=40960 * i, ts=T0 + 20 * i))
     text = render(Snapshot(None, None, extras={"jobs": t.stats()}))
-    out = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
+    out = subprocess.run(
+        [promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30
+    )
     assert out.returncode == 0, out.stdout + out.stderr

@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from spark_watchd.throughput.models import ProgressReport, describe_errors
+from spark_watchd.throughput.service import attach
 from spark_watchd.throughput.settings import ProgressSettings
 from spark_watchd.throughput.tracker import JobTracker, ReportRejected, TooManyJobs
 from spark_watchd.web.http import Request, Response, Route
@@ -86,7 +87,9 @@ def make_handler(tracker: JobTracker, settings: ProgressSettings):
 
 
 def routes(daemon: Any) -> list[Route]:
-    """The progress route when the daemon has a tracker (progress.enabled)."""
+    """The progress route; wires the tracker, ledger and log tails into the daemon first (progress.enabled)."""
+    if getattr(daemon, "tracker", None) is None and hasattr(daemon, "subscribe"):
+        attach(daemon)
     tracker = getattr(daemon, "tracker", None)
     if tracker is None:
         return []

@@ -1,11 +1,9 @@
 """The throughput area assembled for the daemon: tracker (a source), ledger (a subscriber), log tails.
 
-The daemon needs four lines::
-
-    tp = Throughput(settings.progress, settings.daemon.state_dir)
-    self.tracker = tp.tracker            # also appended to the sources of the tick
-    extras = {**extras, **tp.extras()}   # each tick, before publishing: snapshot.extras["jobs"]
-    self.subscribe(tp.observe)           # and tp.start() after start-up, tp.close() on stop
+`attach(daemon)` (called by `throughput.api.routes(daemon)`, which the web
+server calls at start-up) sets `daemon.tracker` (the daemon collects it each
+tick and closes it on stop), registers the `jobs` extras provider and the
+ledger subscriber, and starts the log tails.
 """
 
 from __future__ import annotations
@@ -39,6 +37,10 @@ class Throughput:
             self.ledger = RunLedger(Path(state_dir) / LEDGER_FILE, settings.ledger_recent_samples)
             self.tracker.add_run_listener(self.ledger.on_run_end)
         self.tailer = LogTailer(settings, self.tracker.report)
+        # daemon.close() closes the tracker: tails stop first, the ledger flushes last.
+        self.tracker.add_close_hook(self.tailer.close, before=True)
+        if self.ledger is not None:
+            self.tracker.add_close_hook(self.ledger.close)
 
     def start(self) -> None:
         """Start following the configured logs."""
@@ -55,7 +57,22 @@ class Throughput:
 
     def close(self) -> None:
         """Stop tails, end open runs ("shutdown"), write them to the ledger."""
-        self.tailer.close()
         self.tracker.close()
-        if self.ledger is not None:
-            self.ledger.close()
+
+
+def attach(daemon: Any) -> Throughput | None:
+    """Wire the throughput area into a daemon once (no-op when progress is disabled or already wired)."""
+    if getattr(daemon, "tracker", None) is not None:
+        return None
+    settings = daemon.settings.progress
+    if not settings.enabled:
+        return None
+    state_dir = getattr(daemon, "state_dir", None) or daemon.settings.daemon.state_dir
+    tp = Throughput(settings, state_dir, getattr(daemon, "clock", time.time))
+    daemon.tracker = tp.tracker
+    providers = getattr(daemon, "extras_providers", None)
+    if providers is not None:
+        providers["jobs"] = tp.tracker.stats
+    daemon.subscribe(tp.observe)
+    tp.start()
+    return tp

@@ -199,10 +199,15 @@ class JobTracker:
         self._lock = threading.Lock()
         self._jobs: dict[str, _Job] = {}
         self._listeners: list[Callable[[RunEnd], None]] = []
+        self._close_hooks: tuple[list[Callable[[], None]], list[Callable[[], None]]] = ([], [])
 
     def add_run_listener(self, fn: Callable[[RunEnd], None]) -> None:
         """Call `fn(RunEnd)` whenever a run ends (explicit end, restart, expiry, shutdown)."""
         self._listeners.append(fn)
+
+    def add_close_hook(self, fn: Callable[[], None], before: bool = False) -> None:
+        """Call `fn()` on close(): before open runs are ended (stop feeders) or after (flush the ledger)."""
+        self._close_hooks[0 if before else 1].append(fn)
 
     def report(self, r: ProgressReport) -> JobStats:
         """Apply one report; returns the job's stats after it. Raises ReportRejected / TooManyJobs."""
@@ -276,10 +281,21 @@ class JobTracker:
 
     def close(self) -> None:
         """End every open run with reason "shutdown" so the ledger records it."""
+        self._run_hooks(self._close_hooks[0])
         with self._lock:
             ended = [self._end(j, "shutdown") for j in self._jobs.values() if not j.ended]
             self._jobs.clear()
         self._notify(ended)
+        self._run_hooks(self._close_hooks[1])
+
+    @staticmethod
+    def _run_hooks(hooks: list[Callable[[], None]]) -> None:
+        while hooks:
+            fn = hooks.pop(0)  # each runs once even if close() is called again
+            try:
+                fn()
+            except Exception:
+                log.exception("close hook failed")
 
     # -- internals (lock held) --
 

@@ -2,8 +2,9 @@
 
     trainer = Trainer(..., callbacks=[SparkWatchdCallback()])
 
-Importable without transformers: the class then derives from `object`, which
-is enough for code that only checks it exists.
+The class is built on first access (a module `__getattr__`), so importing this
+module costs nothing until the callback is used; without transformers installed
+it then derives from `object`, which is enough for code that only checks it.
 """
 
 from __future__ import annotations
@@ -12,11 +13,6 @@ import os
 from typing import Any
 
 from spark_watchd.client import ProgressReporter
-
-try:  # transformers is optional: the base class only matters when a Trainer calls us
-    from transformers import TrainerCallback as _Base
-except ImportError:  # pragma: no cover - exercised in a subprocess without transformers
-    _Base = object
 
 
 def _job_from_args(args: Any) -> str:
@@ -29,8 +25,8 @@ def _job_from_args(args: Any) -> str:
     return "hf-trainer"
 
 
-class SparkWatchdCallback(_Base):
-    """Reports `state.global_step` and tokens seen to spark-watchd after every optimizer step."""
+class SparkWatchdMixin:
+    """The callback's logic, free of transformers: reports global_step and tokens after every optimizer step."""
 
     def __init__(
         self,
@@ -94,3 +90,25 @@ class SparkWatchdCallback(_Base):
             self.reporter.close()
             self.reporter = None
         return control
+
+
+def _build() -> type:
+    try:  # transformers is optional: the base class only matters when a Trainer calls us
+        from transformers import TrainerCallback as base
+    except ImportError:
+        base = object
+    return type(
+        "SparkWatchdCallback",
+        (SparkWatchdMixin, base),
+        {
+            "__doc__": "Hugging Face TrainerCallback reporting training progress to spark-watchd.",
+            "__module__": __name__,
+        },
+    )
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SparkWatchdCallback":
+        cls = globals()["SparkWatchdCallback"] = _build()
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -84,3 +84,76 @@ def progress_server():
     srv = ProgressServer()
     yield srv
     srv.close()
+
+
+class DaemonProcess:
+    """A real `spark-watchd run` on loopback with a fake GB10 (no GPU here), for end-to-end tests."""
+
+    def __init__(self, state_dir, port: int) -> None:
+        import subprocess
+        import sys
+
+        from tests.conftest import REPO, cli_env
+
+        self.state_dir = state_dir
+        self.url = f"http://127.0.0.1:{port}"
+        self.log = open(state_dir / "daemon.log", "w")  # noqa: SIM115 - closed in stop()
+        env = cli_env({"SPARK_WATCHD_FAKE_NVML": '{"temp_c": 81}'})
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "spark_watchd", "run", "--listen", f"127.0.0.1:{port}", "--interval", "1",
+             "--state-dir", str(state_dir)],
+            cwd=REPO, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+    def request(self, method: str, path: str, body: bytes | None = None, timeout: float = 10):
+        """(status, body bytes) of one request; HTTP errors are answers, not exceptions."""
+        import urllib.error
+        import urllib.request
+
+        req = urllib.request.Request(self.url + path, data=body, method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                return resp.status, resp.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    def wait_until(self, predicate, what: str, timeout: float = 30.0):
+        import time
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, f"daemon exited: {self.read_log()}"
+            try:
+                value = predicate()
+            except OSError:
+                value = None
+            if value:
+                return value
+            time.sleep(0.1)
+        raise AssertionError(f"timed out waiting for {what}; daemon log:\n{self.read_log()}")
+
+    def read_log(self) -> str:
+        return (self.state_dir / "daemon.log").read_text(errors="replace")[-4000:]
+
+    def stop(self) -> None:
+        import subprocess
+
+        self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+        self.log.close()
+
+
+@pytest.fixture(scope="session")
+def daemon(tmp_path_factory):
+    from tests.conftest import free_port
+
+    d = DaemonProcess(tmp_path_factory.mktemp("daemon-state"), free_port())
+    try:
+        d.wait_until(lambda: d.request("GET", "/healthz", timeout=2)[0] == 200, "/healthz 200")
+        yield d
+    finally:
+        d.stop()

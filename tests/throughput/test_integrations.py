@@ -10,8 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from spark_watchd.integrations.hf import SparkWatchdCallback, _job_from_args
+from spark_watchd.integrations.hf import SparkWatchdMixin, _job_from_args
 from spark_watchd.integrations.lightning import SparkWatchdLightningCallback
+from spark_watchd.throughput.ledger import read_runs
 from tests.conftest import REPO, cli_env
 
 
@@ -24,7 +25,7 @@ def test_callbacks_import_without_transformers_or_lightning():
         from spark_watchd.integrations.hf import SparkWatchdCallback
         from spark_watchd.integrations.lightning import SparkWatchdLightningCallback
         import spark_watchd.client
-        assert SparkWatchdCallback.__mro__[1] is object
+        assert SparkWatchdCallback.__mro__[-1] is object and len(SparkWatchdCallback.__mro__) == 3
         assert SparkWatchdLightningCallback.__mro__[1] is object
         cb = SparkWatchdCallback(job="x", tokens_per_step=8)
         print("ok", "torch" in sys.modules, "pydantic" in sys.modules)
@@ -45,12 +46,12 @@ def test_hf_job_name_comes_from_run_name_or_output_dir():
 
 
 def test_hf_tokens_fall_back_to_tokens_per_step():
-    cb = SparkWatchdCallback(tokens_per_step=512)
+    cb = SparkWatchdMixin(tokens_per_step=512)
     assert cb._tokens(SimpleNamespace(num_input_tokens_seen=0, global_step=10)) == 5120
     tracked = SimpleNamespace(include_num_input_tokens_seen="all")
     assert cb._tokens(SimpleNamespace(num_input_tokens_seen=0, global_step=0), tracked) == 0
     assert cb._tokens(SimpleNamespace(num_input_tokens_seen=777, global_step=10)) == 777
-    assert SparkWatchdCallback()._tokens(SimpleNamespace(num_input_tokens_seen=0, global_step=10)) is None
+    assert SparkWatchdMixin()._tokens(SimpleNamespace(num_input_tokens_seen=0, global_step=10)) is None
 
 
 def test_lightning_callback_reports_global_steps_and_counted_tokens(progress_server):
@@ -79,9 +80,12 @@ def test_lightning_callback_on_other_ranks_stays_silent(progress_server):
 
 
 @pytest.mark.slow
-def test_real_transformers_trainer_reports_increasing_steps_and_tokens(tmp_path, progress_server):
+def test_real_transformers_trainer_reports_to_a_real_daemon(tmp_path, daemon):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
+    from spark_watchd.integrations.hf import SparkWatchdCallback
+
+    assert issubclass(SparkWatchdCallback, transformers.TrainerCallback)
     torch.manual_seed(0)
     config = transformers.GPT2Config(n_layer=1, n_head=2, n_embd=32, vocab_size=128, n_positions=64)
     model = transformers.GPT2LMHeadModel(config)  # built from a config: nothing downloaded
@@ -95,18 +99,26 @@ def test_real_transformers_trainer_reports_increasing_steps_and_tokens(tmp_path,
             return {"input_ids": ids, "labels": ids.clone()}
 
     args = transformers.TrainingArguments(
-        output_dir=str(tmp_path / "out"), max_steps=5, per_device_train_batch_size=2, report_to=[],
+        output_dir=str(tmp_path / "tiny-gpt2"), max_steps=5, per_device_train_batch_size=2, report_to=[],
         use_cpu=True, logging_steps=1, save_strategy="no", include_num_input_tokens_seen="all",
         disable_tqdm=True, dataloader_num_workers=0,
     )  # fmt: skip
-    cb = SparkWatchdCallback(job="tiny-gpt2", url=progress_server.url, min_interval=0)
+    cb = SparkWatchdCallback(url=daemon.url, min_interval=0)  # job name from output_dir
     trainer = transformers.Trainer(model=model, args=args, train_dataset=Tokens(), callbacks=[cb])
     trainer.train()
-    bodies = [json.loads(b) for b in progress_server.wait_for(2)]
-    steps = [b["step"] for b in bodies]
-    tokens = [b.get("tokens") for b in bodies]
-    assert bodies[0]["event"] == "start" and bodies[-1]["event"] == "end"
-    assert steps == sorted(steps) and steps[-1] == 5 and len(set(steps)) >= 2
-    assert tokens[-1] == 5 * 2 * 16 and tokens == sorted(tokens)
-    (stats,) = progress_server.tracker.stats()
-    assert (stats.job, stats.step, stats.tokens, stats.ended) == ("tiny-gpt2", 5, 160, True)
+    assert cb.reporter is None  # closed at on_train_end, which sent the end report
+    ledger = daemon.state_dir / "runs.jsonl"
+    runs = daemon.wait_until(
+        lambda: [r for r in read_runs(ledger)[0] if r["job"] == "tiny-gpt2"],
+        "the Trainer's run in the ledger",
+    )
+    # One run from step 0 to 5: a step that went back would have split it (a restart) in two.
+    (run,) = runs
+    assert (run["end_reason"], run["first_step"], run["last_step"], run["tokens"]) == (
+        "end",
+        0,
+        5,
+        5 * 2 * 16,
+    )
+    assert run["samples"] == 5 * 2 and run["reports"] >= 3
+    assert run["mean_tokens_per_second"] > 0 and run["mean_step_seconds"] > 0

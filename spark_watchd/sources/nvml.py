@@ -141,7 +141,8 @@ class NvmlSource:
         if not self._ready:
             wait = self._next_attempt - self._clock()
             if wait > 0:
-                raise SourceUnavailable(f"{self._last_error} (next retry in {wait:.0f} s)")
+                # Same text as the failure itself, so the collector sees one state, not a new one per tick.
+                raise SourceUnavailable(self._last_error)
             try:
                 nv = self._module()
             except SourceUnavailable as exc:

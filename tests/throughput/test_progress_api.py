@@ -6,6 +6,8 @@ import json
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spark_watchd.throughput.api import PATH, make_handler, routes
 from spark_watchd.throughput.settings import ProgressSettings
@@ -118,3 +120,26 @@ def test_routes_expose_the_post_route_with_the_body_limit(clock):
     assert (route.method, route.path, route.max_body) == ("POST", "/api/v1/progress", 4096)
     assert post(route.handler, {"job": "sft", "step": 1})[0] == 200
     assert routes(SimpleNamespace(tracker=None)) == []
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+report_like = st.fixed_dictionaries(
+    {"job": st.text(max_size=12) | st.sampled_from(["sft", "a/b@1"]), "step": st.integers(-5, 2**64)},
+    optional={
+        "tokens": json_values, "samples": json_values, "ts": json_values | st.floats(1e9, 5e9),
+        "event": st.sampled_from(["start", "end", "stop", 1]),
+    },
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=st.binary(max_size=300) | report_like.map(lambda d: json.dumps(d).encode()))
+def test_any_body_gets_an_answer_never_an_exception(body):
+    tracker = JobTracker(ProgressSettings(max_jobs=8, job_expiry_s=1e9))
+    status, reply, _ = post(make_handler(tracker, tracker.settings), body)
+    assert status in (200, 400, 409, 429)
+    assert ("error" in reply) == (status != 200)

@@ -53,6 +53,7 @@ def test_tracker_jobs_become_per_job_series(clock):
 def test_replayed_samples_fall_back_to_their_throughput_readings():
     sample = Sample(ts=T0, throughput=(ThroughputReading("llama-8b-sft", T0 - 3, 4699, 1.2362, 6626.9),))
     v = values(render(Snapshot(sample, None)))
+    assert v == values(render(Snapshot(sample, None, extras={"jobs": ()})))  # demo: a tracker with no jobs
     assert v[("sparkwatchd_training_step_seconds", "llama-8b-sft")] == 1.2362
     assert v[("sparkwatchd_training_tokens_per_second", "llama-8b-sft")] == 6626.9
     assert ("sparkwatchd_training_slowdown_ratio", "llama-8b-sft") not in v

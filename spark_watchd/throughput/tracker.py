@@ -63,6 +63,15 @@ class JobStats:
         return {name: getattr(self, name) for name in self.__slots__}
 
 
+class JobTable(tuple):
+    """snapshot.extras["jobs"]: a tuple of JobStats; `to_dict()` is the JSON view {job: stats}."""
+
+    __slots__ = ()
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        return {j.job: j.to_dict() for j in self}
+
+
 @dataclass(frozen=True, slots=True)
 class RunEnd:
     """A run boundary: the final stats of a run and why it ended (one of END_REASONS)."""
@@ -243,11 +252,11 @@ class JobTracker:
             self._notify(ended)
         return stats
 
-    def stats(self) -> tuple[JobStats, ...]:
+    def stats(self) -> JobTable:
         """Every tracked job, sorted by name (expired ones dropped first)."""
         with self._lock:
             ended = self._expire(self._clock())
-            out = tuple(self._jobs[k].stats() for k in sorted(self._jobs))
+            out = JobTable(self._jobs[k].stats() for k in sorted(self._jobs))
         self._notify(ended)
         return out
 

@@ -170,3 +170,16 @@ def test_a_failing_listener_does_not_lose_the_report(clock):
     t = JobTracker(ProgressSettings(), clock)
     t.add_run_listener(lambda ev: 1 / 0)
     assert t.report(R(5, event="end")).ended
+
+
+def test_job_table_has_a_json_view_keyed_by_job(clock):
+    import json
+
+    t, _ = tracker(clock)
+    t.report(R(10, 4096, T0, job="b"))
+    t.report(R(20, 8192, T0 + 10, job="b"))
+    t.report(R(1, job="a"))
+    table = t.stats()
+    assert [s.job for s in table] == ["a", "b"]
+    view = json.loads(json.dumps(table.to_dict()))
+    assert view["b"]["step_seconds"] == 1.0 and view["b"]["tokens_per_second"] == 409.6 and view["a"]["step"] == 1

@@ -182,4 +182,8 @@ def test_job_table_has_a_json_view_keyed_by_job(clock):
     table = t.stats()
     assert [s.job for s in table] == ["a", "b"]
     view = json.loads(json.dumps(table.to_dict()))
-    assert view["b"]["step_seconds"] == 1.0 and view["b"]["tokens_per_second"] == 409.6 and view["a"]["step"] == 1
+    assert (
+        view["b"]["step_seconds"] == 1.0
+        and view["b"]["tokens_per_second"] == 409.6
+        and view["a"]["step"] == 1
+    )

@@ -17,6 +17,7 @@ one debug log line.
 from __future__ import annotations
 
 import atexit
+import base64
 import http.client
 import json
 import logging
@@ -26,7 +27,7 @@ import threading
 import time
 from collections import deque
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 log = logging.getLogger("spark_watchd.client")
 
@@ -165,7 +166,13 @@ class ProgressReporter:
             conn_cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
             conn = conn_cls(parts.hostname or "127.0.0.1", parts.port, timeout=self.timeout)
             headers = {"Content-Type": "application/json"}
-            if self.token:
+            if parts.username is not None:
+                # http://user:pass@host: the daemon's basic auth takes Authorization, the token its own header.
+                cred = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+                headers["Authorization"] = "Basic " + base64.b64encode(cred).decode()
+                if self.token:
+                    headers["X-Progress-Token"] = self.token
+            elif self.token:
                 headers["Authorization"] = f"Bearer {self.token}"
             try:
                 conn.request("POST", parts.path.rstrip("/") + PATH, json.dumps(body), headers)

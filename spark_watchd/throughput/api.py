@@ -33,10 +33,13 @@ def _error(status: int, message: str, **extra: Any) -> Response:
 
 def _authorise(req: Request, token: str | None) -> Response | None:
     """None when the client may report; else the 401/403 to send."""
-    header = req.headers.get("authorization", "")
-    scheme, _, presented = header.partition(" ")
-    presented = presented.strip() if scheme.lower() == "bearer" else ""
-    if token is not None and header:
+    scheme, _, cred = req.headers.get("authorization", "").partition(" ")
+    # With exporter-toolkit basic auth on every endpoint, Authorization carries Basic credentials
+    # (checked by the server): the progress token then comes in X-Progress-Token.
+    presented = (
+        cred.strip() if scheme.lower() == "bearer" else req.headers.get("x-progress-token", "").strip()
+    )
+    if token is not None and presented:
         # A wrong token is refused even from loopback: it means a misconfigured client.
         if not hmac.compare_digest(presented.encode(), token.encode()):
             return _error(401, "invalid bearer token")

@@ -40,6 +40,21 @@ def test_token_is_sent_as_bearer_header():
         srv.close()
 
 
+def test_credentials_in_the_url_go_as_basic_auth_and_the_token_in_its_own_header():
+    srv = ProgressServer(ProgressSettings(token="t0k"))
+    try:
+        url = srv.url.replace("http://", "http://me:p%40ss@")
+        rep = ProgressReporter("j", url=url, token="t0k", min_interval=0)
+        rep.report(1)
+        rep.close()
+        srv.wait_for(2)
+        assert srv.headers[0]["authorization"] == "Basic bWU6cEBzcw=="  # me:p@ss
+        assert srv.headers[0]["x-progress-token"] == "t0k"
+        assert srv.tracker.stats()[0].ended
+    finally:
+        srv.close()
+
+
 def test_url_and_token_come_from_the_environment(progress_server, monkeypatch):
     monkeypatch.setenv("SPARK_WATCHD_URL", progress_server.url)
     monkeypatch.setenv("SPARK_WATCHD_PROGRESS__TOKEN", "from-env")

@@ -102,6 +102,14 @@ def test_bearer_token_lets_remote_clients_in_and_a_wrong_one_gets_401(clock):
     assert post(h, {"job": "sft", "step": 3})[0] == 200
     assert post(h, {"job": "sft", "step": 4}, headers={"authorization": "Bearer nope"})[0] == 401
     assert tracker.stats()[0].step == 3
+    # Behind the server's basic auth, the token travels in X-Progress-Token.
+    basic = {"authorization": "Basic dXNlcjpwYXNz", "x-progress-token": "s3cret-token"}
+    assert post(h, {"job": "sft", "step": 5}, client="192.0.2.7", headers=basic)[0] == 200
+    basic["x-progress-token"] = "wrong"
+    assert post(h, {"job": "sft", "step": 6}, client="192.0.2.7", headers=basic)[0] == 401
+    assert (
+        post(h, {"job": "sft", "step": 6}, client="192.0.2.7", headers={"authorization": "Basic x"})[0] == 401
+    )
 
 
 def test_contradicting_report_gets_409_and_job_cap_429(clock):

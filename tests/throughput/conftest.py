@@ -97,11 +97,18 @@ class DaemonProcess:
 
         self.state_dir = state_dir
         self.url = f"http://127.0.0.1:{port}"
+        self.train_log = state_dir / "train.log"
+        self.train_log.write_text("")
+        config = state_dir / "config.toml"
+        config.write_text(
+            "[progress]\nlog_tail_poll_s = 0.1\nlog_tail_min_interval_s = 0\n\n"
+            f'[[progress.log_tail]]\npath = "{self.train_log}"\njob = "tailed-run"\npattern = "hf"\n'
+        )
         self.log = open(state_dir / "daemon.log", "w")  # noqa: SIM115 - closed in stop()
         env = cli_env({"SPARK_WATCHD_FAKE_NVML": '{"temp_c": 81}'})
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "spark_watchd", "run", "--listen", f"127.0.0.1:{port}", "--interval", "1",
-             "--state-dir", str(state_dir)],
+             "--state-dir", str(state_dir), "--config", str(config)],
             cwd=REPO, env=env, stdout=self.log, stderr=subprocess.STDOUT,
         )  # fmt: skip
 

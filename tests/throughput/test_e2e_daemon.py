@@ -72,3 +72,19 @@ def test_six_reports_give_step_time_tokens_rate_and_a_ledger_run(daemon):
     assert run["energy_j"] == 0.0 and run["throttle_seconds"]["sw_thermal"] == 0.0
     table = run_cli("runs", "--state-dir", str(daemon.state_dir))
     assert "e2e-sft" in table.stdout and "2048" in table.stdout
+
+
+def test_configured_log_tail_feeds_the_running_daemon(daemon):
+    # The tail opened the (empty) file at start-up; what the trainer prints from now on counts.
+    with open(daemon.train_log, "a") as fh:
+        fh.write("\r 10%|█         | 100/1000 [00:50<07:30,  2.00it/s]")
+        fh.write("\n{'loss': '2.1', 'num_input_tokens_seen': 409600, 'epoch': '0.1'}\n")
+        fh.flush()
+    daemon.wait_until(
+        lambda: metric(daemon, "sparkwatchd_training_last_report_timestamp_seconds", "tailed-run"),
+        "the tailed job",
+    )
+    status, body = daemon.request("GET", "/api/v1/status")
+    assert status == 200
+    job = json.loads(body)["extras"]["jobs"]["tailed-run"]
+    assert (job["step"], job["tokens"]) == (100, 409600)

@@ -85,7 +85,10 @@ def test_systemd_analyze_security_rates_it_3_or_better(tmp_path):
     exe = require_binary("systemd-analyze")
     path = _rendered_for_this_machine(tmp_path)
     proc = subprocess.run(
-        [exe, "security", "--offline=yes", "--no-pager", str(path)], capture_output=True, text=True, timeout=60
+        [exe, "security", "--offline=yes", "--no-pager", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     m = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", proc.stdout)
     assert m, proc.stdout + proc.stderr

@@ -49,7 +49,8 @@ Group={group}
 {supplementary}StateDirectory=spark-watchd
 StateDirectoryMode=0750
 ConfigurationDirectory=spark-watchd
-ConfigurationDirectoryMode=0750
+# systemd leaves ConfigurationDirectory owned by root: 0755 so the service user can enter it.
+ConfigurationDirectoryMode=0755
 UMask=0027
 
 # NVML opens only these character devices; everything else under /dev is hidden.
@@ -64,7 +65,7 @@ DeviceAllow=char-nvidia-caps rw
 
 # Sandboxing: the daemon reads /proc (all users' PIDs) and /sys, writes only its StateDirectory.
 ProtectSystem=strict
-ProtectHome=yes
+ProtectHome={protect_home}
 PrivateTmp=yes
 PrivateUsers=no
 NoNewPrivileges=yes
@@ -113,6 +114,7 @@ def render_unit(
     config: str = DEFAULT_CONFIG,
     interval_s: float = DEFAULT_INTERVAL_S,
     device_group: str | None = "video",
+    protect_home: str = "yes",
 ) -> str:
     """The unit text for one installation (paths must not contain whitespace or quotes)."""
     for what, value in (("python", python), ("config", config), ("user", user)):
@@ -129,6 +131,7 @@ def render_unit(
             f"{WATCHDOG_INTERVALS} x the {interval_s:g} s interval (at least {WATCHDOG_MIN_S} s): "
             "missed ticks and a slow NVML call never trip it."
         ),
+        protect_home=protect_home,
         supplementary=_SUPPLEMENTARY.format(group=device_group) if device_group else "",
     )
 

@@ -96,3 +96,32 @@ def test_systemd_analyze_security_rates_it_3_or_better(tmp_path):
     # The things the daemon must keep (other users' /proc, NVIDIA nodes) and must not have.
     assert "✗ CapabilityBoundingSet" not in proc.stdout
     assert "✗ NoNewPrivileges" not in proc.stdout
+
+
+MDWE_PROBE = """
+import ctypes, mmap, sys
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.prctl(65, 1, 0, 0, 0) != 0:  # PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN (Linux >= 6.3)
+    sys.exit(77)
+try:
+    mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+    sys.exit(78)  # the restriction is not in force: the probe proves nothing
+except OSError:
+    pass
+import pynvml, psutil, spark_watchd.cli, spark_watchd.unitfile  # what the daemon imports
+assert ctypes.CFUNCTYPE(ctypes.c_int)(lambda: 7)() == 7  # even a libffi callback needs no W+X page
+print("ok")
+"""
+
+
+def test_python_nvml_bindings_and_ctypes_run_under_memory_deny_write_execute():
+    # MemoryDenyWriteExecute=yes refuses W+X mappings; the kernel's PR_SET_MDWE is the same rule.
+    from tests.conftest import cli_env
+
+    proc = subprocess.run(
+        [sys.executable, "-c", MDWE_PROBE], capture_output=True, text=True, timeout=60, env=cli_env()
+    )
+    if proc.returncode == 77:
+        pytest.skip("kernel without PR_SET_MDWE (< 6.3)")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"

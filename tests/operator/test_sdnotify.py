@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import uuid
 
 import pytest
@@ -77,3 +78,17 @@ def test_watchdog_usec_read_only_for_this_pid(monkeypatch):
     monkeypatch.setenv("WATCHDOG_USEC", "soon")
     monkeypatch.delenv("WATCHDOG_PID")
     assert SystemdNotifier(address="").watchdog_usec is None
+
+
+def test_a_notify_socket_nobody_reads_never_stalls_the_daemon(notify_socket, monkeypatch):
+    path, sock = notify_socket
+    monkeypatch.setenv("NOTIFY_SOCKET", path)
+    n = SystemdNotifier()
+    results = []
+    # The receive queue of an unread datagram socket holds only a handful of messages.
+    worker = threading.Thread(target=lambda: results.extend(n.watchdog() for _ in range(500)), daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive(), "watchdog() blocked on a full notify queue"
+    assert results[0] is True and results[-1] is False  # delivered while there was room, then dropped
+    assert _recv(sock) == "WATCHDOG=1"

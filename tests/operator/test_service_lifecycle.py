@@ -81,32 +81,33 @@ def test_notify_ready_after_first_snapshot_watchdog_each_tick_stopping_on_sigter
     env = {"NOTIFY_SOCKET": str(tmp_path / "notify.sock"), "SPARK_WATCHD_DAEMON__STATE_DIR": str(tmp_path)}
     argv = [sys.executable, "-m", "spark_watchd", "run", "--listen", f"127.0.0.1:{port}"]
     argv += ["--replay", str(trace), "--speed", "3000"]
-    log = open(tmp_path / "daemon.log", "w")  # a file, not a pipe nobody drains
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log, env=cli_env(env), cwd=str(REPO))
-    try:
-        # systemd's view: nothing counts as started until READY=1.
-        assert listener.ready_seen.wait(timeout=30), "no READY=1"
-        assert health_at_ready == [200]  # ready means a snapshot is already published and fresh
-        assert listener.msgs[0] == "WATCHDOG=1"  # the first publish pings, then declares readiness
+    with open(tmp_path / "daemon.log", "w") as log:  # a file, not a pipe nobody drains
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log, env=cli_env(env), cwd=str(REPO))
+        try:
+            # systemd's view: nothing counts as started until READY=1.
+            assert listener.ready_seen.wait(timeout=30), "no READY=1"
+            assert health_at_ready == [200]  # ready means a snapshot is already published and fresh
+            assert listener.msgs[0] == "WATCHDOG=1"  # the first publish pings, then declares readiness
 
-        deadline = time.monotonic() + 30
-        while json.loads(http_get(base + "/api/v1/status")[1]).get("uptime_s") != last_uptime:
-            assert time.monotonic() < deadline, "replay did not reach its last sample"
-            time.sleep(0.1)
+            deadline = time.monotonic() + 30
+            while json.loads(http_get(base + "/api/v1/status")[1]).get("uptime_s") != last_uptime:
+                assert time.monotonic() < deadline, "replay did not reach its last sample"
+                time.sleep(0.1)
 
-        res = run_cli("status", "--url", base)
-        assert res.returncode == 2, res.stdout + res.stderr + (tmp_path / "daemon.log").read_text()[-2000:]
-        assert "G6 CRITICAL" in res.stdout and "G3 CRITICAL" in res.stdout
-        assert "eviction G6:" in res.stdout
-        assert res.stdout.rstrip().endswith("overall: critical")
+            res = run_cli("status", "--url", base)
+            assert res.returncode == 2, (
+                res.stdout + res.stderr + (tmp_path / "daemon.log").read_text()[-2000:]
+            )
+            assert "G6 CRITICAL" in res.stdout and "G3 CRITICAL" in res.stdout
+            assert "eviction G6:" in res.stdout
+            assert res.stdout.rstrip().endswith("overall: critical")
 
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=15) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        log.close()
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=15) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     listener.close()
     msgs = listener.msgs
     assert msgs.count("WATCHDOG=1") >= 2, msgs  # pinged on every publish

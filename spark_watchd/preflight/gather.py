@@ -13,6 +13,10 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+# The daemon's own G6 judgement of kind and cap, so preflight and the live finding agree.
+from spark_watchd.diagnose.g6 import describe
+from spark_watchd.diagnose.thresholds import Thresholds
+
 PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "probe.py")
 PROBE_TIMEOUT_S = 120.0  # importing torch and initialising CUDA can take a while on a cold cache
 
@@ -128,50 +132,26 @@ def nvml_snapshot(nvml: Any = None):
     return gpus, None
 
 
-# Inference servers that take a share of the pool, and the flag that caps it.
-_SERVERS = (
-    (
-        "vllm",
-        ("vllm",),
-        "--gpu-memory-utilization",
-        "vLLM defaults to 0.9 of the whole pool: pass --gpu-memory-utilization",
-    ),
-    (
-        "sglang",
-        ("sglang",),
-        "--mem-fraction-static",
-        "SGLang sizes its pool from free memory: pass --mem-fraction-static",
-    ),
-    ("ollama", ("ollama",), None, None),
-    ("llamacpp", ("llama-server", "llama-cli"), None, None),
-)
+# What an uncapped server of each kind should be told, for the G6 line.
+CAP_HINTS = {
+    "vllm": "vLLM takes 0.9 of the whole pool by default: pass --gpu-memory-utilization 0.5 or less",
+    "sglang": "SGLang sizes its pool from free memory: pass --mem-fraction-static 0.5 or less",
+    "ollama": "Ollama takes what it finds: stop it while training or set OLLAMA_MAX_LOADED_MODELS=1",
+    "llamacpp": "llama.cpp holds the whole model: stop it while training",
+}
 
 
-def _is(arg: str, needle: str) -> bool:
-    base = os.path.basename(arg)
-    return base == needle or base.startswith(needle + ".")  # `vllm`, `python -m vllm.entrypoints...`
-
-
-def _classify(argv: list[str]) -> dict[str, Any] | None:
-    """Kind and cap of a known inference server from its argv (exe, interpreter script or -m module)."""
-    head = argv[:3]
-    for kind, needles, cap_flag, hint in _SERVERS:
-        if not any(_is(a, n) for a in head for n in needles):
-            continue
-        if cap_flag is None:
-            return {"kind": kind, "capped": None}
-        for i, a in enumerate(argv):
-            if a == cap_flag and i + 1 < len(argv):
-                return {"kind": kind, "capped": True, "cap": f"{cap_flag} {argv[i + 1]}"}
-            if a.startswith(cap_flag + "="):
-                return {"kind": kind, "capped": True, "cap": a}
-        return {"kind": kind, "capped": False, "cap_hint": hint}
-    return None
+def _cmdline(proc_root: str, pid: int) -> list[str] | None:
+    try:
+        with open(os.path.join(proc_root, str(pid), "cmdline"), "rb") as f:
+            return [a.decode("utf-8", "replace") for a in f.read().split(b"\0") if a]
+    except OSError:  # gone mid-scan, or hidden by hidepid
+        return None
 
 
 def scan_workloads(proc_root: str = "/proc", nvml_processes: Sequence[tuple[int, int | None]] = ()):
-    """([{pid, kind, capped, cap|cap_hint, gpu_memory_bytes}], None) for other GPU users, or (None, reason)."""
-    # The sources area's spark_watchd.workloads replaces this light scan once it is on main.
+    """([{pid, kind, capped, cap, cap_hint, gpu_memory_bytes}], None) for other GPU users, or (None, reason)."""
+    th = Thresholds()
     try:
         pids = [int(p) for p in os.listdir(proc_root) if p.isdigit()]
     except OSError as exc:
@@ -180,16 +160,16 @@ def scan_workloads(proc_root: str = "/proc", nvml_processes: Sequence[tuple[int,
     skip = {os.getpid(), os.getppid()}
     found = []
     for pid in sorted(pids):
-        if pid in skip:
+        argv = _cmdline(proc_root, pid) if pid not in skip else None
+        if not argv:
             continue
-        try:
-            with open(os.path.join(proc_root, str(pid), "cmdline"), "rb") as f:
-                argv = [a.decode("utf-8", "replace") for a in f.read().split(b"\0") if a]
-        except OSError:  # gone mid-scan, or hidden by hidepid
+        w = describe(argv, os.path.basename(argv[0]), pid in gpu_mem, th)
+        if w.kind == "other" and pid not in gpu_mem:
             continue
-        w = _classify(argv) if argv else None
-        if w is None and pid in gpu_mem:
-            w = {"kind": "other", "capped": None}
-        if w is not None:
-            found.append({"pid": pid, **w, "gpu_memory_bytes": gpu_mem.get(pid)})
+        entry = {"pid": pid, "kind": w.kind, "capped": w.capped, "gpu_memory_bytes": gpu_mem.get(pid)}
+        if w.cap is not None:
+            entry["cap"] = f"utilisation {w.cap:g}"
+        if w.capped is False:
+            entry["cap_hint"] = CAP_HINTS.get(w.kind)
+        found.append(entry)
     return found, None

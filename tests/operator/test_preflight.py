@@ -189,29 +189,31 @@ def _proc_tree(tmp_path, cmdlines):
     return str(root)
 
 
-def test_workload_scan_finds_uncapped_vllm_and_capped_sglang(tmp_path):
+def test_workload_scan_judges_kind_and_cap_like_the_daemon(tmp_path):
     root = _proc_tree(
         tmp_path,
         {
             4101: ["/opt/vllm/bin/python3", "/opt/vllm/bin/vllm", "serve", "Qwen/Qwen3-32B"],
-            4202: ["python3", "-m", "sglang.launch_server", "--mem-fraction-static", "0.3"],
+            4202: ["python3", "-m", "vllm.entrypoints.openai.api_server", "--gpu-memory-utilization", "0.3"],
             4303: ["/usr/local/bin/ollama", "serve"],
             4404: ["python3", "train.py"],
             4505: ["bash"],
+            4606: ["python3", "sft_train.py"],  # not on the GPU yet: not a workload
         },
     )
     found, err = gather.scan_workloads(root, nvml_processes=[(4404, 19135 * 2**20)])
     assert err is None
     by_pid = {w["pid"]: w for w in found}
+    assert set(by_pid) == {4101, 4202, 4303, 4404}
     assert by_pid[4101]["kind"] == "vllm" and by_pid[4101]["capped"] is False
-    assert by_pid[4202]["cap"] == "--mem-fraction-static 0.3"
-    assert by_pid[4303]["kind"] == "ollama"
-    assert by_pid[4404]["kind"] == "other" and by_pid[4404]["gpu_memory_bytes"] == 19135 * 2**20
-    assert 4505 not in by_pid
+    assert by_pid[4202]["capped"] is True and by_pid[4202]["cap"] == "utilisation 0.3"
+    assert by_pid[4303]["kind"] == "ollama" and by_pid[4303]["capped"] is False
+    assert by_pid[4404]["kind"] == "trainer" and by_pid[4404]["gpu_memory_bytes"] == 19135 * 2**20
     lines = [c.line() for c in checks.g6_contention(found)]
-    assert lines[0].startswith("G6 WARN: vllm (pid 4101) is uncapped: vLLM defaults to 0.9")
-    assert "G6 INFO: sglang (pid 4202) running, capped: --mem-fraction-static 0.3" in lines
-    assert "G6 INFO: other (pid 4404, 18.7 GiB) running" in lines
+    assert lines[0].startswith("G6 WARN: vllm (pid 4101) is uncapped: vLLM takes 0.9 of the whole pool")
+    assert "G6 INFO: vllm (pid 4202) running, capped: utilisation 0.3" in lines
+    assert lines[2].startswith("G6 WARN: ollama (pid 4303) is uncapped: Ollama takes what it finds")
+    assert "G6 INFO: trainer (pid 4404, 18.7 GiB) running" in lines
 
 
 def test_g4_snapshot_warns_when_already_near_slowdown():

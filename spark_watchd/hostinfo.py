@@ -4,28 +4,12 @@ from __future__ import annotations
 
 import os
 
+from spark_watchd.diagnose.thresholds import Thresholds
+from spark_watchd.sources.procfs import parse_meminfo
+
 KIB = 1024
-# What the OS, desktop and daemons keep for themselves on a Spark; training gets MemAvailable minus this.
-DEFAULT_OS_RESERVE_GB = 8.0
-
-try:  # the sources area's parser, once merged; same contract (kB values, ValueError naming the line)
-    from spark_watchd.sources.procfs import parse_meminfo
-except ImportError:  # pragma: no cover - until the sources branch is on main
-
-    def parse_meminfo(text: str) -> dict[str, int]:
-        """/proc/meminfo as {key: int} (kB), ValueError naming a malformed line."""
-        out: dict[str, int] = {}
-        for lineno, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            key, sep, rest = line.partition(":")
-            parts = rest.split()
-            if not sep or not parts or not parts[0].isdigit():
-                raise ValueError(f"meminfo line {lineno}: expected 'Key: value [kB]', got {line[:60]!r}")
-            out[key.strip()] = int(parts[0])
-        if "MemTotal" not in out:
-            raise ValueError("meminfo: no MemTotal line")
-        return out
+# The daemon's own G3 reserve (thresholds.os_reserve_bytes), so `plan` and the live budget agree.
+DEFAULT_OS_RESERVE_GB = Thresholds().os_reserve_bytes / 1e9
 
 
 def read_meminfo(root: str = "/") -> dict[str, int]:

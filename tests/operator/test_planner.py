@@ -116,14 +116,14 @@ def test_parameter_counts(text, value):
 
 def test_budget_is_mem_available_minus_reserve_from_a_gb10_meminfo():
     mi = hostinfo.read_meminfo(str(GB10_BARE))
-    assert hostinfo.training_budget_gb(mi, 8.0) == pytest.approx(118505911 * 1024 / 1e9 - 8.0)
+    assert hostinfo.training_budget_gb(mi) == pytest.approx((118505911 * 1024 - 4 * 2**30) / 1e9)
 
 
 def test_plan_cli_prints_the_table_against_todays_budget():
     proc = run_cli("plan", "--params", "70B", "--method", "qlora", "--root", str(GB10_BARE))
     assert proc.returncode == 0, proc.stderr
     assert "weights" in proc.stdout and "35.00 GB" in proc.stdout
-    assert "113.35 GB" in proc.stdout  # 118,505,911 kB available minus the 8 GB reserve
+    assert "117.06 GB" in proc.stdout  # 118,505,911 kB available minus the 4 GiB reserve
     assert "verdict: fits" in proc.stdout
     assert "70B QLoRA" in proc.stdout
 

@@ -14,6 +14,7 @@ import sys
 
 from spark_watchd import __version__, hostinfo
 from spark_watchd.preflight import build_report, checks, gather
+from spark_watchd.sources import nvml_from_env
 
 EXIT = {"ready": 0, "ready-with-warnings": 1, "blocked": 3}
 
@@ -44,9 +45,11 @@ def collect(args: argparse.Namespace, launch_text: str | None) -> list[checks.Ch
         meminfo = hostinfo.read_meminfo(args.root)
     except (OSError, ValueError):
         meminfo = None
-    gpus, gpu_error = (
-        gather.nvml_snapshot() if os.path.abspath(args.root) == "/" else (None, "host root given")
-    )
+    fake = nvml_from_env()  # SPARK_WATCHD_FAKE_NVML: a fake GB10 for end-to-end tests and demos
+    if fake is not None or os.path.abspath(args.root) == "/":
+        gpus, gpu_error = gather.nvml_snapshot(fake)
+    else:
+        gpus, gpu_error = None, "host root given: the GPU is this machine's"
     nvml_procs = [p for g in gpus or () for p in g.get("processes", ())]
     workloads, wl_error = gather.scan_workloads(os.path.join(args.root, "proc"), nvml_procs)
     out: list[checks.Check] = []

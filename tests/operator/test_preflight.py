@@ -282,3 +282,22 @@ def test_verdict_and_report_grouping():
     assert verdict([Check("G1", "SKIP", "x"), Check("G3", "INFO", "y")]) == "ready"
     with pytest.raises(ValueError):
         Check("G1", "OK", "x")
+
+
+@pytest.mark.parametrize(
+    ("fake", "expected"),
+    [
+        ("gb10", "G4 INFO: GPU 0 NVIDIA GB10: 38 C 11.2 W (slowdown at 86 C) SM 2405 MHz"),
+        (
+            '{"temp_c": 80, "power_mw": 92000}',
+            "G4 WARN: GPU 0 NVIDIA GB10: 80 C 92.0 W (slowdown at 86 C) SM 2405 MHz",
+        ),
+        ("fail-init", "G4 SKIP: NVML unavailable (NVMLError_DriverNotLoaded: Driver Not Loaded)"),
+        ("none", "G4 SKIP: NVML reports no GPU"),
+    ],
+)
+def test_g4_reads_nvml_through_the_fake_gb10(preflight, monkeypatch, fake, expected):
+    monkeypatch.setenv("SPARK_WATCHD_FAKE_NVML", fake)
+    _, lines = preflight("--python", "/nonexistent")
+    (g4,) = _lines_for(lines, "G4")
+    assert g4.startswith(expected)

@@ -59,6 +59,8 @@ DeviceAllow=/dev/nvidiactl rw
 DeviceAllow=/dev/nvidia0 rw
 DeviceAllow=/dev/nvidia-uvm rw
 DeviceAllow=/dev/nvidia-uvm-tools rw
+# Major 195 is "nvidia" in /proc/devices since driver 545 (GB10 ships 580), "nvidia-frontend" before.
+DeviceAllow=char-nvidia rw
 DeviceAllow=char-nvidia-frontend rw
 DeviceAllow=char-nvidia-uvm rw
 DeviceAllow=char-nvidia-caps rw

@@ -96,7 +96,8 @@ SystemCallArchitectures=native
 SystemCallFilter=@system-service
 SystemCallFilter=~@privileged @resources
 SystemCallErrorNumber=EPERM
-# AF_NETLINK: psutil reads network/interface state through netlink; remote Prometheus scrapes AF_INET*.
+# AF_INET*: Prometheus scrapes from other hosts. AF_NETLINK: glibc getaddrinfo(AI_ADDRCONFIG) asks the
+# kernel over netlink which address families are configured (resolving a --listen host name).
 RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK
 
 [Install]

@@ -123,6 +123,9 @@ def render_unit(
     for what, value in (("python", python), ("config", config), ("user", user)):
         if not value or any(c.isspace() or c in "\"'\\$%" for c in value):
             raise ValueError(f"{what} {value!r} cannot be written into a unit file unquoted")
+    for what, value in (("python", python), ("config", config)):
+        if not value.startswith("/"):
+            raise ValueError(f"{what} {value!r} must be an absolute path in a unit file")
     wd = watchdog_seconds(interval_s)
     return TEMPLATE.format(
         python=python,

@@ -8,7 +8,7 @@ import sys
 
 from spark_watchd import configdoc, unitfile
 from spark_watchd.commands import install_service
-from spark_watchd.config import Settings
+from spark_watchd.config import Settings, load_settings
 from tests.conftest import run_cli
 
 try:
@@ -147,14 +147,25 @@ def test_purge_without_uninstall_is_a_usage_error():
     assert run_cli("install-service", "--purge", "--dry-run").returncode == 2
 
 
-def test_generated_config_uncommented_is_exactly_the_defaults():
+def test_generated_config_is_accepted_by_the_daemon_and_uncommented_is_exactly_the_defaults(tmp_path):
     text = configdoc.render()
     assert tomllib.loads(text) == {k: {} for k in Settings.model_fields}  # all values commented out
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    defaults = load_settings(None, environ={}).model_dump()
+    assert load_settings(str(path), environ={}).model_dump() == defaults
     uncommented = "\n".join(
         ln[2:] if ln.startswith("# ") and " = " in ln and "(unset" not in ln else ln
         for ln in text.splitlines()
     )
-    data = tomllib.loads(uncommented)
-    assert Settings(**data).model_dump() == Settings().model_dump()
+    path.write_text(uncommented)
+    assert load_settings(str(path), environ={}).model_dump() == defaults
     for name, info in Settings.model_fields["daemon"].annotation.model_fields.items():
         assert f"# {info.description}\n# {name} = " in text
+
+
+def test_a_relative_config_path_is_a_usage_error(tmp_path, capsys):
+    root = _root(tmp_path)
+    assert install_service.main(_args("--root", str(root), "--config", "config.toml"), Recorder()) == 2
+    assert "must be an absolute path" in capsys.readouterr().err
+    assert not (root / "etc/systemd").exists()

@@ -60,7 +60,7 @@ def test_without_a_device_group_no_supplementary_group_is_asked_for():
     assert "SupplementaryGroups=video" in unitfile.render_unit()
 
 
-@pytest.mark.parametrize("bad", ["/opt/my venv/bin/python", "/opt/$x/python", ""])
+@pytest.mark.parametrize("bad", ["/opt/my venv/bin/python", "/opt/$x/python", "", "venv/bin/python"])
 def test_paths_that_would_break_the_unit_are_refused(bad):
     with pytest.raises(ValueError, match="python"):
         unitfile.render_unit(python=bad)

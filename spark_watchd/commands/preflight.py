@@ -57,7 +57,7 @@ def collect(args: argparse.Namespace, launch_text: str | None) -> list[checks.Ch
     out += checks.g2_flash_attn(probe)
     out += checks.g3_memory(meminfo)
     out += checks.g4_thermal(gpus, gpu_error)
-    out += checks.g6_contention(workloads, wl_error)
+    out += checks.g6_contention(workloads, wl_error, gather.proc_hidepid(os.path.join(args.root, "proc")))
     out += checks.g7_capability(probe)
     out += checks.g9_container(gather.container_markers(args.root))
     out += checks.g10_tensor_parallel(launch_text, os.environ, args.launch_config)

@@ -136,13 +136,20 @@ def g4_thermal(gpus: Sequence[Mapping[str, Any]] | None, error: str | None = Non
     return out
 
 
-def g6_contention(workloads: Sequence[Mapping[str, Any]] | None, error: str | None = None) -> list[Check]:
+def g6_contention(
+    workloads: Sequence[Mapping[str, Any]] | None, error: str | None = None, hidepid: str | None = None
+) -> list[Check]:
     """G6: other GPU-resident processes (servers, trainers) and whether their memory is capped."""
-    if workloads is None:
-        return [Check("G6", "SKIP", f"process scan unavailable ({error or 'unknown'})")]
-    if not workloads:
-        return [Check("G6", "PASS", "no other GPU workloads running")]
     out = []
+    if hidepid:
+        # With hidepid, another user's vLLM or trainer is invisible: "no contention" would be a guess.
+        out.append(
+            Check("G6", "WARN", f"/proc is mounted hidepid={hidepid}: other users' processes are hidden")
+        )
+    if workloads is None:
+        return out + [Check("G6", "SKIP", f"process scan unavailable ({error or 'unknown'})")]
+    if not workloads:
+        return out + [Check("G6", "PASS", "no other GPU workloads running")]
     for w in workloads:
         mem = w.get("gpu_memory_bytes")
         what = f"{w.get('kind', 'other')} (pid {w.get('pid')}{f', {mem / GIB:.1f} GiB' if mem else ''})"

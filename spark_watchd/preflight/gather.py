@@ -83,6 +83,25 @@ def container_markers(root: str = "/") -> dict[str, Any]:
     }
 
 
+def proc_hidepid(proc_root: str = "/proc") -> str | None:
+    """The hidepid= option of the /proc mount ("2", "invisible"...), None when absent or unreadable."""
+    try:
+        with open(os.path.join(proc_root, "self", "mountinfo"), encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        pre, sep, post = line.partition(" - ")
+        fields = pre.split()
+        if not sep or len(fields) < 5 or fields[4] != "/proc":
+            continue
+        for opt in (post.split() + [""])[2].split(","):
+            if opt.startswith("hidepid="):
+                value = opt.split("=", 1)[1]
+                return None if value in ("0", "off") else value
+    return None
+
+
 def nvml_snapshot(nvml: Any = None):
     """([{index, name, temp_c, power_w, slowdown_temp_c, sm_clock_mhz}], None) or (None, reason)."""
     try:

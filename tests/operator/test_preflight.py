@@ -301,3 +301,16 @@ def test_g4_reads_nvml_through_the_fake_gb10(preflight, monkeypatch, fake, expec
     _, lines = preflight("--python", "/nonexistent")
     (g4,) = _lines_for(lines, "G4")
     assert g4.startswith(expected)
+
+
+def test_hidepid_on_proc_warns_that_other_users_processes_are_hidden(tmp_path):
+    (tmp_path / "self").mkdir()
+    (tmp_path / "self" / "mountinfo").write_text(
+        "21 26 0:5 / /dev rw,nosuid - devtmpfs udev rw,size=65536k\n"
+        "22 27 0:21 / /proc rw,nosuid,nodev,noexec,relatime shared:12 - proc proc rw,hidepid=invisible\n"
+    )
+    assert gather.proc_hidepid(str(tmp_path)) == "invisible"
+    first = checks.g6_contention([], hidepid="invisible")[0]
+    assert first.line() == "G6 WARN: /proc is mounted hidepid=invisible: other users' processes are hidden"
+    (tmp_path / "self" / "mountinfo").write_text("22 27 0:21 / /proc rw,relatime - proc proc rw\n")
+    assert gather.proc_hidepid(str(tmp_path)) is None

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spark_watchd import hostinfo, planner
 from tests.conftest import FIXTURES, run_cli
@@ -141,3 +143,37 @@ def test_plan_cli_usage_errors_exit_2():
     proc = run_cli("plan", "--params", "70", "--method", "qlora")
     assert proc.returncode == 2
     assert "parameter count '70'" in proc.stderr
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    params=st.floats(1e8, 1e12),
+    method=st.sampled_from(planner.METHODS),
+    dtype=st.sampled_from(sorted(planner.BYTES_PER_PARAM)),
+    optimizer=st.sampled_from(sorted(planner.OPTIMIZER_BYTES)),
+    rank=st.integers(1, 512),
+    seq=st.integers(1, 65536),
+    batch=st.integers(1, 64),
+    budget=st.floats(0, 1000),
+)
+def test_worksheet_is_consistent_for_any_job(params, method, dtype, optimizer, rank, seq, batch, budget):
+    job = planner.Job(
+        params=params,
+        method=method,
+        dtype=dtype,
+        optimizer=optimizer,
+        lora_rank=rank,
+        seq_len=seq,
+        batch=batch,
+    )
+    plan = planner.worksheet(job, budget)
+    assert all(v >= 0 for v in plan.lines.values())
+    assert plan.steady_gb == pytest.approx(sum(plan.lines.values()), abs=0.01)
+    assert plan.peak_gb == max(plan.steady_gb, plan.load_peak_gb)
+    if plan.steady_gb > budget + 0.001:
+        assert plan.verdict == "does not fit"
+    if plan.verdict == "fits":
+        assert plan.peak_gb <= budget + 0.001
+    # A bigger model of the same shape never needs less.
+    bigger = planner.worksheet(planner.Job(**{**job.__dict__, "params": params * 2}), budget)
+    assert bigger.steady_gb >= plan.steady_gb

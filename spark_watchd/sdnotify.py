@@ -52,6 +52,10 @@ class SystemdNotifier:
         """WATCHDOG=1 on each publish; dropped rather than waited for (the next tick sends another)."""
         return self.notify("WATCHDOG=1", timeout=0.0)
 
+    def set_watchdog_timeout(self, seconds: float) -> bool:
+        """WATCHDOG_USEC=...: change WatchdogSec at run time (e.g. the interval grew since install)."""
+        return self.notify(f"WATCHDOG_USEC={max(1, round(seconds * 1_000_000))}")
+
     def stopping(self) -> bool:
         """STOPPING=1: shutdown has begun."""
         return self.notify("STOPPING=1")

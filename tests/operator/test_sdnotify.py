@@ -92,3 +92,10 @@ def test_a_notify_socket_nobody_reads_never_stalls_the_daemon(notify_socket, mon
     assert not worker.is_alive(), "watchdog() blocked on a full notify queue"
     assert results[0] is True and results[-1] is False  # delivered while there was room, then dropped
     assert _recv(sock) == "WATCHDOG=1"
+
+
+def test_watchdog_timeout_can_be_changed_at_run_time(notify_socket, monkeypatch):
+    path, sock = notify_socket
+    monkeypatch.setenv("NOTIFY_SOCKET", path)
+    assert SystemdNotifier().set_watchdog_timeout(240)
+    assert _recv(sock) == "WATCHDOG_USEC=240000000"

@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+import spark_watchd
 from spark_watchd.config import Settings
 from spark_watchd.model import Diagnosis, Event, Finding, Sample
 from spark_watchd.snapshot import Snapshot, SourceStatus
 from spark_watchd.web.http import Request, Response, Route
 from spark_watchd.web.page import _json
+
+SCENARIOS = Path(spark_watchd.__file__).parent / "scenarios"
 
 
 class FakeDaemon:

@@ -120,7 +120,7 @@ def _budget_bytes(available: float, diagnosis: Diagnosis | None, reserve_bytes: 
                 return v
     if reserve_bytes is None or math.isnan(available):
         return _NAN
-    return available - reserve_bytes
+    return max(0.0, available - reserve_bytes)
 
 
 class History:

@@ -324,4 +324,6 @@ class Diagnosis:
 
     def worst(self) -> str:
         """Worst severity across findings (unknown ranks below ok)."""
-        return max((f.severity for f in self.findings.values()), key=SEVERITY_LEVEL.__getitem__, default="unknown")
+        return max(
+            (f.severity for f in self.findings.values()), key=SEVERITY_LEVEL.__getitem__, default="unknown"
+        )

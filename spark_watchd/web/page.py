@@ -167,10 +167,12 @@ def routes(daemon: Any) -> list[Route]:
 
     Uses `daemon.history` when the daemon made one; otherwise creates it and subscribes it.
     """
-    settings: WebSettings = getattr(getattr(daemon, "settings", None), "web", None) or WebSettings()
+    root_settings = getattr(daemon, "settings", None)
+    settings: WebSettings = getattr(root_settings, "web", None) or WebSettings()
     history = getattr(daemon, "history", None)
     if history is None:
-        history = History(settings)
+        reserve = getattr(getattr(root_settings, "thresholds", None), "os_reserve_bytes", None)
+        history = History(settings, reserve_bytes=reserve)
         daemon.subscribe(history)
         try:
             daemon.history = history

@@ -133,7 +133,10 @@ def test_workloads_api_lists_processes_biggest_first_with_kind(served, eviction_
     assert [r["pid"] for r in rows] == [7731, 5120]
     assert [r["kind"] for r in rows] == ["vllm", "trainer"]
     by_pid = {p.pid: p for p in s.processes}
-    assert rows[0]["gpu_mem_bytes"] == by_pid[7731].gpu_mem_bytes and rows[1]["rss_bytes"] == by_pid[5120].rss_bytes
+    assert (
+        rows[0]["gpu_mem_bytes"] == by_pid[7731].gpu_mem_bytes
+        and rows[1]["rss_bytes"] == by_pid[5120].rss_bytes
+    )
     assert "--kv-cache-memory-bytes" in rows[0]["cmdline"]
 
 

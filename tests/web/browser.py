@@ -19,13 +19,14 @@ ARGS = [
 
 
 @contextlib.contextmanager
-def launch() -> Iterator:
-    """One Chromium for a test module, with a throwaway profile."""
+def launch(**context_options) -> Iterator:
+    """One Chromium for a test module, with a throwaway profile (times shown in UTC unless told)."""
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory(prefix="sw-chromium-") as profile, sync_playwright() as p:
+        options = {"timezone_id": "UTC", **context_options}
         ctx = p.chromium.launch_persistent_context(
-            profile, executable_path=CHROMIUM, args=ARGS, headless=True
+            profile, executable_path=CHROMIUM, args=ARGS, headless=True, **options
         )
         try:
             yield ctx

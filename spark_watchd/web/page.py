@@ -111,23 +111,36 @@ def _fallback_kind(name: str, cmdline: tuple[str, ...]) -> str:
     return "other"
 
 
+def _caps_verdict(kind: str, caps: dict[str, Any]) -> tuple[bool | None, Any]:
+    """(capped, cap) for display: serving engines are capped by a memory-utilisation fraction.
+
+    `--kv-cache-memory-bytes` sizes the KV cache outside that fraction, so it reads as uncapped (G6).
+    Trainers and other processes have no such flag: None (not applicable).
+    """
+    if kind == "ollama":
+        return False, None
+    if kind not in ("vllm", "sglang"):
+        return None, None
+    frac, kv = caps.get("gpu_memory_utilization"), caps.get("kv_cache_memory_bytes")
+    if kv:
+        return False, f"kv cache {kv / 2**30:.0f} GiB"
+    return (frac is not None), frac
+
+
 def _classifier() -> Callable[[Any], tuple[str, bool | None, Any]]:
     """(kind, capped, cap) for a ProcessInfo, from the sources area's classifier when it exists."""
     try:
-        from spark_watchd import workloads  # type: ignore[attr-defined]  # lands with the sources area
+        from spark_watchd import workloads  # lands with the sources area
     except ImportError:
         workloads = None
 
     def classify(proc: Any) -> tuple[str, bool | None, Any]:
         if workloads is not None:
             try:
-                kind = workloads.classify(proc)
-                caps = workloads.read_caps(proc)
-                kind = getattr(kind, "value", kind)
-                capped = getattr(caps, "capped", None) if not isinstance(caps, dict) else caps.get("capped")
-                cap = getattr(caps, "cap", None) if not isinstance(caps, dict) else caps.get("cap")
-                return str(kind), capped, cap
-            except Exception:  # a signature drift must not break the page; fall through
+                kind = str(workloads.classify(proc.cmdline, proc.name, proc.gpu_resident))
+                capped, cap = _caps_verdict(kind, dict(workloads.read_caps(proc.cmdline)))
+                return kind, capped, cap
+            except Exception:  # a signature drift must not break the page; fall back below
                 pass
         return _fallback_kind(proc.name, proc.cmdline), None, None
 

@@ -149,3 +149,19 @@ def test_workloads_json_without_a_sample_is_empty():
     from spark_watchd.web.page import _fallback_kind
 
     assert _fallback_kind(p.name, p.cmdline) == "ollama"
+
+
+@pytest.mark.parametrize(
+    ("kind", "caps", "expected"),
+    [
+        ("vllm", {"gpu_memory_utilization": 0.5, "kv_cache_memory_bytes": None}, (True, 0.5)),
+        ("vllm", {"gpu_memory_utilization": None, "kv_cache_memory_bytes": None}, (False, None)),
+        ("vllm", {"gpu_memory_utilization": None, "kv_cache_memory_bytes": 40 * 2**30}, (False, "kv cache 40 GiB")),
+        ("ollama", {}, (False, None)),
+        ("trainer", {"gpu_memory_utilization": None}, (None, None)),
+    ],
+)
+def test_caps_verdict_for_display(kind, caps, expected):
+    from spark_watchd.web.page import _caps_verdict
+
+    assert _caps_verdict(kind, caps) == expected

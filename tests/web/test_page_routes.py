@@ -156,7 +156,11 @@ def test_workloads_json_without_a_sample_is_empty():
     [
         ("vllm", {"gpu_memory_utilization": 0.5, "kv_cache_memory_bytes": None}, (True, 0.5)),
         ("vllm", {"gpu_memory_utilization": None, "kv_cache_memory_bytes": None}, (False, None)),
-        ("vllm", {"gpu_memory_utilization": None, "kv_cache_memory_bytes": 40 * 2**30}, (False, "kv cache 40 GiB")),
+        (
+            "vllm",
+            {"gpu_memory_utilization": None, "kv_cache_memory_bytes": 40 * 2**30},
+            (False, "kv cache 40 GiB"),
+        ),
         ("ollama", {}, (False, None)),
         ("trainer", {"gpu_memory_utilization": None}, (None, None)),
     ],

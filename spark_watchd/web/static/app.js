@@ -155,7 +155,7 @@
       if (keys.length) {
         const dl = h("dl", "evidence");
         for (const k of keys) {
-          dl.appendChild(h("dt", null, k.replace(/_(bytes|kb)$/, "").replace(/_/g, " ")));
+          dl.appendChild(h("dt", null, evidenceLabel(k)));
           dl.appendChild(h("dd", null, evidenceValue(k, ev[k])));
         }
         art.appendChild(dl);
@@ -171,16 +171,29 @@
     }
   }
 
+  /* Evidence keys carry their unit as a suffix (memory_bytes, psi_some_avg60_pct...): show it on the value. */
+  const UNITS = [
+    [/^pid$/, String],
+    [/_bytes$/, (v) => gib(v)], [/_kb$/, (v) => gib(v * 1024)], [/_pct$/, (v) => num(v) + " %"],
+    [/_per_s$/, (v) => num(v) + "/s"], [/_w$/, (v) => num(v) + " W"], [/_c$/, (v) => num(v) + " °C"],
+    [/_mhz$/, (v) => num(v, 0) + " MHz"], [/_(s|seconds)$/, (v) => num(v) + " s"], [/_ts$/, (v) => stamp(v)],
+  ];
+  function evidenceLabel(k) {
+    const u = UNITS.find((x) => x[0].test(k));
+    return (u ? k.replace(u[0], "") : k).replace(/_/g, " ");
+  }
   function evidenceValue(k, v) {
     if (v === null || v === undefined) return "–";
     if (typeof v === "number") {
-      if (/_bytes$/.test(k)) return gib(v);
-      if (/_kb$/.test(k)) return gib(v * 1024);
-      return num(v);
+      const u = UNITS.find((x) => x[0].test(k));
+      return u ? u[1](v) : num(v);
     }
     if (typeof v === "boolean") return v ? "yes" : "no";
-    if (Array.isArray(v)) return v.map((x) => (typeof x === "object" ? JSON.stringify(x) : String(x))).join(", ");
-    if (typeof v === "object") return JSON.stringify(v);
+    if (Array.isArray(v)) return v.map((x) => evidenceValue(k, x)).join("\n");
+    if (typeof v === "object") {
+      return Object.keys(v).filter((x) => v[x] !== null && v[x] !== undefined)
+        .map((x) => evidenceLabel(x) + " " + evidenceValue(x, v[x])).join(", ");
+    }
     return String(v);
   }
 
@@ -196,8 +209,12 @@
     }
   }
 
-  function seriesOf(key, scale) {
-    return state.records.map((r) => [r.ts, r[key] === null || r[key] === undefined ? null : r[key] * (scale || 1)]);
+  function seriesOf(key, scale, floor) {
+    return state.records.map((r) => {
+      const v = r[key];
+      if (v === null || v === undefined) return [r.ts, null];
+      return [r.ts, floor !== undefined ? Math.max(floor, v * (scale || 1)) : v * (scale || 1)];
+    });
   }
 
   function throttleBands() {
@@ -247,7 +264,8 @@
       series: [
         { label: "Available", k: 0, points: seriesOf("mem_available_bytes", 1 / GIB), fmt: G },
         { label: "Available (window min)", k: 5, thin: true, points: seriesOf("mem_available_min_bytes", 1 / GIB), fmt: G },
-        { label: "Budget", k: 3, dash: true, points: seriesOf("mem_budget_bytes", 1 / GIB), fmt: G },
+        // An overdrawn budget (negative) is drawn at 0: the G3 card gives the figure.
+        { label: "Budget", k: 3, dash: true, points: seriesOf("mem_budget_bytes", 1 / GIB, 0), fmt: G },
         { label: "Page cache", k: 4, points: seriesOf("mem_cached_bytes", 1 / GIB), fmt: G },
         { label: "Anon", k: 2, points: seriesOf("mem_anon_bytes", 1 / GIB), fmt: G },
         { label: "GPU-attributed", k: 1, points: seriesOf("mem_gpu_attributed_bytes", 1 / GIB), fmt: G },

@@ -173,7 +173,6 @@
 
   /* Evidence keys carry their unit as a suffix (memory_bytes, psi_some_avg60_pct...): show it on the value. */
   const UNITS = [
-    [/^pid$/, String],
     [/_bytes$/, (v) => gib(v)], [/_kb$/, (v) => gib(v * 1024)], [/_pct$/, (v) => num(v) + " %"],
     [/_per_s$/, (v) => num(v) + "/s"], [/_w$/, (v) => num(v) + " W"], [/_c$/, (v) => num(v) + " °C"],
     [/_mhz$/, (v) => num(v, 0) + " MHz"], [/_(s|seconds)$/, (v) => num(v) + " s"], [/_ts$/, (v) => stamp(v)],
@@ -185,6 +184,7 @@
   function evidenceValue(k, v) {
     if (v === null || v === undefined) return "–";
     if (typeof v === "number") {
+      if (k === "pid") return String(v);
       const u = UNITS.find((x) => x[0].test(k));
       return u ? u[1](v) : num(v);
     }

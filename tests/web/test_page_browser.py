@@ -1,8 +1,11 @@
-"""The status page in headless Chromium against a real daemon replaying the eviction and throttle traces.
+"""The status page in headless Chromium (one launch for the module).
 
-Each daemon replays a trace cut where the story is told (the eviction trace an
-hour past the eviction, the throttle trace to its end); a replay that has ended
-keeps serving its last snapshot, so what the page must show is steady.
+Against real daemons: two replaying the eviction and throttle traces, each cut
+where the story is told (a replay that has ended keeps serving its last
+snapshot, so what the page must show is steady), and one sampling this machine
+live with an NVML that cannot initialise. Against a stand-in server fed
+hand-made snapshots: what a test must steer, new samples arriving while the page
+is open and the history starting over.
 """
 
 from __future__ import annotations
@@ -12,12 +15,18 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
+from spark_watchd.config import Settings
+from spark_watchd.trace import read_trace
+from spark_watchd.web.page import routes
+from spark_watchd.web.settings import WebSettings
 from tests.conftest import REPO, cli_env, free_port, require_binary
 from tests.web.browser import launch, open_page
-from tests.web.standin import SCENARIOS
+from tests.web.standin import SCENARIOS, FakeDaemon, RouteServer, diagnose_by_hand, snapshot_of
 
 pytestmark = pytest.mark.e2e
 SPEED = "100000"  # as fast as the daemon ticks: the classifiers judge recorded time, not replay time
@@ -38,69 +47,67 @@ def _get(url: str) -> dict | None:
         return None
 
 
-@pytest.fixture(scope="module")
-def replay(tmp_path_factory):
-    """Start `spark-watchd run --replay` on the first N samples of a trace; wait until all are served."""
-    procs, started = [], {}
+# (trace, samples replayed): the eviction is at sample 130 and G6 stays critical past 250;
+# the throttle trace is G4 critical from sample 130 on.
+CUTS = {"eviction": 250, "throttle": 200}
 
-    def start(name: str, n: int) -> str:
-        if (name, n) in started:
-            return started[(name, n)]
-        tmp = tmp_path_factory.mktemp(name)
+
+# The live daemon samples this machine's /proc with an NVML whose init fails as on a box without
+# the NVIDIA driver (the fake NVML keeps it so on a machine that has one).
+LIVE_SAMPLES = 2
+
+
+def _start(name: str, n: int, tmp: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    env = cli_env({"SPARK_WATCHD_WEB__PAGE_REFRESH_SECONDS": "1"})
+    if name == "live":
+        cmd = [sys.executable, "-m", "spark_watchd", "run"]
+        env["SPARK_WATCHD_FAKE_NVML"] = "fail-init"
+    else:
         trace = tmp / f"{name}.jsonl"
         trace.write_text("".join((SCENARIOS / f"{name}.jsonl").read_text().splitlines(keepends=True)[:n]))
-        port = free_port()
-        cmd = [
-            sys.executable,
-            "-m",
-            "spark_watchd",
-            "run",
-            "--replay",
-            str(trace),
-            "--speed",
-            SPEED,
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--interval",
-            "1",
-            "--state-dir",
-            str(tmp / "state"),
-        ]
-        env = cli_env({"SPARK_WATCHD_WEB__PAGE_REFRESH_SECONDS": "1"})
-        proc = subprocess.Popen(
-            cmd, env=env, cwd=str(REPO), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
-        procs.append(proc)
-        origin = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            body = _get(origin + "/api/v1/history?limit=1")
-            if body and body["held"] == n:
-                started[(name, n)] = origin
-                return origin
-            if proc.poll() is not None:
-                break
-            time.sleep(0.1)
-        proc.kill()
-        pytest.fail(
-            f"daemon replaying {name} did not serve {n} samples: {proc.stderr.read().decode()[-2000:]}"
-        )
+        cmd = [sys.executable, "-m", "spark_watchd", "run", "--replay", str(trace), "--speed", SPEED]
+    cmd += ["--listen", f"127.0.0.1:{port}", "--interval", "1", "--state-dir", str(tmp / "state")]
+    proc = subprocess.Popen(cmd, env=env, cwd=str(REPO), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return proc, f"http://127.0.0.1:{port}"
 
-    yield start
-    for proc in procs:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+
+@pytest.fixture(scope="module")
+def daemons(tmp_path_factory):
+    """Both replaying daemons, started together; yields {trace: origin} once each has served all its samples."""
+    wanted = {**CUTS, "live": LIVE_SAMPLES}
+    started = {name: _start(name, n, tmp_path_factory.mktemp(name)) for name, n in wanted.items()}
+    try:
+        deadline = time.monotonic() + 60
+        pending = dict(wanted)
+        while pending and time.monotonic() < deadline:
+            for name in list(pending):
+                proc, origin = started[name]
+                body = _get(origin + "/api/v1/history?limit=1")
+                if body and body["held"] >= pending[name]:
+                    del pending[name]
+                elif proc.poll() is not None:
+                    pytest.fail(f"daemon replaying {name} exited: {proc.stderr.read().decode()[-2000:]}")
+            time.sleep(0.1)
+        if pending:
+            pytest.fail(f"daemons did not serve all samples in time: {sorted(pending)}")
+        yield {name: origin for name, (_, origin) in started.items()}
+    finally:
+        for proc, _ in started.values():
+            proc.terminate()
+        for proc, _ in started.values():
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 def _severity(page, gotcha: str) -> str:
     return page.locator(f'.finding[data-gotcha="{gotcha}"]').get_attribute("data-severity")
 
 
-def test_eviction_replay_shows_all_findings_a_critical_g6_and_the_eviction(browser, replay):
-    origin = replay("eviction", 250)  # samples 127-300 are the eviction; 250 is an hour past it
+def test_eviction_replay_shows_all_findings_a_critical_g6_and_the_eviction(browser, daemons):
+    origin = daemons["eviction"]
     with open_page(browser, origin) as (page, log):
         page.wait_for_selector('#events li[data-kind="eviction"]')
         page.wait_for_selector('.finding[data-gotcha="G6"][data-severity="critical"]')
@@ -125,7 +132,7 @@ def test_eviction_replay_shows_all_findings_a_critical_g6_and_the_eviction(brows
             ("training", "step time"),
         ]:
             path = page.locator(f'#chart-{chart} path[data-series="{series}"]')
-            assert int(path.get_attribute("data-points")) >= 240, chart
+            assert int(path.get_attribute("data-points")) >= CUTS["eviction"] - 10, chart
             assert page.locator(f"#chart-{chart} svg").get_attribute("aria-label")
         kinds = page.locator("#workloads tr").evaluate_all("rows => rows.map(r => r.dataset.kind)")
         assert sorted(kinds) == ["trainer", "vllm"]
@@ -133,8 +140,8 @@ def test_eviction_replay_shows_all_findings_a_critical_g6_and_the_eviction(brows
         assert log.requests and log.off_origin == []
 
 
-def test_throttle_replay_shows_g4_the_throttle_and_shaded_periods(browser, replay):
-    origin = replay("throttle", 360)
+def test_throttle_replay_shows_g4_the_throttle_and_shaded_periods(browser, daemons):
+    origin = daemons["throttle"]
     with open_page(browser, origin) as (page, log):
         page.wait_for_selector('.finding[data-gotcha="G4"][data-severity="critical"]')
         page.wait_for_selector('#events li[data-kind="throttle_start"]')
@@ -144,8 +151,8 @@ def test_throttle_replay_shows_g4_the_throttle_and_shaded_periods(browser, repla
         assert log.errors == [] and log.off_origin == []
 
 
-def test_dark_mode_renders_the_dark_palette(browser, replay):
-    origin = replay("eviction", 250)
+def test_dark_mode_renders_the_dark_palette(browser, daemons):
+    origin = daemons["eviction"]
     with open_page(browser, origin, color_scheme="dark") as (page, log):
         page.wait_for_selector("#chart-memory path.line")
         bg = page.evaluate("getComputedStyle(document.body).backgroundColor")
@@ -155,4 +162,48 @@ def test_dark_mode_renders_the_dark_palette(browser, replay):
             "e => getComputedStyle(e).backgroundColor"
         )
         assert card_bg == "rgb(23, 27, 33)"
+        assert log.errors == [] and log.off_origin == []
+
+
+def test_live_daemon_without_a_gpu_says_nvml_is_down_and_why(browser, daemons):
+    origin = daemons["live"]
+    error = _get(origin + "/api/v1/status")["sources"]["nvml"]["error"]
+    assert "Driver Not Loaded" in error
+    with open_page(browser, origin) as (page, log):
+        down = page.wait_for_selector('#sources li[data-source="nvml"].down')
+        assert down.inner_text() == f"nvml down: {error}"
+        assert page.locator('#sources li[data-source="meminfo"]').get_attribute("class") == "up"
+        assert _severity(page, "G4") == "unknown"
+        assert page.locator("#chart-power .nodata").text_content() == "No data yet"
+        page.wait_for_selector('#chart-memory path[data-series="Available"]')
+        assert page.locator("#mode").is_hidden()  # live, not a replay
+        assert log.errors == [] and log.off_origin == []
+
+
+def test_page_follows_new_samples_in_place_and_starts_over_with_the_history(browser):
+    traces = {name: list(read_trace(SCENARIOS / f"{name}.jsonl")) for name in ("eviction", "throttle")}
+    daemon = FakeDaemon(Settings(web=WebSettings(page_refresh_seconds=0.5)))
+
+    def feed(samples):
+        recent = ()
+        for s in samples:
+            diag = diagnose_by_hand(s, evicted_at=1764407100.0)
+            recent = (recent + diag.events)[-20:]
+            daemon.publish(snapshot_of(s, diag, recent))
+
+    power = '#chart-power path[data-series="Power"]'
+    table = routes(daemon)  # subscribes the history
+    feed(traces["eviction"][:100])
+    with RouteServer(table, daemon) as srv, open_page(browser, srv.origin) as (page, log):
+        page.wait_for_selector('.finding[data-gotcha="G6"][data-severity="warning"]')
+        assert page.locator('#events li[data-kind="eviction"]').count() == 0
+        page.evaluate("window.__sameDocument = true")
+        feed(traces["eviction"][100:200])
+        page.wait_for_selector('#events li[data-kind="eviction"]', timeout=10_000)
+        page.wait_for_selector('.finding[data-gotcha="G6"][data-severity="critical"]')
+        expect(page.locator(power)).to_have_attribute("data-points", "200")
+        # A trace starting earlier (time went back): the history starts over, and so does the page.
+        feed(traces["throttle"][:50])
+        expect(page.locator(power)).to_have_attribute("data-points", "50")
+        assert page.evaluate("window.__sameDocument") is True  # all updated in place, never reloaded
         assert log.errors == [] and log.off_origin == []

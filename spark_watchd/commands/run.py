@@ -133,6 +133,8 @@ def serve(settings: Settings, args: argparse.Namespace, *, announce: bool = Fals
         return EX_CONFIG
     try:
         daemon = Daemon(settings, replay=feed, state_dir=state_dir)
+        if announce:  # the demo verb: the status page shows a DEMO badge naming the scenario
+            daemon.extras_providers["demo"] = lambda: os.path.splitext(os.path.basename(args.replay))[0]
         try:
             server = HttpServer(
                 settings.daemon.listen,

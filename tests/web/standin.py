@@ -52,6 +52,7 @@ def status_json(snap: Snapshot) -> dict:
         "findings": {g: f.to_dict() for g, f in d.findings.items()} if d else {},
         "recent_events": [e.to_dict() for e in snap.recent_events],
         "sources": {n: {"up": s.up, "error": s.error} for n, s in snap.sources.items()},
+        "extras": dict(snap.extras),
     }
 
 
@@ -89,12 +90,21 @@ def snapshot_of(
     recent: tuple = (),
     nvml_error: str | None = None,
     mode: str = "replay",
+    extras: dict | None = None,
 ) -> Snapshot:
     sources = {
         "proc": SourceStatus("proc", True),
         "nvml": SourceStatus("nvml", nvml_error is None, error=nvml_error),
     }
-    return Snapshot(sample, diagnosis, sources, recent_events=recent, published_at=sample.ts, mode=mode)
+    return Snapshot(
+        sample,
+        diagnosis,
+        sources,
+        recent_events=recent,
+        extras=extras or {},
+        published_at=sample.ts,
+        mode=mode,
+    )
 
 
 class RouteServer:

@@ -184,12 +184,12 @@ def test_page_follows_new_samples_in_place_and_starts_over_with_the_history(brow
     traces = {name: list(read_trace(SCENARIOS / f"{name}.jsonl")) for name in ("eviction", "throttle")}
     daemon = FakeDaemon(Settings(web=WebSettings(page_refresh_seconds=0.5)))
 
-    def feed(samples):
+    def feed(samples, extras=None):
         recent = ()
         for s in samples:
             diag = diagnose_by_hand(s, evicted_at=1764407100.0)
             recent = (recent + diag.events)[-20:]
-            daemon.publish(snapshot_of(s, diag, recent))
+            daemon.publish(snapshot_of(s, diag, recent, extras=extras))
 
     power = '#chart-power path[data-series="Power"]'
     table = routes(daemon)  # subscribes the history
@@ -197,13 +197,15 @@ def test_page_follows_new_samples_in_place_and_starts_over_with_the_history(brow
     with RouteServer(table, daemon) as srv, open_page(browser, srv.origin) as (page, log):
         page.wait_for_selector('.finding[data-gotcha="G6"][data-severity="warning"]')
         assert page.locator('#events li[data-kind="eviction"]').count() == 0
+        assert page.locator("#mode").inner_text() == "REPLAY"
         page.evaluate("window.__sameDocument = true")
         feed(traces["eviction"][100:200])
         page.wait_for_selector('#events li[data-kind="eviction"]', timeout=10_000)
         page.wait_for_selector('.finding[data-gotcha="G6"][data-severity="critical"]')
         expect(page.locator(power)).to_have_attribute("data-points", "200")
         # A trace starting earlier (time went back): the history starts over, and so does the page.
-        feed(traces["throttle"][:50])
+        feed(traces["throttle"][:50], extras={"demo": "throttle"})
         expect(page.locator(power)).to_have_attribute("data-points", "50")
+        expect(page.locator("#mode")).to_have_text("DEMO")
         assert page.evaluate("window.__sameDocument") is True  # all updated in place, never reloaded
         assert log.errors == [] and log.off_origin == []

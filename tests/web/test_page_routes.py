@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
+import time
+import urllib.request
 
 import pytest
 
@@ -15,6 +19,7 @@ from spark_watchd.trace import read_trace
 from spark_watchd.web.http import Request
 from spark_watchd.web.page import parse_since, routes, workloads_json
 from spark_watchd.web.settings import WebSettings
+from tests.conftest import REPO, cli_env, free_port
 from tests.web.standin import SCENARIOS, FakeDaemon, diagnose_by_hand, snapshot_of
 
 
@@ -169,3 +174,29 @@ def test_caps_verdict_for_display(kind, caps, expected):
     from spark_watchd.web.page import _caps_verdict
 
     assert _caps_verdict(kind, caps) == expected
+
+
+def test_demo_verb_tells_the_page_it_is_a_demo(tmp_path):
+    """`spark-watchd demo` marks its snapshots (extras.demo = scenario) so the page shows a DEMO badge."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "spark_watchd", "demo", "--scenario", "throttle", "--no-loop"]
+    cmd += ["--speed", "100000", "--listen", f"127.0.0.1:{port}"]
+    proc = subprocess.Popen(
+        cmd, env=cli_env(), cwd=str(REPO), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    try:
+        deadline, status = time.monotonic() + 30, None
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/status", timeout=2) as r:
+                    status = json.load(r)
+                if status.get("ts"):
+                    break
+            except OSError:
+                pass
+            time.sleep(0.1)
+        assert status is not None and status.get("ts"), proc.stderr.read().decode()[-2000:]
+        assert status["mode"] == "replay" and status["extras"]["demo"] == "throttle"
+    finally:
+        proc.terminate()
+        proc.wait(10)

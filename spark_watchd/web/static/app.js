@@ -89,7 +89,8 @@
     if (!Array.isArray(src)) src = Object.keys(src).map((k) => Object.assign({ name: k }, typeof src[k] === "object" ? src[k] : { up: !!src[k] }));
     out.sources = src;
     out.mode = String(s.mode || "live").toLowerCase();
-    if (s.demo) out.mode = "demo";
+    out.demo = (s.extras && s.extras.demo) || s.demo || null;
+    if (out.demo) out.mode = "demo";
     const sample = s.sample || {};
     out.host = s.host || sample.host || null;
     out.ts = s.ts || s.sample_ts || s.last_sample_ts || sample.ts || null;
@@ -117,7 +118,9 @@
     if (st.mode === "replay" || st.mode === "demo") {
       mode.hidden = false;
       mode.textContent = st.mode.toUpperCase();
-      mode.title = "Replaying a recorded trace: times are the trace's own.";
+      mode.title = st.demo
+        ? "Demo: the bundled " + st.demo + " scenario, replayed (no Spark needed)."
+        : "Replaying a recorded trace.";
     } else {
       mode.hidden = true;
     }

@@ -11,6 +11,7 @@ is open and the history starting over.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -136,6 +137,24 @@ def test_eviction_replay_shows_all_findings_a_critical_g6_and_the_eviction(brows
             assert page.locator(f"#chart-{chart} svg").get_attribute("aria-label")
         kinds = page.locator("#workloads tr").evaluate_all("rows => rows.map(r => r.dataset.kind)")
         assert sorted(kinds) == ["trainer", "vllm"]
+        vllm = page.locator('#workloads tr[data-kind="vllm"]')
+        assert vllm.locator("td").nth(1).inner_text() == "no"  # --kv-cache-memory-bytes: not capped
+        # Accessible structure: headings, named chart images, a table with header cells.
+        for name in ("Findings", "Last hours", "Events", "Workloads", "Sources"):
+            assert page.get_by_role("heading", name=name).count() == 1
+        assert (
+            page.get_by_role(
+                "img", name=re.compile(r"^Unified memory \(GiB\) from .*latest: Available")
+            ).count()
+            == 1
+        )
+        assert page.get_by_role("columnheader", name="Kind").count() == 1
+        assert page.get_by_role("rowheader").count() == 2
+        # Reads on a laptop screen: nothing wider than the window at 1280 px either.
+        for width in (1440, 1280):
+            page.set_viewport_size({"width": width, "height": 800})
+            page.wait_for_timeout(300)  # charts redraw after a resize
+            assert page.evaluate("document.documentElement.scrollWidth") <= width
         assert log.errors == []
         assert log.requests and log.off_origin == []
 

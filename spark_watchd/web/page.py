@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
+from spark_watchd import workloads
 from spark_watchd.history import History
+from spark_watchd.model import ProcessInfo
 from spark_watchd.snapshot import Snapshot
 from spark_watchd.web.http import Request, Response, Route
 from spark_watchd.web.settings import WebSettings
@@ -93,68 +94,30 @@ def parse_since(query: dict[str, list[str]] | Any) -> tuple[float | None, int | 
 
 # --- workloads --------------------------------------------------------------------------------------
 
-# Fallback until spark_watchd.workloads (the sources area) is importable: kind from argv, cap unknown.
-_FALLBACK_KINDS = (
-    ("vllm", re.compile(r"(^|[/\s.])vllm([\s.]|$)")),
-    ("sglang", re.compile(r"(^|[/\s.])sglang([\s.]|$)")),
-    ("ollama", re.compile(r"(^|/)ollama(\s|$)")),
-    ("llamacpp", re.compile(r"llama-server|llama_cpp")),
-    ("trainer", re.compile(r"torchrun|accelerate|\btrl\b|axolotl|unsloth|train[\w-]*\.py")),
-)
+
+def _cap_shown(kind: str, caps: dict[str, Any]) -> Any:
+    """The cap flag's value as the table shows it beside capped yes/no (None when there is none)."""
+    if caps.get("kv_cache_memory_bytes"):
+        return f"kv cache {caps['kv_cache_memory_bytes'] / 2**30:.0f} GiB"
+    return {"vllm": caps.get("gpu_memory_utilization"), "sglang": caps.get("mem_fraction_static")}.get(kind)
 
 
-def _fallback_kind(name: str, cmdline: tuple[str, ...]) -> str:
-    text = " ".join((name, *cmdline))
-    for kind, pattern in _FALLBACK_KINDS:
-        if pattern.search(text):
-            return kind
-    return "other"
-
-
-def _caps_verdict(kind: str, caps: dict[str, Any]) -> tuple[bool | None, Any]:
-    """(capped, cap) for display: serving engines are capped by a memory-utilisation fraction.
-
-    `--kv-cache-memory-bytes` sizes the KV cache outside that fraction, so it reads as uncapped (G6).
-    Trainers and other processes have no such flag: None (not applicable).
-    """
-    if kind == "ollama":
-        return False, None
-    if kind not in ("vllm", "sglang"):
-        return None, None
-    frac, kv = caps.get("gpu_memory_utilization"), caps.get("kv_cache_memory_bytes")
-    if kv:
-        return False, f"kv cache {kv / 2**30:.0f} GiB"
-    return (frac is not None), frac
-
-
-def _classifier() -> Callable[[Any], tuple[str, bool | None, Any]]:
-    """(kind, capped, cap) for a ProcessInfo, from the sources area's classifier when it exists."""
+def classify_process(proc: ProcessInfo) -> tuple[str, bool | None, Any]:
+    """(kind, capped, cap) of one process, by the same argv rules as the exporter and G6."""
     try:
-        from spark_watchd import workloads  # lands with the sources area
-    except ImportError:
-        workloads = None
-
-    def classify(proc: Any) -> tuple[str, bool | None, Any]:
-        if workloads is not None:
-            try:
-                kind = str(workloads.classify(proc.cmdline, proc.name, proc.gpu_resident))
-                capped, cap = _caps_verdict(kind, dict(workloads.read_caps(proc.cmdline)))
-                return kind, capped, cap
-            except Exception:  # a signature drift must not break the page; fall back below
-                pass
-        return _fallback_kind(proc.name, proc.cmdline), None, None
-
-    return classify
+        kind = workloads.classify(proc.cmdline, proc.name, proc.gpu_resident)
+        caps = workloads.read_caps(proc.cmdline)
+        return kind, workloads.is_capped(kind, caps), _cap_shown(kind, caps)
+    except ValueError:  # an argv the parsers refuse: still listed, as "other"
+        return "other", None, None
 
 
-def workloads_json(
-    snapshot: Snapshot | None, classify: Callable[[Any], tuple[str, bool | None, Any]]
-) -> dict[str, Any]:
+def workloads_json(snapshot: Snapshot | None) -> dict[str, Any]:
     """The GET /api/v1/workloads body: the latest sample's processes with kind and cap."""
     sample = snapshot.sample if snapshot is not None else None
     rows = []
     for p in sample.processes if sample is not None else ():
-        kind, capped, cap = classify(p)
+        kind, capped, cap = classify_process(p)
         rows.append(
             {
                 "pid": p.pid,
@@ -193,7 +156,6 @@ def routes(daemon: Any) -> list[Route]:
             pass
     files = _static_files()
     index = render_index(files.pop("index.html"), settings)
-    classify = _classifier()
 
     def page(_req: Request) -> Response:
         return Response(
@@ -210,7 +172,7 @@ def routes(daemon: Any) -> list[Route]:
         return _json(200, history.to_json(since, limit))
 
     def workloads_api(_req: Request) -> Response:
-        return _json(200, workloads_json(daemon.snapshot(), classify))
+        return _json(200, workloads_json(daemon.snapshot()))
 
     def static(name: str, body: bytes) -> Route:
         def handler(_req: Request) -> Response:

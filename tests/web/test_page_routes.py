@@ -17,7 +17,7 @@ from spark_watchd.model import ProcessInfo
 from spark_watchd.snapshot import Snapshot
 from spark_watchd.trace import read_trace
 from spark_watchd.web.http import Request
-from spark_watchd.web.page import parse_since, routes, workloads_json
+from spark_watchd.web.page import classify_process, parse_since, routes, workloads_json
 from spark_watchd.web.settings import WebSettings
 from tests.conftest import REPO, cli_env, free_port
 from tests.web.standin import SCENARIOS, FakeDaemon, diagnose_by_hand, snapshot_of
@@ -137,6 +137,7 @@ def test_workloads_api_lists_processes_biggest_first_with_kind(served, eviction_
     rows = json.loads(_get(table, "/api/v1/workloads").body)["workloads"]
     assert [r["pid"] for r in rows] == [7731, 5120]
     assert [r["kind"] for r in rows] == ["vllm", "trainer"]
+    assert [r["capped"] for r in rows] == [False, None]  # --kv-cache-memory-bytes; a trainer has no cap flag
     by_pid = {p.pid: p for p in s.processes}
     assert (
         rows[0]["gpu_mem_bytes"] == by_pid[7731].gpu_mem_bytes
@@ -146,34 +147,29 @@ def test_workloads_api_lists_processes_biggest_first_with_kind(served, eviction_
 
 
 def test_workloads_json_without_a_sample_is_empty():
-    assert workloads_json(Snapshot(None, None), lambda p: ("other", None, None)) == {
-        "ts": None,
-        "workloads": [],
-    }
-    p = ProcessInfo(1, 0.0, "ollama", ("/usr/local/bin/ollama", "serve"), 10)
-    from spark_watchd.web.page import _fallback_kind
-
-    assert _fallback_kind(p.name, p.cmdline) == "ollama"
+    assert workloads_json(Snapshot(None, None)) == {"ts": None, "workloads": []}
 
 
 @pytest.mark.parametrize(
-    ("kind", "caps", "expected"),
+    ("name", "argv", "expected"),
     [
-        ("vllm", {"gpu_memory_utilization": 0.5, "kv_cache_memory_bytes": None}, (True, 0.5)),
-        ("vllm", {"gpu_memory_utilization": None, "kv_cache_memory_bytes": None}, (False, None)),
+        (
+            "python3",
+            ("python3", "-m", "vllm.entrypoints.openai.api_server", "--gpu-memory-utilization", "0.5"),
+            ("vllm", True, 0.5),
+        ),
+        ("vllm", ("vllm", "serve", "Qwen/Qwen3-32B"), ("vllm", False, None)),  # default 0.9 takes the pool
         (
             "vllm",
-            {"gpu_memory_utilization": None, "kv_cache_memory_bytes": 40 * 2**30},
-            (False, "kv cache 40 GiB"),
+            ("vllm", "serve", "m", "--kv-cache-memory-bytes", "40G"),
+            ("vllm", False, "kv cache 40 GiB"),
         ),
-        ("ollama", {}, (False, None)),
-        ("trainer", {"gpu_memory_utilization": None}, (None, None)),
+        ("ollama", ("/usr/local/bin/ollama", "serve"), ("ollama", False, None)),
+        ("python3", ("python3", "train.py"), ("trainer", None, None)),
     ],
 )
-def test_caps_verdict_for_display(kind, caps, expected):
-    from spark_watchd.web.page import _caps_verdict
-
-    assert _caps_verdict(kind, caps) == expected
+def test_classify_process_reads_kind_and_cap_from_argv(name, argv, expected):
+    assert classify_process(ProcessInfo(1, 0.0, name, argv, 10, 2**30, True)) == expected
 
 
 def test_demo_verb_tells_the_page_it_is_a_demo(tmp_path):

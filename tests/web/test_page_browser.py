@@ -190,7 +190,8 @@ def test_live_daemon_without_a_gpu_says_nvml_is_down_and_why(browser, daemons):
     assert "Driver Not Loaded" in error
     with open_page(browser, origin) as (page, log):
         down = page.wait_for_selector('#sources li[data-source="nvml"].down')
-        assert down.inner_text() == f"nvml down: {error}"
+        # The reason as the daemon gives it (its retry countdown may have moved on since).
+        assert down.inner_text().startswith("nvml down: " + error.split("(")[0].strip())
         assert page.locator("#sources li.up").count() >= 1  # /proc is read all the same
         assert _severity(page, "G4") == "unknown"
         assert page.locator("#chart-power .nodata").text_content() == "No data yet"

@@ -167,6 +167,8 @@ def test_throttle_replay_shows_g4_the_throttle_and_shaded_periods(browser, daemo
         assert page.locator("#chart-training rect.band").count() >= 1
         assert page.locator("#chart-power rect.band").count() >= 1
         assert {_severity(page, "G3"), _severity(page, "G6")} == {"ok"}
+        # No swapping in this trace: the flat zero line sits on the axis, which starts at 0.
+        assert page.locator("#chart-paging text.axis").first.text_content() == "0"
         assert log.errors == [] and log.off_origin == []
 
 

@@ -43,7 +43,9 @@
     if (spec.zero) lo = Math.min(lo, 0);
     if (spec.min !== undefined) lo = Math.min(lo, spec.min);
     if (spec.max !== undefined) hi = Math.max(hi, spec.max);
+    const dataLo = lo;
     if (hi - lo < 1e-9) { const d = Math.abs(hi) * 0.1 || 1; lo -= d; hi += d; }
+    if (spec.zero && dataLo >= 0) lo = Math.max(lo, 0); // a flat zero line sits on the axis, not mid-chart
     const step = niceStep(hi - lo, 4);
     lo = Math.floor(lo / step) * step;
     hi = Math.ceil(hi / step) * step;

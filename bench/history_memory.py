@@ -1,6 +1,6 @@
 """Memory and read cost of the status page history: prints figures, asserts nothing.
 
-    python bench/history_memory.py [RECORDS ...]
+python bench/history_memory.py [RECORDS ...]
 """
 
 from __future__ import annotations

@@ -135,6 +135,9 @@ def test_eviction_replay_shows_all_findings_a_critical_g6_and_the_eviction(brows
             path = page.locator(f'#chart-{chart} path[data-series="{series}"]')
             assert int(path.get_attribute("data-points")) >= CUTS["eviction"] - 10, chart
             assert page.locator(f"#chart-{chart} svg").get_attribute("aria-label")
+        # Hovering a chart reads every series at that moment in its legend.
+        page.locator("#chart-power svg").hover(position={"x": 300, "y": 80})
+        expect(page.locator("#chart-power .legend li").last).to_have_text(re.compile(r"^at \d\d:\d\d$"))
         kinds = page.locator("#workloads tr").evaluate_all("rows => rows.map(r => r.dataset.kind)")
         assert sorted(kinds) == ["trainer", "vllm"]
         vllm = page.locator('#workloads tr[data-kind="vllm"]')

@@ -28,6 +28,7 @@ class FakeDaemon:
         self.settings = settings or Settings()
         self._snap = Snapshot(sample=None, diagnosis=None)
         self._subs = []
+        self.fresh = True  # what the real daemon's is_fresh() would say
 
     def snapshot(self) -> Snapshot:
         return self._snap
@@ -41,11 +42,13 @@ class FakeDaemon:
             fn(snap)
 
 
-def status_json(snap: Snapshot) -> dict:
+def status_json(snap: Snapshot, fresh: bool = True) -> dict:
     """A /api/v1/status body in the shape the page reads (findings, recent_events, sources, mode)."""
     d = snap.diagnosis
     return {
         "mode": snap.mode,
+        "fresh": fresh,
+        "age_seconds": None if fresh else 300.0,
         "host": snap.sample.host if snap.sample else None,
         "ts": snap.sample.ts if snap.sample else None,
         "published_at": snap.published_at,
@@ -114,7 +117,7 @@ class RouteServer:
         table = {(r.method, r.path): r for r in routes}
 
         def status(_req: Request) -> Response:
-            return _json(200, status_json(daemon.snapshot()))
+            return _json(200, status_json(daemon.snapshot(), daemon.fresh))
 
         table[("GET", "/api/v1/status")] = Route("GET", "/api/v1/status", status)
 

@@ -22,6 +22,7 @@ import pytest
 from playwright.sync_api import expect
 
 from spark_watchd.config import Settings
+from spark_watchd.model import Diagnosis, Finding
 from spark_watchd.trace import read_trace
 from spark_watchd.web.page import routes
 from spark_watchd.web.settings import WebSettings
@@ -233,4 +234,24 @@ def test_page_follows_new_samples_in_place_and_starts_over_with_the_history(brow
         expect(page.locator(power)).to_have_attribute("data-points", "50")
         expect(page.locator("#mode")).to_have_text("DEMO")
         assert page.evaluate("window.__sameDocument") is True  # all updated in place, never reloaded
+        assert log.errors == [] and log.off_origin == []
+
+
+def test_stale_live_daemon_and_a_non_thermal_anomaly_are_spelled_out(browser):
+    sample = next(iter(read_trace(SCENARIOS / "throttle.jsonl")))
+    g4 = Finding(
+        "G4", "warning", "Clocks pinned at 600 MHz, cool, low power, no reasons", anomaly="power_delivery"
+    )
+    diag = diagnose_by_hand(sample, evicted_at=float("inf"))
+    diag = Diagnosis(diag.ts, {**diag.findings, "G4": g4})
+    daemon = FakeDaemon()
+    table = routes(daemon)
+    daemon.publish(snapshot_of(sample, diag, mode="live"))
+    daemon.fresh = False
+    with RouteServer(table, daemon) as srv, open_page(browser, srv.origin) as (page, log):
+        card = page.wait_for_selector('.finding[data-gotcha="G4"][data-severity="warning"]')
+        assert "Not thermal: a power-delivery fault" in card.inner_text()
+        expect(page.locator("#banner")).to_have_text(re.compile(r"^The last sample is 300 s old"))
+        assert page.locator("#chart-power rect.band").count() == 0  # not shaded as a throttle
+        assert page.locator("#mode").is_hidden()
         assert log.errors == [] and log.off_origin == []

@@ -65,8 +65,12 @@
     if (results[0].status === "fulfilled") state.status = normaliseStatus(results[0].value);
     if (results[2].status === "fulfilled") state.workloads = results[2].value;
     const banner = $("banner");
+    const st = state.status;
     if (errors.length) {
       banner.textContent = "Cannot reach the daemon (" + errors[0] + "); showing the last data received. Retrying every " + REFRESH_MS / 1000 + " s.";
+      banner.hidden = false;
+    } else if (st && !st.fresh && st.mode === "live" && st.ts) {
+      banner.textContent = "The last sample is " + (st.age !== null ? num(st.age, 0) + " s" : "too") + " old: the daemon is not sampling. Check its log (journalctl -u spark-watchd).";
       banner.hidden = false;
     } else {
       banner.hidden = true;
@@ -95,6 +99,8 @@
     out.host = s.host || sample.host || null;
     out.ts = s.ts || s.sample_ts || s.last_sample_ts || sample.ts || null;
     out.published = s.published_at || null;
+    out.fresh = s.fresh !== false;
+    out.age = typeof s.age_seconds === "number" ? s.age_seconds : null;
     return out;
   }
 
@@ -153,6 +159,10 @@
       head.appendChild(badge);
       art.appendChild(head);
       art.appendChild(h("p", "summary", f.summary || ""));
+      if (f.anomaly) {
+        const what = { power_delivery: "a power-delivery fault (needs a full AC power cycle)", hung_engine: "a hung GPU engine" }[f.anomaly] || f.anomaly;
+        art.appendChild(h("p", "anomaly", "Not thermal: " + what + "."));
+      }
       const ev = f.evidence || {};
       const keys = Object.keys(ev);
       if (keys.length) {

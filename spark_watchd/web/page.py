@@ -32,7 +32,7 @@ _CONTENT_TYPES = {
 }
 # Everything from this origin only: the page must work offline and leak nothing.
 _CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
 _SECURITY_HEADERS = {

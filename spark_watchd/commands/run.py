@@ -128,6 +128,8 @@ def serve(settings: Settings, args: argparse.Namespace, *, announce: bool = Fals
         print(f"spark-watchd: bad configuration: {exc}", file=sys.stderr)
         return EX_CONFIG
     daemon = Daemon(settings, replay=feed, state_dir=state_dir)
+    if announce:  # the demo verb: the status page shows a DEMO badge naming the scenario
+        daemon.extras_providers["demo"] = lambda: os.path.splitext(os.path.basename(args.replay))[0]
     if daemon.collector is not None:
         daemon.collector.expected_down = _log_missing_sources(settings, log)
     try:

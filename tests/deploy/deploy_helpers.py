@@ -7,7 +7,6 @@ import re
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,13 +38,3 @@ def runbook_anchors(text: str) -> set[str]:
 def alert_rules(doc: dict) -> list[dict]:
     """Every alerting rule in a rules document."""
     return [r for g in doc["groups"] for r in g["rules"] if "alert" in r]
-
-
-@pytest.fixture(scope="session")
-def rules_gen():
-    return load_module(PROM / "generate.py", "sparkwatchd_rules_generate")
-
-
-@pytest.fixture(scope="session")
-def shipped_rules() -> dict:
-    return yaml.safe_load((PROM / "rules.yml").read_text())

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from deploy_helpers import DEPLOY, PROM, REPO, alert_rules, rules_gen, runbook_anchors, shipped_rules  # noqa: F401
+from deploy_helpers import DEPLOY, PROM, REPO, alert_rules, runbook_anchors
 
 from tests.conftest import require_binary
 
@@ -104,7 +104,7 @@ def test_time_scale_shrinks_every_for_and_window_and_stays_valid(rules_gen, tmp_
     assert rules_gen.main(["--time-scale", "0.01", "--min-window", "3s", "--out", str(out)]) == 0
     scaled = yaml.safe_load(out.read_text())
     shipped = yaml.safe_load((PROM / "rules.yml").read_text())
-    for s, r in zip(alert_rules(scaled), alert_rules(shipped)):
+    for s, r in zip(alert_rules(scaled), alert_rules(shipped), strict=True):
         if "for" in r:
             assert rules_gen.parse_duration(s["for"]) == pytest.approx(
                 rules_gen.parse_duration(r["for"]) * 0.01

@@ -7,8 +7,6 @@ import re
 import sys
 from pathlib import Path
 
-import yaml
-
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 PROM = DEPLOY / "prometheus"

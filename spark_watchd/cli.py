@@ -28,13 +28,17 @@ EX_CONFIG = 78
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict]:
-    parser = argparse.ArgumentParser(prog="spark-watchd", description="Monitoring daemon for NVIDIA DGX Spark (GB10).")
+    parser = argparse.ArgumentParser(
+        prog="spark-watchd", description="Monitoring daemon for NVIDIA DGX Spark (GB10)."
+    )
     parser.add_argument("--version", action="version", version=f"spark-watchd {__version__}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     modules = {}
     for verb, modname, help_text in VERBS:
         mod = importlib.import_module(f"spark_watchd.commands.{modname}")
-        p = sub.add_parser(verb, help=help_text, description=(mod.__doc__ or help_text).strip().splitlines()[0])
+        p = sub.add_parser(
+            verb, help=help_text, description=(mod.__doc__ or help_text).strip().splitlines()[0]
+        )
         mod.add_arguments(p)
         modules[verb] = mod
     return parser, modules

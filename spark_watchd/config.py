@@ -23,7 +23,9 @@ class DaemonSettings(BaseModel):
 
     listen: str = Field("127.0.0.1:9761", description="HOST:PORT for HTTP; loopback by default.")
     interval: float = Field(30.0, ge=1, le=3600, description="Seconds between samples.")
-    state_dir: str = Field("/var/lib/spark-watchd", description="State file, event journal, ledger, captures.")
+    state_dir: str = Field(
+        "/var/lib/spark-watchd", description="State file, event journal, ledger, captures."
+    )
 
 
 class Settings(BaseSettings):

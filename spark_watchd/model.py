@@ -229,7 +229,14 @@ class Sample:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Sample:
-        """Build from a trace-v1 object; unknown keys ignored, missing optional keys are 'not sampled'."""
+        """Build from a trace-v1 object; unknown keys ignored, missing optional keys are 'not sampled'.
+
+        Raises TypeError/ValueError naming the key when a field has the wrong shape.
+        """
+        for key, kind in _SAMPLE_SHAPES:
+            val = d.get(key)
+            if val is not None and not isinstance(val, kind):
+                raise TypeError(f"'{key}' must be {_KIND_NAMES[kind]}, got {type(val).__name__}")
         return cls(
             ts=float(d["ts"]),
             host=d.get("host"),
@@ -244,6 +251,22 @@ class Sample:
             processes=tuple(ProcessInfo.from_dict(p) for p in (d.get("processes") or ())),
             throughput=tuple(ThroughputReading.from_dict(t) for t in (d.get("throughput") or ())),
         )
+
+
+_SAMPLE_SHAPES = (
+    ("gpus", list),
+    ("meminfo", dict),
+    ("psi_memory", dict),
+    ("vmstat", dict),
+    ("sensors", list),
+    ("processes", list),
+    ("throughput", list),
+    ("host", str),
+    ("boot_id", str),
+    ("uptime_s", (int, float)),
+    ("mem_available_min_kb", (int, float)),
+)
+_KIND_NAMES = {list: "a list", dict: "an object", str: "a string", (int, float): "a number"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,4 +347,6 @@ class Diagnosis:
 
     def worst(self) -> str:
         """Worst severity across findings (unknown ranks below ok)."""
-        return max((f.severity for f in self.findings.values()), key=SEVERITY_LEVEL.__getitem__, default="unknown")
+        return max(
+            (f.severity for f in self.findings.values()), key=SEVERITY_LEVEL.__getitem__, default="unknown"
+        )

@@ -17,7 +17,9 @@ class SystemdNotifier:
             self.address = "\0" + self.address[1:]
         usec = os.environ.get("WATCHDOG_USEC")
         pid = os.environ.get("WATCHDOG_PID")
-        self.watchdog_usec = int(usec) if usec and usec.isdigit() and (not pid or pid == str(os.getpid())) else None
+        self.watchdog_usec = (
+            int(usec) if usec and usec.isdigit() and (not pid or pid == str(os.getpid())) else None
+        )
 
     @property
     def enabled(self) -> bool:

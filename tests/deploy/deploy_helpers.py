@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import sys
 from pathlib import Path
@@ -36,3 +37,76 @@ def runbook_anchors(text: str) -> set[str]:
 def alert_rules(doc: dict) -> list[dict]:
     """Every alerting rule in a rules document."""
     return [r for g in doc["groups"] for r in g["rules"] if "alert" in r]
+
+
+GRAFANA = REPO / "grafana"
+
+# The metric names the daemon exports (shared/spec/interfaces.md plus the team's fixed extensions).
+SPEC_METRICS = {
+    "up",
+    "sparkwatchd_build_info",
+    "sparkwatchd_source_up",
+    "sparkwatchd_source_duration_seconds",
+    "sparkwatchd_source_errors_total",
+    "sparkwatchd_last_sample_timestamp_seconds",
+    "sparkwatchd_gpu_info",
+    "sparkwatchd_gpu_power_watts",
+    "sparkwatchd_gpu_energy_joules_total",
+    "sparkwatchd_gpu_temperature_celsius",
+    "sparkwatchd_gpu_slowdown_temperature_celsius",
+    "sparkwatchd_gpu_shutdown_temperature_celsius",
+    "sparkwatchd_gpu_sm_clock_hertz",
+    "sparkwatchd_gpu_applications_clock_hertz",
+    "sparkwatchd_gpu_utilization_ratio",
+    "sparkwatchd_gpu_clock_event_active",
+    "sparkwatchd_gpu_clock_event_seconds_total",
+    "sparkwatchd_gpu_memory_info_supported",
+    *(
+        f"sparkwatchd_memory_{k}_bytes"
+        for k in (
+            "total",
+            "available",
+            "available_min",
+            "budget",
+            "cached",
+            "anon",
+            "gpu_attributed",
+            "swap_used",
+        )
+    ),
+    "sparkwatchd_pressure_memory_waiting_seconds_total",
+    "sparkwatchd_pressure_memory_stalled_seconds_total",
+    "sparkwatchd_major_faults_total",
+    "sparkwatchd_swap_out_pages_total",
+    "sparkwatchd_oom_kills_total",
+    "sparkwatchd_workloads",
+    "sparkwatchd_workload_memory_bytes",
+    "sparkwatchd_finding_level",
+    "sparkwatchd_events_total",
+    "sparkwatchd_throttled_seconds_total",
+    "sparkwatchd_anomaly",
+    "sparkwatchd_training_step_seconds",
+    "sparkwatchd_training_tokens_per_second",
+    "sparkwatchd_training_slowdown_ratio",
+    "sparkwatchd_training_last_report_timestamp_seconds",
+}
+
+METRIC_RE = re.compile(r"\b(sparkwatchd[:_][\w:]+|up)\{")
+
+
+def dashboard_queries(dash: dict) -> list[tuple[str, str]]:
+    """(where, expr) for every panel target and annotation query of a dashboard."""
+    out = [
+        (f"panel {p['title']!r} {t['refId']}", t["expr"]) for p in panels(dash) for t in p.get("targets", [])
+    ]
+    out += [(f"annotation {a['name']!r}", a["expr"]) for a in dash["annotations"]["list"] if "expr" in a]
+    return out
+
+
+def panels(dash: dict) -> list[dict]:
+    """Every non-row panel."""
+    return [p for p in dash["panels"] if p["type"] != "row"]
+
+
+def load_dashboards() -> dict[str, dict]:
+    return {p.name: json.loads(p.read_text()) for p in sorted((GRAFANA / "dashboards").glob("*.json"))}

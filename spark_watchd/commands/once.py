@@ -1,12 +1,76 @@
-"""Placeholder for the `once` verb (being built)."""
+"""Take one sample from the live sources, classify it, print it (--json: the trace-v1 sample plus findings)."""
 
-import sys
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+
+from spark_watchd.commands.run import add_common_arguments, load_or_report
+from spark_watchd.config import EX_CONFIG
 
 
-def add_arguments(parser):
-    parser.add_argument("rest", nargs="*")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_common_arguments(parser)
+    parser.add_argument(
+        "--json", action="store_true", help="print the trace-v1 sample with findings and events added"
+    )
 
 
-def main(args):
-    print("spark-watchd: this verb is not built yet", file=sys.stderr)
-    return 1
+def main(args: argparse.Namespace) -> int:
+    settings = load_or_report(args)
+    if settings is None:
+        return EX_CONFIG
+    from spark_watchd.collector import Collector
+    from spark_watchd.daemon import build_live_sources, build_runtime
+
+    # A one-off look must not touch the daemon's journal and counters.
+    state = tempfile.mkdtemp(prefix="spark-watchd-once-")
+    collector = Collector(build_live_sources(settings))
+    runtime = build_runtime(settings, state)
+    try:
+        sample, statuses = collector.collect()
+        diagnosis = runtime.observe(sample)
+    finally:
+        collector.close()
+        runtime.close()
+        shutil.rmtree(state, ignore_errors=True)
+    if args.json:
+        # Still a valid trace-v1 line: readers ignore the extra keys.
+        out = sample.to_dict()
+        out["findings"] = {g: f.to_dict() for g, f in diagnosis.findings.items()}
+        out["events"] = [e.to_dict() for e in diagnosis.events]
+        out["sources"] = {n: {"up": s.up, "error": s.error} for n, s in statuses.items()}
+        print(json.dumps(out, separators=(",", ":")))
+        return 0
+    print(_human(sample, diagnosis, statuses))
+    return 0
+
+
+def _human(sample, diagnosis, statuses) -> str:
+    gib = 1024**2  # kB per GiB
+    mi = sample.meminfo
+    lines = [f"host {sample.host}  boot {sample.boot_id or '?'}  uptime {sample.uptime_s or 0:.0f} s"]
+    if "MemAvailable" in mi:
+        lines.append(
+            f"memory: {mi['MemAvailable'] / gib:.1f} GiB available of {mi.get('MemTotal', 0) / gib:.1f} GiB"
+        )
+    for g in sample.gpus:
+        lines.append(
+            f"gpu {g.index} {g.name}: {_fmt(g.power_w, 'W')} {_fmt(g.temp_c, 'C')} "
+            f"sm {_fmt(g.sm_clock_mhz, 'MHz')} util {_fmt(g.util_pct, '%')}"
+        )
+    for name, st in statuses.items():
+        if not st.up:
+            lines.append(f"source {name} down: {st.error}")
+    for gotcha, f in diagnosis.findings.items():
+        lines.append(f"{gotcha} {f.severity.upper()}: {f.summary}")
+        lines.extend(f"    advice: {a}" for a in f.advice)
+    for e in diagnosis.events:
+        lines.append(f"event {e.kind} ({e.gotcha}): {e.summary}")
+    return "\n".join(lines)
+
+
+def _fmt(v, unit: str) -> str:
+    return "n/a" if v is None else f"{v:g} {unit}"

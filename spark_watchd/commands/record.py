@@ -1,12 +1,79 @@
-"""Placeholder for the `record` verb (being built)."""
+"""Write a trace-v1 file from the live sources (one line per sample, flushed; a torn tail is repaired first)."""
 
+from __future__ import annotations
+
+import argparse
+import signal
 import sys
+import threading
+import time
+
+from spark_watchd.commands.run import add_common_arguments, load_or_report
+from spark_watchd.config import EX_CONFIG
+from spark_watchd.logging import get_logger
 
 
-def add_arguments(parser):
-    parser.add_argument("rest", nargs="*")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_common_arguments(parser)
+    parser.add_argument("out", metavar="OUT", help="trace file to append to")
+    parser.add_argument(
+        "--interval", type=float, metavar="SECONDS", help="seconds between samples (default: daemon.interval)"
+    )
+    parser.add_argument(
+        "--duration",
+        type=float,
+        metavar="SECONDS",
+        help="stop after this long (default: until SIGINT/SIGTERM)",
+    )
 
 
-def main(args):
-    print("spark-watchd: this verb is not built yet", file=sys.stderr)
-    return 1
+def main(args: argparse.Namespace) -> int:
+    if args.interval is not None and not 0 < args.interval <= 3600:
+        print("spark-watchd: --interval must be in (0, 3600]", file=sys.stderr)
+        return 2
+    settings = load_or_report(args)
+    if settings is None:
+        return EX_CONFIG
+    from spark_watchd.collector import Collector
+    from spark_watchd.daemon import build_live_sources
+    from spark_watchd.trace import TraceWriter
+
+    log = get_logger("record")
+    interval = args.interval or settings.daemon.interval
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        writer = TraceWriter(args.out)
+    except OSError as exc:
+        print(f"spark-watchd: cannot write {args.out}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    if writer.repaired_bytes:
+        log.warning(
+            "repaired a torn last line (a recorder was killed mid-write)",
+            path=args.out,
+            dropped_bytes=writer.repaired_bytes,
+        )
+    collector = Collector(build_live_sources(settings))
+    deadline = time.monotonic() + args.duration if args.duration is not None else None
+    n = 0
+    try:
+        while not stop.is_set():
+            t0 = time.monotonic()
+            sample, _ = collector.collect()
+            writer.write(sample)
+            n += 1
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            wait = interval - (time.monotonic() - t0)
+            if deadline is not None:
+                wait = min(wait, deadline - time.monotonic())
+            if wait > 0:
+                stop.wait(wait)
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+    finally:
+        collector.close()
+        writer.close()
+    log.info("recorded", path=args.out, samples=n)
+    return 0

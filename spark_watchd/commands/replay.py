@@ -1,12 +1,85 @@
-"""Placeholder for the `replay` verb (being built)."""
+"""Classify a recorded trace offline: `spark-watchd replay TRACE --format jsonl|table [--skip-bad]`."""
 
+from __future__ import annotations
+
+import json
 import sys
+
+from spark_watchd.diagnose.engine import Diagnoser
+from spark_watchd.diagnose.thresholds import Thresholds
+from spark_watchd.model import GOTCHAS, Sample
+from spark_watchd.trace import TraceError, iter_trace_dicts
+
+EX_DATAERR = 65
 
 
 def add_arguments(parser):
-    parser.add_argument("rest", nargs="*")
+    parser.add_argument(
+        "trace", metavar="TRACE", help="trace-v1 JSON Lines file ('-' for stdin is not supported)"
+    )
+    parser.add_argument(
+        "--format", choices=("jsonl", "table"), default="table", help="output format (default table)"
+    )
+    parser.add_argument(
+        "--skip-bad", action="store_true", help="skip malformed lines with a warning instead of failing"
+    )
 
 
-def main(args):
-    print("spark-watchd: this verb is not built yet", file=sys.stderr)
-    return 1
+def _samples(path, skip_bad):
+    def warn(err):
+        print(f"spark-watchd replay: warning: skipping {err}", file=sys.stderr)
+
+    for obj in iter_trace_dicts(path, skip_bad=skip_bad, on_skip=warn):
+        try:
+            yield Sample.from_dict(obj)
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            err = TraceError(str(path), 0, f"sample at ts={obj.get('ts')!r} has a malformed field: {exc}")
+            if not skip_bad:
+                raise err from None
+            warn(err)
+
+
+def _fmt_ts(ts: float) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts)) + "Z"
+
+
+def main(args) -> int:
+    """Replay the trace through the diagnosis engine and print jsonl or a table of changes."""
+    eng = Diagnoser(Thresholds())
+    out = sys.stdout
+    dumps = json.JSONEncoder(separators=(",", ":"), default=str).encode
+    last = {}
+    n = 0
+    try:
+        for sample in _samples(args.trace, args.skip_bad):
+            d = eng.observe(sample)
+            n += 1
+            if args.format == "jsonl":
+                out.write(dumps(d.to_replay_dict()))
+                out.write("\n")
+                continue
+            for g in GOTCHAS:
+                fnd = d.findings[g]
+                key = (fnd.severity, fnd.anomaly)
+                if last.get(g) != key:
+                    was = last.get(g, ("-",))[0]
+                    tag = f" [{fnd.anomaly}]" if fnd.anomaly else ""
+                    out.write(f"{_fmt_ts(d.ts)}  {g}  {was:>8} -> {fnd.severity:<8}  {fnd.summary}{tag}\n")
+                    last[g] = key
+            for e in d.events:
+                extra = (
+                    f" after_throttle={str(e.after_throttle).lower()}" if e.after_throttle is not None else ""
+                )
+                out.write(f"{_fmt_ts(d.ts)}  {e.gotcha}  event {e.kind}{extra}: {e.summary}\n")
+    except FileNotFoundError:
+        print(f"spark-watchd replay: {args.trace}: no such file", file=sys.stderr)
+        return EX_DATAERR
+    except TraceError as err:
+        print(f"spark-watchd replay: {err}", file=sys.stderr)
+        return EX_DATAERR
+    if args.format == "table":
+        out.write(f"{n} samples replayed\n")
+    out.flush()
+    return 0

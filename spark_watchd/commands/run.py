@@ -1,12 +1,182 @@
-"""Placeholder for the `run` verb (being built)."""
+"""The daemon: sample every interval (or replay a trace), classify, serve /metrics, /healthz and the API."""
 
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
 import sys
+import tempfile
+
+from spark_watchd import __version__
+from spark_watchd.config import EX_CONFIG, ConfigError, Settings, load_settings
+from spark_watchd.logging import configure_logging, get_logger
+
+EX_USAGE = 2
+EX_SOFTWARE = 1
 
 
-def add_arguments(parser):
-    parser.add_argument("rest", nargs="*")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_common_arguments(parser)
+    parser.add_argument("--listen", metavar="HOST:PORT", help="HTTP address (default 127.0.0.1:9761)")
+    parser.add_argument("--interval", type=float, metavar="SECONDS", help="seconds between samples (1-3600)")
+    parser.add_argument(
+        "--replay", metavar="TRACE", help="serve a recorded trace-v1 file instead of live sources"
+    )
+    parser.add_argument(
+        "--speed", type=float, default=1.0, metavar="X", help="replay X times faster than recorded"
+    )
+    parser.add_argument("--loop", action="store_true", help="repeat the replayed trace, time moving forward")
+    parser.add_argument("--record", metavar="DIR", help="also keep rolling daily trace-v1 files in DIR")
+    parser.add_argument(
+        "--web.config.file",
+        dest="web_config_file",
+        metavar="FILE",
+        help="TLS / basic auth (exporter-toolkit format)",
+    )
 
 
-def main(args):
-    print("spark-watchd: this verb is not built yet", file=sys.stderr)
-    return 1
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config", metavar="PATH", help="config file (default /etc/spark-watchd/config.toml if present)"
+    )
+    parser.add_argument("--state-dir", metavar="DIR", help="state file, event journal, captures")
+    parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"))
+
+
+def overrides_from(args: argparse.Namespace) -> dict:
+    """Flags as a nested settings dict (only those given)."""
+    daemon = {
+        key: getattr(args, attr)
+        for key, attr in (
+            ("listen", "listen"),
+            ("interval", "interval"),
+            ("state_dir", "state_dir"),
+            ("log_level", "log_level"),
+            ("web_config_file", "web_config_file"),
+            ("record_dir", "record"),
+        )
+        if getattr(args, attr, None) is not None
+    }
+    return {"daemon": daemon} if daemon else {}
+
+
+def load_or_report(args: argparse.Namespace) -> Settings | None:
+    """Load settings; on a bad configuration print the reason (file, key, why) and return None."""
+    try:
+        settings = load_settings(args.config, overrides_from(args))
+    except ConfigError as exc:
+        print(f"spark-watchd: bad configuration: {exc}", file=sys.stderr)
+        return None
+    configure_logging(settings.daemon.log_level, settings.daemon.log_format)
+    return settings
+
+
+def usable_state_dir(settings: Settings, explicit: bool) -> str:
+    """The configured state dir if writable; the default falls back to a per-user one (unprivileged runs)."""
+    path = settings.daemon.state_dir
+    try:
+        os.makedirs(path, exist_ok=True)
+        if os.access(path, os.W_OK):
+            return path
+    except OSError:
+        pass
+    if explicit:
+        raise ConfigError(f"key 'daemon.state_dir': {path} is not a writable directory")
+    base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    fallback = os.path.join(base, "spark-watchd")
+    os.makedirs(fallback, exist_ok=True)
+    get_logger("run").info(f"state dir {path} not writable; using {fallback}")
+    return fallback
+
+
+def main(args: argparse.Namespace) -> int:
+    settings = load_or_report(args)
+    if settings is None:
+        return EX_CONFIG
+    return serve(settings, args)
+
+
+def serve(settings: Settings, args: argparse.Namespace, *, announce: bool = False) -> int:
+    """Start the daemon and its HTTP server; block until SIGTERM/SIGINT. Shared by run and demo."""
+    from spark_watchd.daemon import Daemon, Runner
+    from spark_watchd.replay_source import ReplayFeed
+    from spark_watchd.rolling import RollingRecorder
+    from spark_watchd.web.auth import load_web_config
+    from spark_watchd.web.server import HttpServer, collect_routes
+
+    log = get_logger("run")
+    web = None
+    temp_state = None
+    try:
+        if settings.daemon.web_config_file:
+            web = load_web_config(settings.daemon.web_config_file)
+        feed = None
+        if args.replay:
+            if args.speed <= 0:
+                print("spark-watchd: --speed must be positive", file=sys.stderr)
+                return EX_USAGE
+            try:
+                feed = ReplayFeed(
+                    args.replay, speed=args.speed, loop=args.loop, on_bad_line=_bad_line_logger(log)
+                )
+            except (OSError, ValueError) as exc:
+                print(f"spark-watchd: cannot replay {args.replay}: {exc}", file=sys.stderr)
+                return EX_USAGE
+            # Replayed events must not land in the real journal and counters: private state per replay.
+            temp_state = tempfile.mkdtemp(prefix="spark-watchd-replay-")
+            state_dir = temp_state
+        else:
+            state_dir = usable_state_dir(settings, explicit=bool(getattr(args, "state_dir", None)))
+    except ConfigError as exc:
+        print(f"spark-watchd: bad configuration: {exc}", file=sys.stderr)
+        return EX_CONFIG
+    try:
+        daemon = Daemon(settings, replay=feed, state_dir=state_dir)
+        try:
+            server = HttpServer(
+                settings.daemon.listen,
+                collect_routes(daemon),
+                workers=settings.daemon.http_workers,
+                timeout=settings.daemon.http_timeout,
+                web=web,
+            )
+        except (OSError, ValueError) as exc:
+            daemon.close()
+            print(f"spark-watchd: cannot listen on {settings.daemon.listen}: {exc}", file=sys.stderr)
+            return EX_SOFTWARE
+        recorder = None
+        if settings.daemon.record_dir:
+            recorder = RollingRecorder(settings.daemon.record_dir, settings.daemon.record_keep_days)
+            daemon.subscribe(recorder)
+        runner = Runner(daemon, reload=lambda: load_settings(args.config, overrides_from(args)))
+        runner.install_signals()
+        server.start()
+        log.info(
+            "spark-watchd started",
+            version=__version__,
+            mode=daemon.mode,
+            url=server.url,
+            interval_s=daemon.expected_period(),
+            replay=args.replay,
+        )
+        if announce:
+            print(f"spark-watchd demo: open {server.url}  (metrics: {server.url}metrics)", flush=True)
+        runner.start()
+        runner.wait_until_stopped()
+        log.info("stopping")
+        runner.stop()
+        server.stop()
+        if recorder is not None:
+            recorder.close()
+        return 0
+    finally:
+        if temp_state:
+            shutil.rmtree(temp_state, ignore_errors=True)
+
+
+def _bad_line_logger(log):
+    def on_bad(err) -> None:
+        log.warning("skipping bad trace line", error=str(err))
+
+    return on_bad

@@ -1,7 +1,198 @@
 """Every threshold the classifiers use (`[thresholds]` in config.toml), each with the evidence behind it."""
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
+
+GIB = 1024**3
 
 
 class Thresholds(BaseModel):
+    """Classifier thresholds; windows are in seconds of sample time so 30 s and 60 s intervals behave alike."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # ---- window --------------------------------------------------------------------------------
+    # Ten minutes holds 10-20 samples at the 30-60 s sampling interval: enough for every rate below.
+    window_s: float = Field(
+        600.0, gt=0, description="History the engine keeps for windowed judgements, seconds."
+    )
+    # A gap longer than this (daemon stopped, host asleep) restarts rates instead of averaging across it.
+    max_gap_s: float = Field(
+        600.0, gt=0, description="Longest gap between samples still used for rates, seconds."
+    )
+
+    # ---- G4 thermal ----------------------------------------------------------------------------
+    # NVML slowdown threshold on GB10 is 86 C (nvidia-smi prints N/A; NVML answers it): used only when
+    # the sample carries no slowdown_temp_c.
+    default_slowdown_temp_c: float = Field(
+        86.0, description="Slowdown threshold when NVML does not report one, C."
+    )
+    # GB10 shutdown threshold is 90 C per NVML; field reports of spontaneous reboots sit at 89-91 C.
+    default_shutdown_temp_c: float = Field(
+        90.0, description="Shutdown threshold when NVML does not report one, C."
+    )
+    # Field traces: thermal counters start moving ~1 C below the 86 C slowdown (85.2 C), temperature
+    # hovers 86-89 C while throttled.
+    slowdown_margin_c: float = Field(
+        3.0,
+        ge=0,
+        description="Temperature within this of the slowdown threshold counts as 'at the threshold', C.",
+    )
+    # The mask reads 0 between samples while the cumulative counters move; 2% of wall time spent in a
+    # thermal reason is well above counter jitter (0 on healthy GB10 traces) and below the 11-100% seen throttling.
+    thermal_counter_rate_min: float = Field(
+        0.02, ge=0, le=1, description="Share of time in sw/hw thermal or hw slowdown that counts as moving."
+    )
+    # GB10 applications clock is 2418 MHz; healthy runs wander 2300-2480 MHz, throttled ones sink to 1900-2100.
+    default_applications_clock_mhz: int = Field(
+        2418, description="Applications clock when NVML does not report one, MHz."
+    )
+    clock_drop_ratio: float = Field(
+        0.95,
+        gt=0,
+        le=1,
+        description="SM clock under this share of the applications clock counts as 'falling'.",
+    )
+    # "Under load": a training step keeps util at 95-100%; a lightly used GPU is not throttling anything.
+    load_util_pct: float = Field(
+        50.0, ge=0, le=100, description="GPU utilisation that counts as under load, %."
+    )
+    # GB10 is rated 240 W but sustains ~100 W (a flat 88-95 W plateau with the SW power cap bit is normal).
+    power_rating_w: float = Field(240.0, gt=0, description="Board power rating, W (GB10: 240 W).")
+    sustained_power_w: float = Field(
+        100.0, gt=0, description="Power GB10 sustains under load (the ~100 W cap), W."
+    )
+    # Hysteresis: counters move in bursts; a throttle ends only after this long without thermal activity.
+    throttle_end_quiet_s: float = Field(
+        300.0, ge=0, description="Quiet time before a throttle episode ends, seconds."
+    )
+    # Step time: field traces show steps 20-25% slower once clocks sink under a throttle (1.0 -> 1.2 s).
+    step_slowdown_ratio: float = Field(
+        1.15, gt=1, description="Recent step time over the job's baseline that counts as damage (critical)."
+    )
+    step_recover_ratio: float = Field(
+        1.08, gt=1, description="Ratio under which a damaged (critical) throttle falls back to warning."
+    )
+    step_recent_s: float = Field(
+        150.0, gt=0, description="Step times averaged for the recent value, seconds."
+    )
+    # Skip compile/warm-up steps, then take the median of the next ten minutes as the job's own baseline.
+    baseline_warmup_s: float = Field(
+        120.0, ge=0, description="Job warm-up skipped before the baseline, seconds."
+    )
+    baseline_window_s: float = Field(
+        600.0, gt=0, description="Span of step times forming the baseline, seconds."
+    )
+    baseline_min_points: int = Field(
+        3, ge=1, description="Step readings needed before a baseline is trusted."
+    )
+    # A progress report older than this is a stopped job, not a slow one.
+    step_stale_s: float = Field(
+        300.0, gt=0, description="Age after which a job's progress is ignored, seconds."
+    )
+    # Reboot after throttle: reported when the throttle was active or ended this recently before the gap.
+    reboot_after_throttle_window_s: float = Field(
+        900.0, ge=0, description="A throttle this recent before a reboot makes it a reboot after throttle, s."
+    )
+    reboot_critical_hold_s: float = Field(
+        900.0, ge=0, description="How long G4 stays critical after a reboot that followed a throttle, s."
+    )
+    # Power-delivery fault (field: clocks pinned 500-900 MHz at ~30 W and 50 C with no reason bits,
+    # cured only by a full AC power cycle).
+    pinned_clock_max_mhz: int = Field(900, description="SM clock at or under this counts as pinned low, MHz.")
+    pinned_power_max_w: float = Field(45.0, description="Power at or under this counts as low, W.")
+    cool_margin_c: float = Field(15.0, description="Cooler than slowdown minus this counts as cool, C.")
+    anomaly_min_s: float = Field(
+        120.0, ge=0, description="A non-thermal anomaly must persist this long, seconds."
+    )
+    # Hung engine: utilisation pegged while power sits near idle and the die cools.
+    hung_util_pct: float = Field(90.0, description="Utilisation that counts as pegged, %.")
+    hung_power_max_w: float = Field(
+        25.0, description="Power at or under this with pegged util counts as idle, W."
+    )
+    hung_temp_drop_c: float = Field(
+        2.0, description="Temperature fall over the anomaly window that counts, C."
+    )
+
+    # ---- G3 unified memory ---------------------------------------------------------------------
+    # The budget is MemAvailable minus what the OS, driver and desktop keep for themselves; GB10 owners
+    # report trouble once MemAvailable falls under ~4 GiB. The exporter publishes memory_budget_bytes with it.
+    os_reserve_bytes: int = Field(
+        4 * GIB, ge=0, description="OS/driver reserve subtracted from MemAvailable, bytes."
+    )
+    # A vLLM at 0.94 runs for weeks at 1.5-1.9 GiB available: thin budget is a warning, never critical alone.
+    budget_warn_bytes: int = Field(8 * GIB, description="Budget under this is thin (warning), bytes.")
+    # MemAvailable collapses 29 -> 2.5 GiB in 9 s on GB10: the window minimum, not the sample, decides.
+    budget_critical_bytes: int = Field(
+        4 * GIB,
+        description="Budget (from the window minimum) under this with stalls/swap-out is critical, bytes.",
+    )
+    # PSI avg60, not the flickering avg10: healthy GB10 sits at 0-0.2%; reclaim stalls show 3-30%.
+    psi_some_warn_pct: float = Field(
+        2.0, ge=0, description="PSI memory 'some' avg60 that counts as stalling, %."
+    )
+    psi_full_critical_pct: float = Field(
+        10.0, ge=0, description="PSI 'full' avg60 that counts as sustained stalls, %."
+    )
+    psi_full_sustain_s: float = Field(60.0, ge=0, description="How long PSI 'full' must stay high, seconds.")
+    # Swapping out (pswpout rate), not stale SwapTotal-SwapFree; healthy hosts swap out 0 pages/s.
+    swapout_warn_pages_s: float = Field(
+        64.0, ge=0, description="pswpout rate that counts as swapping, pages/s."
+    )
+    # Healthy training shows 1-10 major faults/s; eviction storms 300-2000/s.
+    majfault_storm_per_s: float = Field(
+        200.0, ge=0, description="pgmajfault rate that counts as a storm, per s."
+    )
+    # Model load (56 GiB safetensors): page cache and anon climb ~8 GiB per 30 s each while MemAvailable falls.
+    # A job start that maps 16 GiB of weights grows anon by ~2 GiB: not a transient heading for the limit.
+    transient_min_growth_bytes: int = Field(
+        4 * GIB, description="Cached and anon must each grow this much over the transient window, bytes."
+    )
+    transient_window_s: float = Field(
+        90.0, gt=0, description="Window over which the load transient is judged, s."
+    )
+    transient_horizon_s: float = Field(
+        300.0, gt=0, description="Warn when the falling budget would be exhausted within this, seconds."
+    )
+    oom_critical_hold_s: float = Field(
+        300.0, ge=0, description="G3 stays critical this long after an OOM kill, s."
+    )
+
+    # ---- G6 contention -------------------------------------------------------------------------
+    # "A LoRA under 4 GB beside a vLLM capped at 0.5 is ok": smaller GPU-resident jobs are not heavy.
+    heavy_workload_bytes: int = Field(
+        4 * GIB, description="Footprint from which a job counts as heavy, bytes."
+    )
+    # Field eviction: a QLoRA trainer holding 38 GiB beside an uncapped vLLM.
+    large_trainer_bytes: int = Field(
+        16 * GIB, description="Footprint from which a trainer counts as large, bytes."
+    )
+    # vLLM's default --gpu-memory-utilization is 0.9 of the whole UMA pool; 0.5 leaves room for a trainer.
+    capped_utilization_max: float = Field(
+        0.5, gt=0, le=1, description="Highest utilisation cap that counts as capped."
+    )
+    near_capacity_ratio: float = Field(
+        0.85,
+        gt=0,
+        le=1,
+        description="Workload footprints over this share of MemTotal count as near capacity.",
+    )
+    # Field eviction: trainer RSS halves (14 -> 7 GiB) within ~3 minutes while PSI and swap-out fire.
+    eviction_loss_ratio: float = Field(
+        0.30, gt=0, le=1, description="Share of RSS lost that counts as eviction."
+    )
+    eviction_min_loss_bytes: int = Field(
+        1 * GIB, description="Smallest RSS loss that counts as eviction, bytes."
+    )
+    eviction_window_s: float = Field(
+        300.0, gt=0, description="Window over which RSS loss is measured, seconds."
+    )
+    # A process that moved its weights to the GPU shows gpu_mem rising by about what RSS lost.
+    gpu_move_ratio: float = Field(
+        0.5, gt=0, description="GPU memory gain (share of the RSS loss) that explains a shrink as a move."
+    )
+    eviction_hold_s: float = Field(
+        600.0, ge=0, description="G6 stays critical this long after an eviction, s."
+    )
+    eviction_rearm_s: float = Field(
+        1800.0, ge=0, description="A process evicted once is not reported again for, s."
+    )

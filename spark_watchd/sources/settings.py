@@ -1,6 +1,6 @@
 """Configuration of the sources (`[sources]` in config.toml)."""
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class SourcesSettings(BaseModel):
@@ -9,3 +9,33 @@ class SourcesSettings(BaseModel):
     # Roots are injectable so tests and containers point at another tree (like node_exporter --path.procfs).
     proc_root: str = Field("/proc", description="Where /proc is mounted.")
     sys_root: str = Field("/sys", description="Where /sys is mounted.")
+    # A wedged driver must cost a tick at most this long, never the daemon; NVML answers in milliseconds.
+    nvml_timeout_s: float = Field(
+        5.0, gt=0, le=60, description="Bound on one tick's NVML reading; over it the source is down."
+    )
+    # Retry a failed NVML at the next tick, then after 10, 20, 40... s up to the cap: a machine without a
+    # driver is not probed every tick.
+    nvml_backoff_initial_s: float = Field(
+        10.0, gt=0, le=3600, description="First wait before re-initialising a failed NVML."
+    )
+    nvml_backoff_max_s: float = Field(300.0, gt=0, le=86400, description="Longest wait between NVML retries.")
+    nvidia_smi_path: str = Field(
+        "nvidia-smi", description="nvidia-smi binary for the fallback (used only when NVML cannot load)."
+    )
+    nvidia_smi_timeout_s: float = Field(
+        10.0, gt=0, le=120, description="nvidia-smi is killed after this long."
+    )
+    # On GB10 MemAvailable has fallen from 29 to 2.5 GiB in 9 s: a 30 s tick alone misses the dip.
+    fast_watch_interval_s: float = Field(
+        1.0,
+        ge=0,
+        le=10,
+        description="Seconds between MemAvailable/PSI readings between ticks; 0 turns the watch off.",
+    )
+
+    @field_validator("fast_watch_interval_s")
+    @classmethod
+    def _watch_not_too_fast(cls, v: float) -> float:
+        if 0 < v < 0.1:
+            raise ValueError("must be 0 (off) or at least 0.1 s")
+        return v

@@ -1,0 +1,104 @@
+"""One tick's collection: every source guarded and timed, the parts merged into one frozen Sample."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from spark_watchd.logging import get_logger
+from spark_watchd.model import GpuReading, ProcessInfo, Sample, Sensor, ThroughputReading
+from spark_watchd.snapshot import SourceStatus
+
+_ITEM_TYPES = {
+    "gpus": GpuReading,
+    "sensors": Sensor,
+    "processes": ProcessInfo,
+    "throughput": ThroughputReading,
+}
+_SAMPLE_FIELDS = (
+    "host",
+    "boot_id",
+    "uptime_s",
+    "gpus",
+    "meminfo",
+    "psi_memory",
+    "vmstat",
+    "mem_available_min_kb",
+    "sensors",
+    "processes",
+    "throughput",
+)
+
+
+def build_sample(ts: float, parts: Mapping[str, Any]) -> Sample:
+    """Assemble a frozen Sample from the merged source outputs (dicts or model objects)."""
+    kw: dict[str, Any] = {}
+    for key in _SAMPLE_FIELDS:
+        if key not in parts or parts[key] is None and key in _ITEM_TYPES:
+            continue
+        val = parts[key]
+        if key in _ITEM_TYPES:
+            cls = _ITEM_TYPES[key]
+            val = tuple(cls.from_dict(v) if isinstance(v, Mapping) else v for v in val)
+        kw[key] = val
+    kw.setdefault("host", socket.gethostname())
+    return Sample(ts=ts, **kw)
+
+
+class Collector:
+    """Collects a tuple of sources; a source that raises is marked down and the others go on."""
+
+    def __init__(self, sources: Iterable[Any], clock: Callable[[], float] = time.time, log=None):
+        self.sources = tuple(sources)
+        self.clock = clock
+        self.log = log or get_logger("collector")
+        self._errors: dict[str, int] = {}
+        self._state: dict[str, str | None] = {}  # name -> last error (None when up); absent before first tick
+
+    def collect(self) -> tuple[Sample, dict[str, SourceStatus]]:
+        """Sample every source once; returns the Sample and each source's status."""
+        ts = self.clock()
+        parts: dict[str, Any] = {}
+        statuses: dict[str, SourceStatus] = {}
+        for src in self.sources:
+            name = getattr(src, "name", type(src).__name__)
+            t0 = time.perf_counter()
+            error: str | None = None
+            try:
+                out = src.collect(parts)
+                if out:
+                    parts.update(out)
+            except Exception as exc:  # any failure is this source's alone
+                error = str(exc) or type(exc).__name__
+                self._errors[name] = self._errors.get(name, 0) + 1
+            duration = time.perf_counter() - t0
+            self._log_transition(name, error)
+            statuses[name] = SourceStatus(name, error is None, duration, self._errors.get(name, 0), error)
+        return build_sample(ts, parts), statuses
+
+    def _log_transition(self, name: str, error: str | None) -> None:
+        """Log once per state change: down (with why), recovered; never every tick."""
+        first = name not in self._state
+        prev = self._state.get(name)
+        self._state[name] = error
+        if error is not None and (first or prev is None):
+            self.log.warning(f"{name} down: {error}", source=name, error=error)
+        elif error is None and not first and prev is not None:
+            self.log.info(f"{name} recovered", source=name)
+        elif error is not None and prev is not None and _kind(prev) != _kind(error):
+            self.log.warning(f"{name} still down: {error}", source=name, error=error)
+
+    def close(self) -> None:
+        """Close every source (stops their threads), never raising."""
+        for src in self.sources:
+            try:
+                src.close()
+            except Exception as exc:
+                self.log.warning("source close failed", source=getattr(src, "name", "?"), error=str(exc))
+
+
+def _kind(error: str) -> str:
+    # Errors that differ only in numbers (pids, counters) are the same state.
+    return "".join(c for c in error if not c.isdigit())[:80]

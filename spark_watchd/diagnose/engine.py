@@ -1,0 +1,99 @@
+"""The stateful diagnoser: one sample in, findings and events out. Deterministic: no I/O, no wall clock."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from spark_watchd.diagnose import features as feat
+from spark_watchd.diagnose.g3 import G3Tracker
+from spark_watchd.diagnose.g4 import G4Tracker
+from spark_watchd.diagnose.g6 import G6Tracker
+from spark_watchd.diagnose.thresholds import Thresholds
+from spark_watchd.model import Diagnosis, Event, Sample
+
+
+class Diagnoser:
+    """Keeps a bounded window and per-process memory; `observe(sample)` judges the newest sample."""
+
+    def __init__(self, thresholds: Thresholds | None = None):
+        self.th = thresholds or Thresholds()
+        self.window: deque[Sample] = deque()
+        self.g3 = G3Tracker(self.th)
+        self.g4 = G4Tracker(self.th)
+        self.g6 = G6Tracker(self.th)
+        self._prev: Sample | None = None
+        self._restored: Mapping[str, Any] | None = None
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Resume from a persisted state (see `state()`): a new boot_id on the next sample is a reboot."""
+        self._restored = dict(state)
+        g4 = self.g4
+        g4.episode = bool(state.get("throttle_active"))
+        g4.episode_start = state.get("throttle_start_ts")
+        g4.last_thermal_ts = state.get("last_thermal_ts")
+        g4.last_ts = state.get("last_ts")
+        g4.throttle_s = float(state.get("throttle_seconds_total") or 0.0)
+        g4.reboot_hold_until = state.get("reboot_hold_until")
+
+    def state(self) -> dict[str, Any]:
+        """What must survive a power loss to recognise a reboot after a throttle."""
+        g4 = self.g4
+        last = self._prev
+        return {
+            "boot_id": last.boot_id if last is not None else (self._restored or {}).get("boot_id"),
+            "uptime_s": last.uptime_s if last is not None else (self._restored or {}).get("uptime_s"),
+            "last_ts": g4.last_ts,
+            "throttle_active": g4.episode,
+            "throttle_start_ts": g4.episode_start,
+            "last_thermal_ts": g4.last_thermal_ts,
+            "throttle_seconds_total": round(g4.throttle_s, 3),
+            "reboot_hold_until": g4.reboot_hold_until,
+        }
+
+    @property
+    def throttle_seconds(self) -> float:
+        """Seconds spent in thermal throttle per the G4 classifier."""
+        return self.g4.throttle_s
+
+    def _restored_reboot(self, sample: Sample) -> bool:
+        r = self._restored
+        self._restored = None
+        if not r:
+            return False
+        if sample.boot_id and r.get("boot_id"):
+            return sample.boot_id != r["boot_id"]
+        up, prev_up = sample.uptime_s, r.get("uptime_s")
+        return up is not None and prev_up is not None and up + 1.0 < prev_up
+
+    def observe(self, sample: Sample) -> Diagnosis:
+        """Judge one sample (samples must come in time order)."""
+        th = self.th
+        prev = self._prev
+        f = feat.compute(prev, sample, th)
+        events: list[Event] = []
+        reboot = f.reboot or (prev is None and self._restored_reboot(sample))
+        self._restored = None
+        if reboot:
+            events.extend(self.g4.reboot(sample.ts, sample.boot_id))
+            self.g3.reboot()
+            self.g6.reboot()
+            self.window.clear()
+        win = self.window
+        win.append(sample)
+        while sample.ts - win[0].ts > th.window_s:
+            win.popleft()
+        g4f, e4 = self.g4.update(sample, f)
+        g3f, e3 = self.g3.update(sample, f)
+        g6f, e6 = self.g6.update(sample, f)
+        events.extend(e4)
+        events.extend(e3)
+        events.extend(e6)
+        self._prev = sample
+        return Diagnosis(sample.ts, {"G3": g3f, "G4": g4f, "G6": g6f}, tuple(events))
+
+    def run(self, samples: Iterable[Sample]) -> Iterator[Diagnosis]:
+        """Judge each sample in turn."""
+        for s in samples:
+            yield self.observe(s)

@@ -1,0 +1,190 @@
+"""G3 unified-memory pressure from /proc/meminfo, PSI and vmstat (never NVML memory: Not Supported on GB10).
+
+`classify(window, th)` is the pure function of a window; `G3Tracker.update` is its incremental form.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+
+from spark_watchd.diagnose import features as feat
+from spark_watchd.model import Event, Finding, Sample
+
+GIB = 1024**3
+
+ADVICE_LADDER = (
+    "Drop the page cache between runs: sync; echo 3 | sudo tee /proc/sys/vm/drop_caches",
+    "Then shrink the job: smaller batch, sequence packing, gradient checkpointing.",
+    "Then bf16 LoRA before QLoRA (QLoRA's dequantisation buffers cost more than they save on GB10).",
+)
+ADVICE_TENANT = (
+    "Stop or cap other GPU tenants (vLLM --gpu-memory-utilization 0.5, stop Ollama) while training.",
+)
+ADVICE_THIN = (
+    "Little headroom left: fine for a capped server that is already loaded, risky before starting another job.",
+)
+ADVICE_LOAD = (
+    "A model load is filling the pool (page cache and anonymous memory climbing together): "
+    "drop caches before loading, load with safetensors mmap off or stream shards.",
+)
+
+
+def _gib(b) -> float | None:
+    return None if b is None else round(b / GIB, 2)
+
+
+class G3Tracker:
+    """Incremental G3 classifier: feed samples oldest first."""
+
+    def __init__(self, th):
+        self.th = th
+        self.hist = deque()  # (ts, avail_b, cached_b, anon_b) over the transient window
+        self.oom_hold_until = None
+        self.full_since = None
+        self.oom_total = 0
+
+    def reboot(self) -> None:
+        """Forget windowed memory state across a reboot."""
+        self.hist.clear()
+        self.full_since = None
+
+    def _transient(self, f: feat.Features, budget: int):
+        """Seconds until the budget is gone if a model-load transient is under way, else None."""
+        th = self.th
+        hist = self.hist
+        ts = f.ts
+        if f.cached_b is None or f.anon_b is None:
+            return None
+        hist.append((ts, f.avail_b, f.cached_b, f.anon_b))
+        while len(hist) > 1 and ts - hist[0][0] > th.transient_window_s:
+            hist.popleft()
+        if len(hist) < 2:
+            return None
+        t0, a0, c0, n0 = hist[0]
+        tp, ap = hist[-2][0], hist[-2][1]
+        if ts <= tp:
+            return None
+        fall = ap - f.avail_b  # still falling now, not just earlier in the window
+        if (
+            fall <= 0
+            or a0 - f.avail_b <= 0
+            or f.cached_b - c0 < th.transient_min_growth_bytes
+            or f.anon_b - n0 < th.transient_min_growth_bytes
+        ):
+            return None
+        tte = max(0.0, budget) / (fall / (ts - tp))
+        return tte if tte <= th.transient_horizon_s else None
+
+    def update(self, sample: Sample, f: feat.Features) -> tuple[Finding, list[Event]]:
+        """Judge the newest sample."""
+        th = self.th
+        ts = f.ts
+        events: list[Event] = []
+        if f.avail_b is None:
+            self.hist.clear()
+            return Finding(
+                "G3", "unknown", "MemAvailable not readable: memory pressure cannot be judged"
+            ), events
+        if f.oom_delta:
+            self.oom_total += f.oom_delta
+            self.oom_hold_until = ts + th.oom_critical_hold_s
+            events.append(
+                Event(
+                    "oom_kill",
+                    "G3",
+                    ts,
+                    f"The kernel OOM killer ran ({f.oom_delta} kill{'s' if f.oom_delta > 1 else ''}) "
+                    f"with {f.avail_b / GIB:.1f} GiB available",
+                    details={"oom_kills": f.oom_delta},
+                )
+            )
+        reserve = th.os_reserve_bytes
+        budget = f.avail_b - reserve
+        budget_min = f.avail_min_b - reserve
+        some = f.psi_some_pct or 0.0
+        full = f.psi_full_pct or 0.0
+        swo = f.swapout_per_s or 0.0
+        stalls = some >= th.psi_some_warn_pct
+        swapping = swo >= th.swapout_warn_pages_s
+        if full >= th.psi_full_critical_pct:
+            if self.full_since is None:
+                self.full_since = ts - (f.dt or 0.0)
+        else:
+            self.full_since = None
+        full_sustained = self.full_since is not None and ts - self.full_since >= th.psi_full_sustain_s
+        tte = self._transient(f, budget)
+        oom_hold = self.oom_hold_until is not None and ts < self.oom_hold_until
+
+        ev = {
+            "mem_available_bytes": f.avail_b,
+            "mem_available_min_bytes": f.avail_min_b,
+            "budget_bytes": budget,
+            "os_reserve_bytes": reserve,
+            "psi_some_avg60_pct": round(some, 2),
+            "psi_full_avg60_pct": round(full, 2),
+            "swap_out_pages_per_s": round(swo, 1),
+            "major_faults_per_s": round(f.majfault_per_s, 1) if f.majfault_per_s is not None else None,
+            "cached_bytes": f.cached_b,
+            "anon_bytes": f.anon_b,
+        }
+        if tte is not None:
+            ev["budget_exhausted_in_s"] = round(tte, 1)
+        avail_txt = f"{f.avail_b / GIB:.1f} GiB available (min {f.avail_min_b / GIB:.1f}), budget {budget / GIB:.1f} GiB"
+        stall_txt = f"PSI some {some:.1f}% / full {full:.1f}%, swap-out {swo:.0f} pages/s"
+
+        if oom_hold:
+            return Finding(
+                "G3", "critical", f"The OOM killer ran: {avail_txt}", ev, ADVICE_LADDER + ADVICE_TENANT
+            ), events
+        if budget_min <= th.budget_critical_bytes and (stalls or swapping):
+            return Finding(
+                "G3",
+                "critical",
+                f"Pool close to exhaustion while reclaim stalls: {avail_txt}; {stall_txt}",
+                ev,
+                ADVICE_LADDER + ADVICE_TENANT,
+            ), events
+        if full_sustained:
+            return Finding(
+                "G3",
+                "critical",
+                f"Sustained full memory stalls: {stall_txt}; {avail_txt}",
+                ev,
+                ADVICE_LADDER + ADVICE_TENANT,
+            ), events
+        if stalls or swapping:
+            return Finding(
+                "G3", "warning", f"Reclaim has begun: {stall_txt}; {avail_txt}", ev, ADVICE_LADDER
+            ), events
+        if tte is not None:
+            return Finding(
+                "G3",
+                "warning",
+                f"Model-load transient heading for the limit in {tte:.0f} s: {avail_txt}",
+                ev,
+                ADVICE_LOAD + ADVICE_LADDER[:1],
+            ), events
+        if budget <= th.budget_warn_bytes or budget_min <= th.budget_critical_bytes:
+            return Finding(
+                "G3",
+                "warning",
+                f"Memory budget is thin, no reclaim stalls: {avail_txt}",
+                ev,
+                ADVICE_THIN + ADVICE_LADDER[:1],
+            ), events
+        return Finding("G3", "ok", f"Memory OK: {avail_txt}, no reclaim stalls", ev), events
+
+
+def classify(window: Sequence[Sample], th) -> Finding:
+    """G3 finding for the newest sample of a window (oldest first); pure."""
+    tr = G3Tracker(th)
+    prev = None
+    finding = Finding("G3", "unknown", "No samples")
+    for s in window:
+        f = feat.compute(prev, s, th)
+        if f.reboot:
+            tr.reboot()
+        finding, _ = tr.update(s, f)
+        prev = s
+    return finding

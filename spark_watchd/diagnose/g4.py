@@ -1,0 +1,377 @@
+"""G4 thermal throttling: the throttle signature, its damage, reboots, and the non-thermal look-alikes.
+
+`classify(window, th)` is the pure function of a window; `G4Tracker.update` is its incremental form
+(the engine feeds one sample at a time so nothing is recomputed over the whole window).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+
+from spark_watchd.diagnose import features as feat
+from spark_watchd.model import Event, Finding, Sample
+
+ADVICE_THROTTLE = (
+    "Expect the ~100 W sustained cap on GB10: flat power under the 240 W rating is normal, heat is not.",
+    "Improve cooling: clear the vents, give the unit space, lower the room temperature.",
+    "Or lower the clock ceiling so it stops hitting the slowdown threshold: sudo nvidia-smi -lgc 0,2100",
+)
+ADVICE_DAMAGE = (
+    "Training is measurably slower: fix cooling before long runs, or cap clocks (nvidia-smi -lgc).",
+)
+ADVICE_REBOOT = (
+    "The unit rebooted after a thermal throttle: check airflow before restarting the job, "
+    "and cap clocks (nvidia-smi -lgc) for long runs.",
+)
+ADVICE_POWER = (
+    "Clocks pinned low at cool temperature with no throttle reason: a power-delivery fault, not heat.",
+    "Do a full AC power cycle: shut down, unplug the power brick for 60 s, plug back in.",
+)
+ADVICE_HUNG = (
+    "The GPU reports full utilisation at idle power while cooling down: the engine looks hung.",
+    "Check the job (py-spy dump / NCCL timeouts); kill and restart it, reboot if the GPU stays stuck.",
+)
+
+
+def _n(v, fmt: str = "") -> str:
+    """Format a reading that may be missing."""
+    return "?" if v is None else format(v, fmt)
+
+
+class _Job:
+    __slots__ = ("first_ts", "vals", "baseline", "recent", "recent_sum", "last_report")
+
+    def __init__(self, ts):
+        self.first_ts = ts
+        self.vals = []
+        self.baseline = None
+        self.recent = deque()
+        self.recent_sum = 0.0
+        self.last_report = None
+
+
+class G4Tracker:
+    """Incremental G4 classifier: feed samples oldest first, read the finding for the newest."""
+
+    def __init__(self, th):
+        self.th = th
+        self.episode = False
+        self.episode_start = None
+        self.last_thermal_ts = None  # last sample showing thermal activity
+        self.last_ts = None
+        self.critical = False
+        self.reboot_hold_until = None
+        self.throttle_s = 0.0
+        self.jobs: dict[str, _Job] = {}
+        self.temps = deque()  # (ts, temp) over the anomaly window
+        self.pd_since = None
+        self.hung_since = None
+
+    def throttle_recent(self, at_ts: float) -> bool:
+        """Whether a throttle was active, or ended within the reboot window, as of at_ts."""
+        if self.episode:
+            return True
+        lt = self.last_thermal_ts
+        return (
+            lt is not None
+            and at_ts - lt <= self.th.reboot_after_throttle_window_s + self.th.throttle_end_quiet_s
+        )
+
+    def reboot(self, ts: float, boot_id: str | None) -> list[Event]:
+        """A new boot was seen at ts: report it and whether it followed a throttle."""
+        th = self.th
+        events = []
+        ref = self.last_ts if self.last_ts is not None else ts
+        after = self.throttle_recent(ref)
+        if self.episode:
+            events.append(
+                Event(
+                    "throttle_end",
+                    "G4",
+                    ts,
+                    "Thermal throttle ended by a reboot",
+                    details={"reason": "reboot"},
+                )
+            )
+        gap = ts - self.last_ts if self.last_ts is not None else None
+        summary = "Host rebooted" + (f" after a {gap / 60:.1f} min gap" if gap is not None else "")
+        summary += " right after a thermal throttle" if after else " (no throttle before it)"
+        details = {"boot_id": boot_id}
+        if gap is not None:
+            details["gap_s"] = round(gap, 1)
+        events.append(Event("reboot", "G4", ts, summary, after_throttle=after, details=details))
+        self.episode = False
+        self.critical = False
+        self.episode_start = None
+        self.jobs.clear()
+        self.temps.clear()
+        self.pd_since = self.hung_since = None
+        if after:
+            self.reboot_hold_until = ts + th.reboot_critical_hold_s
+        return events
+
+    def _step_ratio(self, sample: Sample, ts: float, thermal_now: bool):
+        """Worst recent step time over its job's baseline, with the numbers behind it."""
+        th = self.th
+        worst = None
+        for tp in sample.throughput:
+            step = tp.step_seconds
+            if step is None or step <= 0 or ts - tp.ts > th.step_stale_s:
+                continue
+            j = self.jobs.get(tp.job)
+            if j is None:
+                if len(self.jobs) > 64:  # bounded: forget jobs that stopped reporting
+                    for k in [k for k, v in self.jobs.items() if ts - (v.last_report or 0) > th.step_stale_s]:
+                        del self.jobs[k]
+                j = self.jobs[tp.job] = _Job(ts)
+            if j.last_report != tp.ts:
+                j.last_report = tp.ts
+                if j.baseline is None:
+                    age = ts - j.first_ts
+                    if age >= th.baseline_warmup_s and not (self.episode or thermal_now):
+                        j.vals.append(step)
+                    if (age >= th.baseline_warmup_s + th.baseline_window_s or self.episode) and len(
+                        j.vals
+                    ) >= th.baseline_min_points:
+                        v = sorted(j.vals)
+                        j.baseline = v[len(v) // 2]
+                        j.vals = []
+                j.recent.append((ts, step))
+                j.recent_sum += step
+            while j.recent and ts - j.recent[0][0] > th.step_recent_s:
+                j.recent_sum -= j.recent.popleft()[1]
+            if j.baseline and j.recent:
+                mean = j.recent_sum / len(j.recent)
+                r = mean / j.baseline
+                if worst is None or r > worst[0]:
+                    worst = (r, tp.job, mean, j.baseline)
+        return worst
+
+    def update(self, sample: Sample, f: feat.Features) -> tuple[Finding, list[Event]]:
+        """Judge the newest sample (after any reboot() call for it)."""
+        th = self.th
+        ts = f.ts
+        events: list[Event] = []
+        hold = self.reboot_hold_until is not None and ts < self.reboot_hold_until
+        if not hold:
+            self.reboot_hold_until = None
+        if not f.has_gpu:
+            self.last_ts = ts
+            if hold:
+                return self._reboot_finding(ts), events
+            return Finding("G4", "unknown", "No GPU readings: thermal state cannot be judged"), events
+
+        temp = f.temp_c
+        util = f.util_pct
+        power = f.power_w
+        clk = f.sm_clock_mhz
+        slowdown = f.slowdown_c
+        loaded = util >= th.load_util_pct if util is not None else (power or 0) >= 0.5 * th.sustained_power_w
+        near = temp is not None and temp >= slowdown - th.slowdown_margin_c
+        at_shutdown = temp is not None and temp >= f.shutdown_c
+        clock_low = loaded and clk is not None and clk < f.app_clock_mhz * th.clock_drop_ratio
+        rate = f.thermal_rate
+        moving = rate is not None and rate >= th.thermal_counter_rate_min
+        thermal_now = bool(f.thermal_bits) or moving
+        if f.thermal_bits is None and f.thermal_rate is None and f.dt is not None:
+            # No reason mask nor counters: fall back to temperature at the threshold with clocks sagging.
+            signature = temp is not None and temp >= slowdown and clock_low
+            thermal_now = signature
+        else:
+            signature = thermal_now and (near or clock_low)
+        signature = signature or at_shutdown
+
+        if signature:
+            self.last_thermal_ts = ts
+            if not self.episode:
+                self.episode = True
+                self.episode_start = ts
+                self.critical = False
+                events.append(
+                    Event(
+                        "throttle_start",
+                        "G4",
+                        ts,
+                        f"Thermal throttle started at {temp:.1f} C (slowdown {slowdown:.0f} C)"
+                        if temp is not None
+                        else "Thermal throttle started",
+                        details={"temp_c": temp, "slowdown_temp_c": slowdown, "sm_clock_mhz": clk},
+                    )
+                )
+        elif self.episode and thermal_now:
+            self.last_thermal_ts = ts
+        if (
+            self.episode
+            and self.last_thermal_ts is not None
+            and ts - self.last_thermal_ts >= th.throttle_end_quiet_s
+        ):
+            dur = ts - self.episode_start
+            self.episode = False
+            self.critical = False
+            events.append(
+                Event(
+                    "throttle_end",
+                    "G4",
+                    ts,
+                    f"Thermal throttle ended after {dur / 60:.1f} min",
+                    details={"duration_s": dur},
+                )
+            )
+        if self.episode and f.dt is not None:
+            self.throttle_s += f.dt
+
+        worst = self._step_ratio(sample, ts, thermal_now)
+        self.last_ts = ts
+        anomaly = None if (self.episode or thermal_now) else self._anomaly(f, loaded)
+
+        ev = {
+            "temp_c": temp,
+            "slowdown_temp_c": slowdown,
+            "shutdown_temp_c": f.shutdown_c,
+            "power_w": power,
+            "power_rating_w": th.power_rating_w,
+            "sm_clock_mhz": clk,
+            "applications_clock_mhz": f.app_clock_mhz,
+            "util_pct": util,
+            "thermal_reasons_active": f.thermal_bits,
+            "thermal_counter_share": round(rate, 4) if rate is not None else None,
+        }
+        if worst is not None:
+            ev["step_seconds_recent"] = round(worst[2], 4)
+            ev["step_seconds_baseline"] = round(worst[3], 4)
+            ev["step_time_ratio"] = round(worst[0], 3)
+        if self.episode:
+            ratio = worst[0] if worst is not None else 0.0
+            damaged = (
+                at_shutdown
+                or ratio >= th.step_slowdown_ratio
+                or (self.critical and ratio >= th.step_recover_ratio)
+            )
+            self.critical = damaged
+            ev["throttle_duration_s"] = round(ts - self.episode_start, 1)
+            if at_shutdown:
+                return Finding(
+                    "G4",
+                    "critical",
+                    f"GPU at its shutdown threshold: {temp:.1f} C (shutdown {f.shutdown_c:.0f} C)",
+                    ev,
+                    ADVICE_THROTTLE,
+                ), events
+            if damaged:
+                return Finding(
+                    "G4",
+                    "critical",
+                    f"Thermal throttle is slowing training: step time x{ratio:.2f} of its baseline "
+                    f"({worst[1]}), {_n(temp, '.1f')} C, clocks {_n(clk)} MHz",
+                    ev,
+                    ADVICE_DAMAGE + ADVICE_THROTTLE,
+                ), events
+            if hold:
+                return self._reboot_finding(ts, ev), events
+            return Finding(
+                "G4",
+                "warning",
+                f"Thermal throttle: {_n(temp, '.1f')} C at the {slowdown:.0f} C slowdown, thermal reasons "
+                f"{'active' if f.thermal_bits else 'counting'}, clocks {_n(clk)} of {f.app_clock_mhz} MHz, "
+                f"{_n(power, '.0f')} W",
+                ev,
+                ADVICE_THROTTLE,
+            ), events
+        if hold:
+            return self._reboot_finding(ts, ev), events
+        if anomaly == "power_delivery":
+            return Finding(
+                "G4",
+                "ok",
+                f"Not thermal: clocks pinned at {clk} MHz at {temp:.0f} C and {power:.0f} W with no clock-event "
+                "reason bit (power-delivery fault)",
+                ev,
+                ADVICE_POWER,
+                anomaly="power_delivery",
+            ), events
+        if anomaly == "hung_engine":
+            return Finding(
+                "G4",
+                "ok",
+                f"Not thermal: {util:.0f}% utilisation at {power:.0f} W with temperature falling (hung engine?)",
+                ev,
+                ADVICE_HUNG,
+                anomaly="hung_engine",
+            ), events
+        if temp is None:
+            return Finding("G4", "ok", "No throttle signature (temperature not reported)", ev), events
+        summary = f"No thermal throttle: {temp:.0f} C"
+        if power is not None:
+            summary += f", {power:.0f} W"
+        if near:
+            summary += f" (near the {slowdown:.0f} C slowdown, no thermal reason yet)"
+        return Finding("G4", "ok", summary, ev), events
+
+    def _reboot_finding(self, ts, ev=None) -> Finding:
+        return Finding(
+            "G4",
+            "critical",
+            "Rebooted after a thermal throttle",
+            ev or {},
+            ADVICE_REBOOT,
+        )
+
+    def _anomaly(self, f: feat.Features, loaded: bool) -> str | None:
+        """Power-delivery fault or hung engine, once persistent; None otherwise."""
+        th = self.th
+        ts = f.ts
+        temp, power, clk, util = f.temp_c, f.power_w, f.sm_clock_mhz, f.util_pct
+        temps = self.temps
+        if temp is not None:
+            temps.append((ts, temp))
+            while temps and ts - temps[0][0] > th.window_s:
+                temps.popleft()
+        pd = (
+            loaded
+            and clk is not None
+            and clk <= th.pinned_clock_max_mhz
+            and power is not None
+            and power <= th.pinned_power_max_w
+            and temp is not None
+            and temp < f.slowdown_c - th.cool_margin_c
+            and not f.thermal_bits
+        )
+        hung = False
+        pinned = clk is not None and clk <= th.pinned_clock_max_mhz
+        if (
+            not pinned
+            and util is not None
+            and util >= th.hung_util_pct
+            and power is not None
+            and power <= th.hung_power_max_w
+        ):
+            hot = max(t for _, t in temps) if temps else None
+            hung = hot is not None and temp is not None and hot - temp >= th.hung_temp_drop_c
+        if pd:
+            self.pd_since = self.pd_since if self.pd_since is not None else ts - (f.dt or 0)
+        else:
+            self.pd_since = None
+        if hung:
+            self.hung_since = self.hung_since if self.hung_since is not None else ts - (f.dt or 0)
+        else:
+            self.hung_since = None
+        if self.pd_since is not None and ts - self.pd_since >= th.anomaly_min_s:
+            return "power_delivery"
+        if self.hung_since is not None and ts - self.hung_since >= th.anomaly_min_s:
+            return "hung_engine"
+        return None
+
+
+def classify(window: Sequence[Sample], th) -> Finding:
+    """G4 finding for the newest sample of a window (oldest first); pure."""
+    tr = G4Tracker(th)
+    prev = None
+    finding = Finding("G4", "unknown", "No samples")
+    for s in window:
+        f = feat.compute(prev, s, th)
+        if f.reboot:
+            tr.reboot(s.ts, s.boot_id)
+        finding, _ = tr.update(s, f)
+        prev = s
+    return finding

@@ -1,0 +1,222 @@
+"""G6 contention: heavy GPU-resident workloads sharing the one UMA pool, and evictions between them.
+
+`classify(window, th)` is the pure function of a window; `G6Tracker.update` is its incremental form.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+
+from spark_watchd.diagnose import features as feat
+from spark_watchd.model import Event, Finding, Sample
+
+try:  # the shared classifier (sources area); the private copy keeps G6 working without it
+    from spark_watchd.workloads import classify as classify_workload
+    from spark_watchd.workloads import read_caps
+except ImportError:  # pragma: no cover - depends on what is merged
+    from spark_watchd.diagnose._workloads import classify as classify_workload
+    from spark_watchd.diagnose._workloads import read_caps
+
+GIB = 1024**3
+SERVER_KINDS = frozenset(("vllm", "sglang", "ollama", "llamacpp"))
+
+ADVICE_SHARE = (
+    "Stop the unrelated server while training, or cap it: vLLM --gpu-memory-utilization 0.5 "
+    "(not --kv-cache-memory-bytes), SGLang --mem-fraction-static 0.5.",
+    "Ollama grabs what it can: stop it (sudo systemctl stop ollama) or set OLLAMA_KEEP_ALIVE=0 while training.",
+)
+ADVICE_EVICT = (
+    "One workload is pushing another's memory out of the shared pool: stop or cap the server now.",
+    "Then follow the OOM ladder: drop caches between runs (sync; echo 3 | sudo tee /proc/sys/vm/drop_caches), "
+    "smaller batch / packing, bf16 LoRA before QLoRA.",
+)
+
+
+class _Workload:
+    __slots__ = ("kind", "capped", "cap")
+
+    def __init__(self, kind, capped, cap):
+        self.kind = kind
+        self.capped = capped
+        self.cap = cap
+
+
+def describe(cmdline, name, gpu_resident, th) -> _Workload:
+    """Kind of a process and whether its memory is capped (None for non-servers)."""
+    kind = classify_workload(cmdline, name, gpu_resident)
+    kind = kind if isinstance(kind, str) else getattr(kind, "kind", str(kind))
+    capped = None
+    cap = None
+    if kind in SERVER_KINDS:
+        caps = read_caps(cmdline) or {}
+        if kind == "ollama" or kind == "llamacpp":
+            capped = False  # they take what they find; nothing on the command line bounds them
+        elif caps.get("kv_cache_memory_bytes"):
+            capped = False  # a KV budget in bytes bypasses the utilisation cap
+        else:
+            cap = caps.get("gpu_memory_utilization") if kind == "vllm" else caps.get("mem_fraction_static")
+            # vLLM defaults to 0.9 of the whole pool, SGLang to ~0.88
+            capped = cap is not None and cap <= th.capped_utilization_max
+    return _Workload(kind, capped, cap)
+
+
+class G6Tracker:
+    """Incremental G6 classifier: feed samples oldest first."""
+
+    def __init__(self, th):
+        self.th = th
+        self.kinds: dict[tuple, _Workload] = {}
+        self.rss: dict[tuple, deque] = {}  # key -> deque of (ts, rss, gpu_mem)
+        self.fired: dict[tuple, float] = {}
+        self.hold_until = None
+        self.last_eviction = None
+
+    def reboot(self) -> None:
+        """Processes do not survive a reboot."""
+        self.kinds.clear()
+        self.rss.clear()
+        self.fired.clear()
+
+    def update(self, sample: Sample, f: feat.Features) -> tuple[Finding, list[Event]]:
+        """Judge the newest sample."""
+        th = self.th
+        ts = f.ts
+        events: list[Event] = []
+        some = f.psi_some_pct or 0.0
+        stalls = some >= th.psi_some_warn_pct
+        swapping = (f.swapout_per_s or 0.0) >= th.swapout_warn_pages_s
+        storm = (f.majfault_per_s or 0.0) >= th.majfault_storm_per_s
+        pressure = stalls or swapping or storm
+        heavy = []
+        seen = set()
+        for p in sample.processes:
+            key = (p.pid, p.create_time)
+            seen.add(key)
+            w = self.kinds.get(key)
+            if w is None:
+                w = self.kinds[key] = describe(p.cmdline, p.name, p.gpu_resident, th)
+            gpu = p.gpu_mem_bytes or 0
+            foot = gpu if gpu > p.rss_bytes else p.rss_bytes
+            resident = p.gpu_resident or gpu > 0
+            if resident and (w.kind in SERVER_KINDS or foot >= th.heavy_workload_bytes):
+                heavy.append((p, w, foot))
+            ev = self._eviction(p, key, gpu, ts, pressure, f, w)
+            if ev is not None:
+                events.append(ev)
+        if len(self.kinds) > len(seen):
+            for key in [k for k in self.kinds if k not in seen]:
+                self.kinds.pop(key, None)
+                self.rss.pop(key, None)
+                self.fired.pop(key, None)
+
+        sharing = len(heavy) >= 2
+        uncapped = [
+            (p, w)
+            for p, w, foot in heavy
+            if w.capped is False or (w.kind not in SERVER_KINDS and foot >= th.large_trainer_bytes)
+        ]
+        total_foot = sum(foot for _, _, foot in heavy)
+        near_cap = f.mem_total_b is not None and total_foot >= th.near_capacity_ratio * f.mem_total_b
+        hold = self.hold_until is not None and ts < self.hold_until
+        ev = {
+            "heavy_workloads": len(heavy),
+            "uncapped_workloads": len(uncapped),
+            "workloads_footprint_bytes": total_foot,
+            "psi_some_avg60_pct": round(some, 2),
+            "major_faults_per_s": round(f.majfault_per_s, 1) if f.majfault_per_s is not None else None,
+            "workloads": [
+                {"pid": p.pid, "name": p.name, "kind": w.kind, "capped": w.capped, "footprint_bytes": foot}
+                for p, w, foot in heavy
+            ],
+        }
+        names = ", ".join(f"{w.kind}{'' if w.capped is not False else ' (uncapped)'}" for _, w, _ in heavy)
+        if hold:
+            le = self.last_eviction
+            return Finding("G6", "critical", f"Eviction: {le}", ev, ADVICE_EVICT), events
+        if sharing and storm and stalls:
+            return Finding(
+                "G6",
+                "critical",
+                f"Major-fault storm ({f.majfault_per_s:.0f}/s) with memory stalls (PSI {some:.0f}%) while "
+                f"{names} share the pool",
+                ev,
+                ADVICE_EVICT,
+            ), events
+        if sharing and (uncapped or near_cap):
+            why = "uncapped" if uncapped else "near capacity"
+            return Finding(
+                "G6",
+                "warning",
+                f"{len(heavy)} heavy GPU workloads share the pool ({names}); {why}",
+                ev,
+                ADVICE_SHARE,
+            ), events
+        if sharing:
+            return Finding(
+                "G6", "ok", f"{len(heavy)} GPU workloads share the pool, all capped ({names})", ev
+            ), events
+        return Finding("G6", "ok", "No contention: at most one heavy GPU workload", ev), events
+
+    def _eviction(self, p, key, gpu, ts, pressure, f, w):
+        """An eviction event when this live process just lost a large share of its RSS under pressure."""
+        th = self.th
+        hist = self.rss.get(key)
+        if hist is None:
+            hist = self.rss[key] = deque()
+        hist.append((ts, p.rss_bytes, gpu))
+        while ts - hist[0][0] > th.eviction_window_s:
+            hist.popleft()
+        if not pressure or len(hist) < 2:
+            return None
+        peak = max(reversed(hist), key=_rss)  # the latest sample at the peak dates the loss
+        loss = peak[1] - p.rss_bytes
+        if loss < th.eviction_min_loss_bytes or loss < th.eviction_loss_ratio * peak[1]:
+            return None
+        if gpu - peak[2] >= th.gpu_move_ratio * loss:
+            return None  # it moved its own weights into GPU memory
+        last = self.fired.get(key)
+        if last is not None and ts - last < th.eviction_rearm_s:
+            return None
+        self.fired[key] = ts
+        self.hold_until = ts + th.eviction_hold_s
+        span = ts - peak[0]
+        msg = (
+            f"{p.name} (pid {p.pid}, {w.kind}) lost {loss / GIB:.1f} of {peak[1] / GIB:.1f} GiB resident "
+            f"({100 * loss / peak[1]:.0f}%) in {span:.0f} s while still running"
+        )
+        self.last_eviction = msg
+        return Event(
+            "eviction",
+            "G6",
+            ts,
+            msg,
+            details={
+                "pid": p.pid,
+                "name": p.name,
+                "kind": w.kind,
+                "rss_before_bytes": peak[1],
+                "rss_after_bytes": p.rss_bytes,
+                "loss_ratio": round(loss / peak[1], 3),
+                "psi_some_avg60_pct": f.psi_some_pct,
+                "swap_out_pages_per_s": f.swapout_per_s,
+            },
+        )
+
+
+def _rss(e):
+    return e[1]
+
+
+def classify(window: Sequence[Sample], th) -> Finding:
+    """G6 finding for the newest sample of a window (oldest first); pure."""
+    tr = G6Tracker(th)
+    prev = None
+    finding = Finding("G6", "unknown", "No samples")
+    for s in window:
+        f = feat.compute(prev, s, th)
+        if f.reboot:
+            tr.reboot()
+        finding, _ = tr.update(s, f)
+        prev = s
+    return finding

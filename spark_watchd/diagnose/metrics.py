@@ -1,0 +1,69 @@
+"""Diagnosis metric families rendered from the published snapshot (never raises, labels bounded)."""
+
+from __future__ import annotations
+
+import logging
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from spark_watchd.model import GOTCHAS, SEVERITY_LEVEL
+
+ANOMALY_KINDS = ("power_delivery", "hung_engine")
+EVENT_KINDS = ("eviction", "oom_kill", "reboot", "reboot_after_throttle", "throttle_start")
+log = logging.getLogger(__name__)
+
+
+def families(snapshot):
+    """sparkwatchd_finding_level, _events_total, _throttled_seconds_total, _anomaly, _thermal_throttle_active."""
+    try:
+        return list(_families(snapshot))
+    except Exception:  # a renderer never breaks a scrape
+        log.exception("diagnosis metrics failed")
+        return []
+
+
+def _families(snapshot):
+    diag = getattr(snapshot, "diagnosis", None)
+    findings = diag.findings if diag is not None else {}
+    lvl = GaugeMetricFamily(
+        "sparkwatchd_finding_level",
+        "Verdict per gotcha: -1 unknown, 0 ok, 1 warning, 2 critical.",
+        labels=["gotcha"],
+    )
+    for g in GOTCHAS:
+        f = findings.get(g)
+        lvl.add_metric([g], SEVERITY_LEVEL[f.severity] if f is not None else -1)
+    yield lvl
+
+    counts = getattr(snapshot, "event_counts", None) or {}
+    ev = CounterMetricFamily(
+        "sparkwatchd_events", "Events seen by the diagnosis engine, carried across restarts.", labels=["kind"]
+    )
+    for k in EVENT_KINDS:
+        ev.add_metric([k], float(counts.get(k, 0)))
+    yield ev
+
+    extras = getattr(snapshot, "extras", None) or {}
+    secs = extras.get("throttle_seconds_total")
+    if secs is not None:
+        yield CounterMetricFamily(
+            "sparkwatchd_throttled_seconds",
+            "Seconds spent in thermal throttle according to the G4 classifier.",
+            value=float(secs),
+        )
+
+    g4 = findings.get("G4")
+    an = GaugeMetricFamily(
+        "sparkwatchd_anomaly",
+        "Non-thermal GPU anomaly (1 present): power_delivery fault or hung_engine; never a throttle.",
+        labels=["kind"],
+    )
+    for k in ANOMALY_KINDS:
+        an.add_metric([k], 1.0 if g4 is not None and g4.anomaly == k else 0.0)
+    yield an
+    if g4 is not None and g4.severity != "unknown":
+        yield GaugeMetricFamily(
+            "sparkwatchd_thermal_throttle_active",
+            "1 while the G4 classifier sees a thermal throttle (warning or critical).",
+            value=1.0 if "throttle_duration_s" in g4.evidence else 0.0,
+        )

@@ -1,0 +1,121 @@
+"""The daemon's diagnosis runtime: engine + event counters + state file + event journal + capture on trouble.
+
+state_dir layout: `state.json` (atomic), `events.jsonl` (append-only, fsync per event), `captures/*.jsonl`.
+With state_dir None everything stays in memory (replay, tests).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from pathlib import Path
+
+from spark_watchd.diagnose.capture import CaptureRing
+from spark_watchd.diagnose.engine import Diagnoser
+from spark_watchd.diagnose.journal import EventJournal, read_events, read_state, write_state_atomic
+from spark_watchd.diagnose.thresholds import Thresholds
+from spark_watchd.model import Diagnosis, Event, Sample
+
+# sparkwatchd_events_total{kind}
+COUNT_KINDS = ("eviction", "oom_kill", "reboot", "reboot_after_throttle", "throttle_start")
+STATE_VERSION = 1
+# The state is rewritten on every change that matters for a reboot verdict, and otherwise at most
+# this often (sample time), so a week replayed at speed does not fsync 20,000 times.
+STATE_REFRESH_S = 300.0
+
+
+class DiagnosisRuntime:
+    """Judges samples for the daemon and keeps what must outlive it."""
+
+    def __init__(
+        self,
+        thresholds: Thresholds | None = None,
+        state_dir: str | os.PathLike | None = None,
+        *,
+        capture_pre: int = 30,
+        capture_post: int = 30,
+        capture_keep: int = 20,
+        recent: int = 200,
+    ):
+        self.thresholds = thresholds or Thresholds()
+        self.engine = Diagnoser(self.thresholds)
+        self.counts = dict.fromkeys(COUNT_KINDS, 0)
+        self._recent: deque[Event] = deque(maxlen=recent)
+        self.state_dir = Path(state_dir) if state_dir is not None else None
+        self._journal: EventJournal | None = None
+        self._capture: CaptureRing | None = None
+        self._saved_key = None
+        self._saved_ts = None
+        self.journal_skipped = 0
+        if self.state_dir is not None:
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            st = read_state(self.state_dir / "state.json")
+            if st and st.get("version") == STATE_VERSION:
+                self.engine.restore(st.get("engine") or {})
+                for k, v in (st.get("event_counts") or {}).items():
+                    if k in self.counts and isinstance(v, int):
+                        self.counts[k] = v
+            events, self.journal_skipped = read_events(self.state_dir / "events.jsonl")
+            self._recent.extend(events[-recent:])
+            self._journal = EventJournal(self.state_dir / "events.jsonl")
+            self._capture = CaptureRing(self.state_dir / "captures", capture_pre, capture_post, capture_keep)
+
+    def observe(self, sample: Sample) -> Diagnosis:
+        """Judge one sample; count, journal and persist what it brought."""
+        d = self.engine.observe(sample)
+        for e in d.events:
+            if e.kind in self.counts:
+                self.counts[e.kind] += 1
+            if e.kind == "reboot" and e.after_throttle:
+                self.counts["reboot_after_throttle"] += 1
+            self._recent.append(e)
+            if self._journal is not None:
+                self._journal.append(e)
+        if self.state_dir is not None:
+            self._capture.push(sample, d)
+            self._persist(sample.ts)
+        return d
+
+    def _persist(self, ts: float) -> None:
+        st = self.engine.state()
+        key = (
+            st["boot_id"],
+            st["throttle_active"],
+            st["last_thermal_ts"],
+            st["reboot_hold_until"],
+            tuple(self.counts.values()),
+        )
+        if key == self._saved_key and self._saved_ts is not None and ts - self._saved_ts < STATE_REFRESH_S:
+            return
+        write_state_atomic(
+            self.state_dir / "state.json",
+            {"version": STATE_VERSION, "engine": st, "event_counts": dict(self.counts)},
+        )
+        self._saved_key = key
+        self._saved_ts = ts
+
+    def event_counts(self) -> dict[str, int]:
+        """Cumulative counts per kind for sparkwatchd_events_total (carried across restarts)."""
+        return dict(self.counts)
+
+    def throttle_seconds(self) -> float:
+        """Seconds spent in thermal throttle per the classifier (carried across restarts)."""
+        return self.engine.throttle_seconds
+
+    def recent_events(self, n: int = 20) -> tuple[Event, ...]:
+        """The last n events, oldest first (including those journaled before a restart)."""
+        if n <= 0:
+            return ()
+        items = list(self._recent)
+        return tuple(items[-n:])
+
+    def close(self) -> None:
+        """Flush the state and close the journal and any capture in progress."""
+        if self.state_dir is not None and self.engine.g4.last_ts is not None:
+            self._saved_key = None
+            self._persist(self.engine.g4.last_ts)
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None
+        if self._capture is not None:
+            self._capture.close()

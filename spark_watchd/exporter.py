@@ -1,0 +1,272 @@
+"""Prometheus exposition: one custom collector renders the latest snapshot into fresh families per scrape.
+
+No global metrics: the collector sits on the project's own CollectorRegistry
+and only reads the published snapshot (scrapes never touch hardware).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from spark_watchd import __version__
+from spark_watchd.logging import get_logger
+from spark_watchd.model import REASON_BITS, REASON_COUNTER_KEYS, Sample
+from spark_watchd.snapshot import Snapshot
+
+P = "sparkwatchd_"
+KB = 1024
+WORKLOAD_KINDS = ("vllm", "sglang", "ollama", "llamacpp", "trainer", "other")
+
+# Renderers of other areas, each `families(snapshot) -> Iterable[Metric]`, imported guarded here only.
+AREA_RENDERERS = ("spark_watchd.diagnose.metrics", "spark_watchd.throughput.metrics")
+
+
+def _g(name: str, doc: str, labels: Iterable[str] = ()) -> GaugeMetricFamily:
+    return GaugeMetricFamily(P + name, doc, labels=list(labels))
+
+
+def _c(name: str, doc: str, labels: Iterable[str] = ()) -> CounterMetricFamily:
+    return CounterMetricFamily(P + name, doc, labels=list(labels))
+
+
+def core_families(snapshot: Snapshot, daemon_info: dict | None = None) -> Iterator[Metric]:
+    """build_info and the per-source health families."""
+    info = _g("build_info", "spark-watchd build; always 1.", ["version"])
+    info.add_metric([__version__], 1)
+    yield info
+    up = _g("source_up", "1 if the source was read successfully on the last tick.", ["source"])
+    dur = _g("source_duration_seconds", "Seconds the source took on the last tick.", ["source"])
+    errs = _c("source_errors", "Ticks on which the source failed.", ["source"])
+    for name, st in sorted(snapshot.sources.items()):
+        up.add_metric([name], 1 if st.up else 0)
+        dur.add_metric([name], st.duration_s)
+        errs.add_metric([name], st.errors_total)
+    yield from (up, dur, errs)
+    if snapshot.sample is not None:
+        last = _g("last_sample_timestamp_seconds", "Unix time of the latest sample.")
+        last.add_metric([], snapshot.sample.ts)
+        yield last
+    if daemon_info:
+        overruns = _c("tick_overruns", "Ticks skipped because the previous one was still running.")
+        overruns.add_metric([], daemon_info.get("overruns", 0))
+        yield overruns
+
+
+def gpu_families(sample: Sample) -> Iterator[Metric]:
+    """The gpu_* families; a reading the driver does not support is simply absent."""
+    info = _g("gpu_info", "GPU identity; always 1.", ["gpu", "uuid", "name", "driver_version"])
+    specs = {
+        "power_w": ("gpu_power_watts", "Board power draw.", 1.0),
+        "temp_c": ("gpu_temperature_celsius", "GPU temperature.", 1.0),
+        "slowdown_temp_c": (
+            "gpu_slowdown_temperature_celsius",
+            "Temperature at which the GPU slows down.",
+            1.0,
+        ),
+        "shutdown_temp_c": (
+            "gpu_shutdown_temperature_celsius",
+            "Temperature at which the GPU shuts down.",
+            1.0,
+        ),
+        "sm_clock_mhz": ("gpu_sm_clock_hertz", "Current SM clock.", 1e6),
+        "applications_clock_mhz": (
+            "gpu_applications_clock_hertz",
+            "SM clock the board should hold under load.",
+            1e6,
+        ),
+        "util_pct": ("gpu_utilization_ratio", "GPU utilisation, 0 to 1.", 0.01),
+    }
+    simple = {attr: (_g(name, doc, ["gpu"]), scale) for attr, (name, doc, scale) in specs.items()}
+    energy = _c("gpu_energy_joules", "Energy consumed since the driver loaded.", ["gpu"])
+    active = _g(
+        "gpu_clock_event_active", "1 while the clocks-event (throttle) reason is active.", ["gpu", "reason"]
+    )
+    seconds = _c(
+        "gpu_clock_event_seconds", "Cumulative time the clocks-event reason was active.", ["gpu", "reason"]
+    )
+    memsup = _g(
+        "gpu_memory_info_supported", "1 if NVML reports device memory (0 on GB10's unified memory).", ["gpu"]
+    )
+    for gpu in sample.gpus:
+        g = str(gpu.index)
+        info.add_metric([g, gpu.uuid, gpu.name, gpu.driver_version or ""], 1)
+        for attr, (fam, scale) in simple.items():
+            val = getattr(gpu, attr)
+            if val is not None:
+                fam.add_metric([g], float(val) * scale)
+        if gpu.energy_j is not None:
+            energy.add_metric([g], float(gpu.energy_j))
+        if gpu.clocks_event_reasons is not None:
+            for reason, bit in REASON_BITS.items():
+                active.add_metric([g, reason], 1 if gpu.clocks_event_reasons & bit else 0)
+        counters = gpu.clocks_event_counters_us
+        if counters is not None:
+            for reason, key in REASON_COUNTER_KEYS.items():
+                if counters.get(key) is not None:
+                    seconds.add_metric([g, reason], counters[key] / 1e6)
+        # GB10: NVML memory info is Not Supported (unified memory); MemAvailable is the truth.
+        memsup.add_metric([g], 1 if gpu.mem_total_bytes is not None else 0)
+    yield info
+    yield from (fam for fam, _ in simple.values())
+    yield from (energy, active, seconds, memsup)
+
+
+def memory_families(sample: Sample, os_reserve_bytes: int = 0) -> Iterator[Metric]:
+    """memory_*, pressure_* and the vmstat counters, from /proc (never from NVML on GB10)."""
+    mi = sample.meminfo
+    gauges = (
+        ("total", "MemTotal", "Total usable memory (the unified pool on GB10)."),
+        ("available", "MemAvailable", "MemAvailable: memory available for new work without swapping."),
+        ("cached", "Cached", "Page cache."),
+        ("anon", "AnonPages", "Anonymous memory."),
+    )
+    for suffix, key, doc in gauges:
+        if mi.get(key) is not None:
+            fam = _g(f"memory_{suffix}_bytes", doc)
+            fam.add_metric([], mi[key] * KB)
+            yield fam
+    avail_min = sample.mem_available_min_kb
+    if avail_min is None and mi.get("MemAvailable") is not None:
+        avail_min = mi["MemAvailable"]
+    if avail_min is not None:
+        fam = _g("memory_available_min_bytes", "Lowest MemAvailable seen since the previous sample.")
+        fam.add_metric([], avail_min * KB)
+        yield fam
+    if mi.get("MemAvailable") is not None:
+        fam = _g("memory_budget_bytes", "MemAvailable minus the configured OS/driver reserve (0 at worst).")
+        fam.add_metric([], max(0, mi["MemAvailable"] * KB - os_reserve_bytes))
+        yield fam
+    gpu_mem = sum(p.gpu_mem_bytes for p in sample.processes if p.gpu_mem_bytes)
+    fam = _g("memory_gpu_attributed_bytes", "Sum of per-process GPU memory NVML reports.")
+    fam.add_metric([], gpu_mem)
+    yield fam
+    if mi.get("SwapTotal") is not None and mi.get("SwapFree") is not None:
+        fam = _g("memory_swap_used_bytes", "Swap in use (in use is not pressure; swapping out is).")
+        fam.add_metric([], (mi["SwapTotal"] - mi["SwapFree"]) * KB)
+        yield fam
+    psi = sample.psi_memory or {}
+    for kind, name, doc in (
+        ("some", "waiting", "Time some tasks were stalled on memory (PSI some total)."),
+        ("full", "stalled", "Time all non-idle tasks were stalled on memory (PSI full total)."),
+    ):
+        total = (psi.get(kind) or {}).get("total")
+        if total is not None:
+            fam = _c(f"pressure_memory_{name}_seconds", doc)
+            fam.add_metric([], total / 1e6)
+            yield fam
+    vm = sample.vmstat
+    for key, name, doc in (
+        ("pgmajfault", "major_faults", "Major page faults (vmstat pgmajfault)."),
+        ("pswpout", "swap_out_pages", "Pages swapped out (vmstat pswpout)."),
+        ("oom_kill", "oom_kills", "Processes killed by the kernel OOM killer (vmstat oom_kill)."),
+    ):
+        if vm.get(key) is not None:
+            fam = _c(name, doc)
+            fam.add_metric([], vm[key])
+            yield fam
+
+
+def _workload_tools() -> tuple[Callable | None, Callable | None]:
+    try:
+        from spark_watchd.workloads import classify, read_caps
+    except ImportError:
+        return None, None
+    return classify, read_caps
+
+
+def workload_families(sample: Sample) -> Iterator[Metric]:
+    """Workloads by kind and whether they are memory-capped; every kind always present (stable series)."""
+    classify, read_caps = _workload_tools()
+    if classify is None:
+        return  # no classifier in this build: absent, not a false zero
+    counts = {(k, c): 0 for k in WORKLOAD_KINDS for c in ("true", "false")}
+    mem = dict.fromkeys(counts, 0)
+    for proc in sample.processes:
+        kind = classify(proc)
+        if not kind:
+            continue
+        kind = kind if kind in WORKLOAD_KINDS else "other"
+        capped = "true" if read_caps(proc) else "false"
+        counts[(kind, capped)] += 1
+        mem[(kind, capped)] += max(proc.rss_bytes or 0, proc.gpu_mem_bytes or 0)
+    wl = _g("workloads", "Workload processes by kind and memory cap.", ["kind", "capped"])
+    wm = _g(
+        "workload_memory_bytes",
+        "Memory held by workloads (max of RSS and NVML memory each).",
+        ["kind", "capped"],
+    )
+    for key in counts:
+        wl.add_metric(list(key), counts[key])
+        wm.add_metric(list(key), mem[key])
+    yield from (wl, wm)
+
+
+class SnapshotCollector:
+    """The one custom collector: renders the snapshot the daemon published last."""
+
+    def __init__(
+        self, get_snapshot: Callable[[], Snapshot], settings_fn: Callable[[], Any] | None = None, daemon=None
+    ):
+        self.get_snapshot = get_snapshot
+        self.settings_fn = settings_fn
+        self.daemon = daemon
+        self.log = get_logger("exporter")
+        self._failed: set[str] = set()
+        self.renderers = self._load_renderers()
+
+    def _load_renderers(self) -> list[tuple[str, Callable]]:
+        out: list[tuple[str, Callable]] = [("core", self._core)]
+        for modname in AREA_RENDERERS:
+            try:
+                mod = importlib.import_module(modname)
+            except ModuleNotFoundError as exc:
+                if exc.name != modname:
+                    self.log.error("metrics renderer import failed", module=modname, error=str(exc))
+                continue
+            except Exception as exc:
+                self.log.error("metrics renderer import failed", module=modname, error=str(exc))
+                continue
+            out.append((modname, mod.families))
+        return out
+
+    def _core(self, snap: Snapshot) -> Iterator[Metric]:
+        info = {"overruns": self.daemon.overruns} if self.daemon is not None else None
+        yield from core_families(snap, info)
+        if snap.sample is None:
+            return
+        yield from gpu_families(snap.sample)
+        yield from memory_families(snap.sample, self._reserve())
+        yield from workload_families(snap.sample)
+
+    def _reserve(self) -> int:
+        settings = self.settings_fn() if self.settings_fn else None
+        thresholds = getattr(settings, "thresholds", None)
+        return int(getattr(thresholds, "os_reserve_bytes", 0) or 0)
+
+    def describe(self) -> list:
+        return []  # families vary with the snapshot; skip the registration-time collect
+
+    def collect(self) -> Iterator[Metric]:
+        snap = self.get_snapshot()
+        for name, render in self.renderers:
+            try:
+                fams = list(render(snap))  # materialise so a failing renderer adds nothing partial
+            except Exception as exc:  # a renderer never breaks the scrape
+                if name not in self._failed:
+                    self._failed.add(name)
+                    self.log.exception("metrics renderer failed", renderer=name, error=str(exc))
+                continue
+            self._failed.discard(name)
+            yield from (f for f in fams if f.samples)  # an empty family is noise in the exposition
+
+
+def build_registry(daemon) -> CollectorRegistry:
+    """The project's own registry holding one SnapshotCollector over the daemon's snapshot."""
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(SnapshotCollector(daemon.snapshot, lambda: daemon.settings, daemon))
+    return reg

@@ -1,0 +1,97 @@
+"""The process scan: GPU-resident processes (NVML pids) and known workloads (vLLM, Ollama, trainers...).
+
+Cheap at thousands of processes: `psutil.process_iter()` without attrs keeps
+its own Process table and reads nothing for pids it already knows (with attrs
+it would call as_dict on every process, every tick). Name and argv are read
+once per (pid, create_time) and the classification cached; only the few
+relevant processes are read each tick (rss, and create_time again to catch a
+reused pid). Processes that vanish or deny access mid-scan are skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import psutil
+
+from spark_watchd.model import ProcessInfo
+from spark_watchd.workloads import classify, is_training_script
+
+# How many scans a new process's argv is read again before the cached answer is trusted.
+SETTLE_SCANS = 3
+_GONE = (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied)
+
+
+class ProcessSource:
+    """`processes`: ProcessInfo for every GPU-resident or workload-pattern process."""
+
+    name = "processes"
+
+    def __init__(self, process_iter: Callable[[], Iterable[psutil.Process]] = psutil.process_iter):
+        self._iter = process_iter
+        # (pid, create_time) -> (name, argv, kind when not GPU-resident or "candidate", reads so far)
+        self._cache: dict[tuple[int, float], tuple[str, tuple[str, ...], str, int]] = {}
+        self.cmdline_reads = 0  # argv reads so far: stays flat on a quiet machine
+
+    def _identify(
+        self, proc: psutil.Process, key: tuple[int, float], resident: bool
+    ) -> tuple[str, tuple[str, ...], str, int]:
+        hit = self._cache.get(key)
+        # exec() keeps pid and create_time but changes argv (a fresh fork, `exec vllm serve` in an
+        # entrypoint script): re-read a process on its first scans, and GPU-resident ones always.
+        if hit is not None and hit[3] >= SETTLE_SCANS and not resident:
+            return hit
+        self.cmdline_reads += 1
+        with proc.oneshot():
+            try:
+                name = proc.name()
+            except psutil.AccessDenied:
+                name = ""
+            try:
+                argv = tuple(proc.cmdline())
+            except psutil.AccessDenied:
+                argv = ()
+        kind = classify(argv, name, gpu_resident=False)
+        # A `python train.py` is kept before it holds GPU memory too: its model load is a G3 transient.
+        if kind == "other" and is_training_script(argv):
+            kind = "candidate"
+        entry = (name, argv, kind, (hit[3] if hit else 0) + 1)
+        self._cache[key] = entry
+        return entry
+
+    def collect(self, partial: Mapping[str, Any]) -> Mapping[str, Any]:
+        gpu: Mapping[int, int | None] = partial.get("_gpu_processes") or {}
+        seen: set[tuple[int, float]] = set()
+        out: list[ProcessInfo] = []
+        for proc in self._iter():
+            try:
+                key = (proc.pid, proc.create_time())
+                seen.add(key)
+                resident = proc.pid in gpu
+                name, argv, kind, _ = self._identify(proc, key, resident)
+                if not resident and kind == "other":
+                    continue
+                # A pid reused since psutil first saw it: skip now, psutil refreshes it next scan.
+                if not proc.is_running():
+                    continue
+                rss = proc.memory_info().rss
+            except _GONE:
+                continue
+            out.append(
+                ProcessInfo(
+                    pid=proc.pid,
+                    create_time=key[1],
+                    name=name,
+                    cmdline=argv,
+                    rss_bytes=int(rss),
+                    gpu_mem_bytes=gpu.get(proc.pid) if resident else None,
+                    gpu_resident=resident,
+                )
+            )
+        for key in self._cache.keys() - seen:
+            del self._cache[key]
+        return {"processes": tuple(out)}
+
+    def close(self) -> None:
+        self._cache.clear()

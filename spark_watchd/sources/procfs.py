@@ -1,0 +1,126 @@
+"""Pure parsers for /proc text (meminfo, pressure, vmstat, uptime, boot_id) and a reader under a root.
+
+Parsers take the file's text and return plain data, or raise ValueError naming
+the line that is wrong; they never touch the filesystem. `read_proc` is the one
+place that does, under an injectable root (like node_exporter --path.procfs).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+
+from spark_watchd.sources.base import SourceUnavailable
+
+_MEMINFO_LINE = re.compile(r"^([A-Za-z0-9_()]+):\s+(\d+)(?:\s+kB)?\s*$")
+_PSI_FIELD = re.compile(r"^(avg10|avg60|avg300|total)=(\d+(?:\.\d+)?)$")
+_BOOT_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def parse_meminfo(text: str) -> dict[str, int]:
+    """/proc/meminfo as {key: int}, values exactly as the file gives them (kB; HugePages_* are counts)."""
+    out: dict[str, int] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        m = _MEMINFO_LINE.match(line)
+        if not m:
+            raise ValueError(f"meminfo line {lineno}: expected 'Key: value [kB]', got {line[:60]!r}")
+        out[m.group(1)] = int(m.group(2))
+    if "MemTotal" not in out:
+        raise ValueError("meminfo: no MemTotal line")
+    return out
+
+
+def parse_psi(text: str) -> dict[str, dict[str, float]]:
+    """/proc/pressure/* as {"some": {avg10, avg60, avg300, total}, "full": {...}}; total in microseconds."""
+    out: dict[str, dict[str, float]] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        parts = line.split()
+        if not parts:
+            continue
+        kind = parts[0]
+        if kind not in ("some", "full"):
+            raise ValueError(f"pressure line {lineno}: expected 'some' or 'full', got {parts[0][:20]!r}")
+        fields: dict[str, float] = {}
+        for part in parts[1:]:
+            m = _PSI_FIELD.match(part)
+            if not m:
+                raise ValueError(f"pressure line {lineno}: bad field {part[:40]!r}")
+            fields[m.group(1)] = int(m.group(2)) if m.group(1) == "total" else float(m.group(2))
+        missing = {"avg10", "avg60", "avg300", "total"} - fields.keys()
+        if missing:
+            raise ValueError(f"pressure line {lineno}: missing {', '.join(sorted(missing))}")
+        out[kind] = fields
+    if "some" not in out:
+        raise ValueError("pressure: no 'some' line")
+    return out
+
+
+def parse_vmstat(text: str) -> dict[str, int]:
+    """/proc/vmstat as {counter: int} (pgmajfault, pswpin, pswpout, oom_kill, ...)."""
+    out: dict[str, int] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        parts = line.split()
+        if not parts:
+            continue
+        if len(parts) != 2 or not parts[1].lstrip("-").isdigit():
+            raise ValueError(f"vmstat line {lineno}: expected 'name value', got {line[:60]!r}")
+        out[parts[0]] = int(parts[1])
+    if not out:
+        raise ValueError("vmstat: empty")
+    return out
+
+
+def parse_uptime(text: str) -> float:
+    """First field of /proc/uptime: seconds since boot."""
+    parts = text.split()
+    try:
+        value = float(parts[0])
+    except (IndexError, ValueError):
+        raise ValueError(f"uptime: expected 'seconds idle_seconds', got {text[:60]!r}") from None
+    if value < 0:
+        raise ValueError(f"uptime: negative value {value}")
+    return value
+
+
+def parse_boot_id(text: str) -> str:
+    """/proc/sys/kernel/random/boot_id: a UUID, new at every boot."""
+    value = text.strip()
+    if not _BOOT_ID.match(value):
+        raise ValueError(f"boot_id: not a UUID: {value[:60]!r}")
+    return value
+
+
+def read_proc(root: str, rel: str) -> str:
+    """Text of ROOT/REL; SourceUnavailable naming the path when it cannot be read."""
+    path = os.path.join(root, rel)
+    try:
+        with open(path, encoding="ascii", errors="replace") as f:
+            return f.read()
+    except OSError as exc:
+        raise SourceUnavailable(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def read_optional(root: str, rel: str) -> str | None:
+    """Text of ROOT/REL, or None when the kernel does not provide it (missing, or EOPNOTSUPP)."""
+    path = os.path.join(root, rel)
+    try:
+        with open(path, encoding="ascii", errors="replace") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        # PSI compiled in but disabled (psi=0) answers EOPNOTSUPP on read: not supported, not broken.
+        if exc.errno == errno.EOPNOTSUPP:
+            return None
+        raise SourceUnavailable(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def parsed(parser, text: str, path: str):
+    """Run a parser; a ValueError becomes SourceUnavailable naming the file."""
+    try:
+        return parser(text)
+    except ValueError as exc:
+        raise SourceUnavailable(f"{path}: {exc}") from None

@@ -1,0 +1,119 @@
+"""Core routes: /metrics, /healthz, /api/v1/status. They only read the published snapshot."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from prometheus_client.exposition import choose_encoder
+
+from spark_watchd import __version__
+from spark_watchd.exporter import build_registry
+from spark_watchd.snapshot import Snapshot
+from spark_watchd.web.http import Request, Response, Route
+
+KB = 1024
+
+
+def memory_summary(snapshot: Snapshot, os_reserve_bytes: int = 0) -> dict[str, Any]:
+    """Headline memory figures in bytes (None where not sampled)."""
+    s = snapshot.sample
+    mi = s.meminfo if s is not None else {}
+
+    def b(key):
+        return mi[key] * KB if mi.get(key) is not None else None
+
+    avail = b("MemAvailable")
+    return {
+        "total_bytes": b("MemTotal"),
+        "available_bytes": avail,
+        "available_min_bytes": s.mem_available_min_kb * KB
+        if s is not None and s.mem_available_min_kb is not None
+        else avail,
+        "budget_bytes": max(0, avail - os_reserve_bytes) if avail is not None else None,
+        "os_reserve_bytes": os_reserve_bytes,
+        "swap_used_bytes": (mi["SwapTotal"] - mi["SwapFree"]) * KB
+        if "SwapTotal" in mi and "SwapFree" in mi
+        else None,
+        "gpu_attributed_bytes": sum(p.gpu_mem_bytes for p in s.processes if p.gpu_mem_bytes)
+        if s is not None
+        else None,
+    }
+
+
+def status_dict(daemon) -> dict[str, Any]:
+    """The /api/v1/status document: latest sample summary, findings, recent events, sources."""
+    snap: Snapshot = daemon.snapshot()
+    s = snap.sample
+    reserve = int(getattr(daemon.settings.thresholds, "os_reserve_bytes", 0) or 0)
+    diag = snap.diagnosis
+    return {
+        "version": __version__,
+        "mode": snap.mode,
+        "fresh": daemon.is_fresh(),
+        "published_at": snap.published_at or None,
+        "age_seconds": round(time.time() - snap.published_at, 3) if snap.published_at else None,
+        "interval_seconds": daemon.expected_period(),
+        "ts": s.ts if s is not None else None,
+        "host": s.host if s is not None else None,
+        "boot_id": s.boot_id if s is not None else None,
+        "uptime_s": s.uptime_s if s is not None else None,
+        "memory": memory_summary(snap, reserve),
+        "gpus": [g.to_dict() for g in s.gpus] if s is not None else [],
+        "psi_memory": s.psi_memory if s is not None else None,
+        "processes": [p.to_dict() for p in s.processes] if s is not None else [],
+        "throughput": [t.to_dict() for t in s.throughput] if s is not None else [],
+        "worst": diag.worst() if diag is not None else "unknown",
+        "findings": {g: f.to_dict() for g, f in diag.findings.items()} if diag is not None else {},
+        "events": [e.to_dict() for e in diag.events] if diag is not None else [],
+        "recent_events": [e.to_dict() for e in snap.recent_events],
+        "event_counts": dict(snap.event_counts),
+        "sources": {
+            name: {
+                "up": st.up,
+                "duration_seconds": st.duration_s,
+                "errors_total": st.errors_total,
+                "error": st.error,
+            }
+            for name, st in snap.sources.items()
+        },
+        "extras": _jsonable(snap.extras),
+    }
+
+
+def _jsonable(obj: Any) -> Any:
+    try:
+        json.dumps(obj)
+        return obj
+    except (TypeError, ValueError):
+        return {k: (v.to_dict() if hasattr(v, "to_dict") else repr(v)) for k, v in dict(obj).items()}
+
+
+def routes(daemon) -> list[Route]:
+    """Core routes for the route table in web/server.py."""
+    registry = getattr(daemon, "registry", None) or build_registry(daemon)
+    daemon.registry = registry
+
+    def metrics(req: Request) -> Response:
+        encoder, content_type = choose_encoder(req.headers.get("accept", ""))
+        return Response(200, encoder(registry), content_type)
+
+    def healthz(req: Request) -> Response:
+        snap = daemon.snapshot()
+        if snap.sample is None:
+            return Response(503, b"no sample yet\n")
+        if daemon.is_fresh():
+            return Response(200, b"ok\n")
+        age = time.time() - snap.published_at
+        return Response(503, f"stale: last sample {age:.0f} s ago\n".encode())
+
+    def status(req: Request) -> Response:
+        body = json.dumps(status_dict(daemon), default=str).encode()
+        return Response(200, body, "application/json")
+
+    return [
+        Route("GET", "/metrics", metrics),
+        Route("GET", "/healthz", healthz),
+        Route("GET", "/api/v1/status", status),
+    ]

@@ -1,0 +1,286 @@
+"""The HTTP server: a bounded worker pool, per-connection timeouts, one explicit tuple of route providers.
+
+A slow or half-open client holds at most one worker until its timeout; when
+every worker is busy a new connection gets an immediate 503 instead of
+queueing behind it, so Prometheus scrapes are never stuck behind such clients.
+"""
+
+from __future__ import annotations
+
+import importlib
+import socket
+import ssl
+import threading
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler
+from urllib.parse import parse_qs
+
+from spark_watchd.logging import get_logger
+from spark_watchd.web.auth import WebConfig
+from spark_watchd.web.http import Request, Response, Route
+
+# Route providers, each a module with `routes(daemon) -> list[Route]`; imported guarded, here only.
+ROUTE_PROVIDERS = ("spark_watchd.web.api", "spark_watchd.web.page", "spark_watchd.throughput.api")
+
+_BODY_METHODS = ("POST", "PUT", "PATCH")
+_DRAIN_LIMIT = 256 * 1024  # read this much of a refused body so the client sees our answer, not a reset
+
+
+def collect_routes(daemon, providers: Iterable[str] = ROUTE_PROVIDERS, log=None) -> list[Route]:
+    """Routes from every provider that exists in this build; a provider that fails is logged and skipped."""
+    log = log or get_logger("http")
+    out: list[Route] = []
+    for modname in providers:
+        try:
+            mod = importlib.import_module(modname)
+        except ModuleNotFoundError as exc:
+            if exc.name != modname:
+                log.error("route provider import failed", module=modname, error=str(exc))
+            continue
+        try:
+            out.extend(mod.routes(daemon))
+        except Exception as exc:
+            log.exception("route provider failed", module=modname, error=str(exc))
+    return out
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "spark-watchd"
+    sys_version = ""
+    # Set per server by HttpServer (a subclass each).
+    app: HttpServer
+
+    error_message_format = "%(code)d %(message)s\n"
+    error_content_type = "text/plain; charset=utf-8"
+
+    def send_error(self, code, message=None, explain=None):
+        # Garbage request lines parse as HTTP/0.9, which would get a reply without a status line.
+        self.request_version = "HTTP/1.1"
+        self.close_connection = True
+        super().send_error(code, message, explain)
+
+    def log_message(self, format, *args):  # noqa: A002 - the base class's signature
+        pass  # access logs would flood journald at one scrape per 15 s; errors are logged by the app
+
+    def _dispatch(self) -> None:
+        self.close_connection = True
+        app = self.app
+        extra = dict(app.web.headers) if app.web else {}
+        if (
+            app.web is not None
+            and app.web.users
+            and not app.web.check_basic(self.headers.get("Authorization"))
+        ):
+            extra["WWW-Authenticate"] = 'Basic realm="spark-watchd", charset="UTF-8"'
+            return self._send(Response(401, b"authentication required\n"), extra)
+        path, _, qs = self.path.partition("?")
+        by_method = app.table.get(path)
+        if by_method is None:
+            return self._send(Response(404, b"not found\n"), extra)
+        method = "GET" if self.command == "HEAD" else self.command
+        route = by_method.get(method)
+        if route is None:
+            extra["Allow"] = ", ".join(sorted(set(by_method) | ({"HEAD"} if "GET" in by_method else set())))
+            return self._send(Response(405, b"method not allowed\n"), extra)
+        body = b""
+        if method in _BODY_METHODS:
+            body = self._read_body(route, extra)
+            if body is None:
+                return
+        req = Request(
+            method=method,
+            path=path,
+            query=parse_qs(qs, keep_blank_values=True),
+            headers={k.lower(): v for k, v in self.headers.items()},
+            body=body,
+            client=self.client_address[0] if self.client_address else "",
+        )
+        try:
+            resp = route.handler(req)
+        except Exception as exc:
+            app.log.exception("handler failed", path=path, error=str(exc))
+            resp = Response(500, b"internal error\n")
+        self._send(resp, extra)
+
+    def _read_body(self, route: Route, extra: dict) -> bytes | None:
+        """The request body, or None after answering 411/400/413 (413 is sent before reading it)."""
+        if self.headers.get("Transfer-Encoding"):
+            self._send(Response(411, b"send the body with a Content-Length, not chunked\n"), extra)
+            return None
+        raw = self.headers.get("Content-Length")
+        if raw is None:
+            self._send(Response(411, b"Content-Length required\n"), extra)
+            return None
+        try:
+            length = int(raw.strip())
+            if length < 0:
+                raise ValueError
+        except ValueError:
+            self._send(Response(400, b"invalid Content-Length\n"), extra)
+            return None
+        if length > route.max_body:
+            self._send(Response(413, f"body over {route.max_body} bytes\n".encode()), extra)
+            self._drain(min(length, _DRAIN_LIMIT))
+            return None
+        body = self.rfile.read(length)
+        if len(body) < length:
+            self._send(Response(400, b"body shorter than Content-Length\n"), extra)
+            return None
+        return body
+
+    def _drain(self, n: int) -> None:
+        try:
+            self.wfile.flush()
+            self.connection.settimeout(1.0)
+            while n > 0:
+                chunk = self.rfile.read1(min(n, 65536)) if hasattr(self.rfile, "read1") else b""
+                if not chunk:
+                    break
+                n -= len(chunk)
+        except OSError:
+            pass
+
+    def _send(self, resp: Response, extra: dict) -> None:
+        try:
+            self.send_response(
+                resp.status,
+                HTTPStatus(resp.status).phrase if resp.status in HTTPStatus._value2member_map_ else "",
+            )
+            self.send_header("Content-Type", resp.content_type)
+            self.send_header("Content-Length", str(len(resp.body)))
+            self.send_header("Connection", "close")
+            for k, v in {**extra, **resp.headers}.items():
+                self.send_header(k, v)
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(resp.body)
+        except OSError:
+            pass  # the client went away
+
+    do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = _dispatch
+
+
+class HttpServer:
+    """Serves routes on HOST:PORT with a bounded pool of workers; optional TLS and basic auth (WebConfig)."""
+
+    def __init__(
+        self,
+        listen: str,
+        routes: Iterable[Route],
+        *,
+        workers: int = 8,
+        timeout: float = 10.0,
+        web: WebConfig | None = None,
+    ):
+        self.host, self.port = parse_listen(listen)
+        self.log = get_logger("http")
+        self.table: dict[str, dict[str, Route]] = {}
+        for r in routes:
+            self.table.setdefault(r.path, {})[r.method.upper()] = r
+        self.timeout = timeout
+        self.web = web
+        self.workers = workers
+        self._slots = threading.BoundedSemaphore(workers)
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="http")
+        self._handler = type("Handler", (_Handler,), {"app": self})
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        self._sock = socket.socket(family, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self._sock.bind((self.host, self.port))
+        except OSError:
+            self._sock.close()
+            raise
+        self._sock.listen(128)
+        self._sock.settimeout(0.5)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self._sock.getsockname()[:2]
+
+    @property
+    def url(self) -> str:
+        host, port = self.address
+        scheme = "https" if self.web is not None and self.web.tls is not None else "http"
+        return f"{scheme}://{'[' + host + ']' if ':' in host else host}:{port}/"
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._accept_loop, name="http-accept", daemon=True)
+        self._thread.start()
+
+    def _accept_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, addr = self._sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                if self._stop.is_set():
+                    return
+                continue
+            if not self._slots.acquire(blocking=False):
+                self._refuse_busy(conn)
+                continue
+            try:
+                self._pool.submit(self._serve, conn, addr)
+            except RuntimeError:  # pool shut down
+                self._slots.release()
+                conn.close()
+                return
+
+    def _refuse_busy(self, conn: socket.socket) -> None:
+        try:
+            conn.setblocking(False)
+            conn.send(
+                b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 5\r\nConnection: close\r\n\r\nbusy\n"
+            )
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def _serve(self, conn: socket.socket, addr) -> None:
+        try:
+            conn.settimeout(self.timeout)
+            if self.web is not None and self.web.tls is not None:
+                try:
+                    conn = self.web.tls.wrap_socket(conn, server_side=True)
+                except (ssl.SSLError, OSError) as exc:
+                    self.log.debug("TLS handshake failed", client=addr[0], error=str(exc))
+                    conn.close()
+                    return
+            self._handler(conn, addr, self)
+        except (TimeoutError, ConnectionError, ssl.SSLError):
+            pass  # slow, half-open or vanished client: drop it
+        except Exception as exc:
+            self.log.exception("connection failed", error=str(exc))
+        finally:
+            try:
+                conn.close()
+            except OSError:
+                pass
+            self._slots.release()
+
+    def stop(self) -> None:
+        self._stop.set()
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """Split HOST:PORT (IPv6 as [::1]:PORT); ValueError naming the problem."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"listen address {listen!r} is not HOST:PORT")
+    host = host.strip("[]") or "0.0.0.0"
+    return host, int(port)

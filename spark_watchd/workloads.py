@@ -1,0 +1,158 @@
+"""Which workload a process is, and which memory caps it was launched with. Pure functions of argv.
+
+Shared by the process scan (which keeps only relevant processes), the
+diagnosis (G6 contention) and the exporter (`sparkwatchd_workloads{kind}`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+
+KINDS = ("vllm", "sglang", "ollama", "llamacpp", "trainer", "other")
+
+_PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
+# Script names that make a GPU-resident `python SCRIPT` a trainer.
+_TRAIN_SCRIPT = re.compile(r"(train|finetune|fine_tune|sft|dpo|grpo|pretrain)", re.IGNORECASE)
+_TRAINER_BINARIES = {"torchrun", "axolotl", "deepspeed", "tune", "llamafactory-cli"}
+_TRAINER_MODULES = (
+    "torch.distributed.run",
+    "torch.distributed.launch",
+    "axolotl",
+    "trl",
+    "unsloth",
+    "deepspeed",
+)
+_TRL_VERBS = {"sft", "dpo", "grpo", "kto", "reward", "rloo", "ppo", "orpo"}
+
+
+def _base(arg: str) -> str:
+    return os.path.basename(arg)
+
+
+def _program(argv: Sequence[str]) -> tuple[str, str | None, list[str]]:
+    """(program basename, `-m` module or None, remaining args) looking through a python interpreter.
+
+    `python3 /usr/local/bin/vllm serve` (how a console script really runs) and
+    `python -m vllm.entrypoints.openai.api_server` both resolve to what runs.
+    """
+    if not argv:
+        return "", None, []
+    prog = _base(argv[0])
+    if not _PYTHON.match(prog):
+        return prog, None, list(argv[1:])
+    i = 1
+    while i < len(argv):
+        a = argv[i]
+        if a == "-m" and i + 1 < len(argv):
+            return prog, argv[i + 1], list(argv[i + 2 :])
+        if a.startswith("-m") and len(a) > 2:
+            return prog, a[2:], list(argv[i + 1 :])
+        if a == "-c":
+            return prog, None, list(argv[i + 1 :])
+        if a in ("-W", "-X", "-Q"):
+            i += 2
+            continue
+        if a.startswith("-"):
+            i += 1
+            continue
+        return _base(a), None, list(argv[i + 1 :])  # the script
+    return prog, None, []
+
+
+def classify(cmdline: Sequence[str], name: str = "", gpu_resident: bool = False) -> str:
+    """The workload kind of a process: vllm, sglang, ollama, llamacpp, trainer or other."""
+    argv = list(cmdline)
+    # Engine sub-processes retitle themselves ("VLLM::EngineCore", "sglang::scheduler") and hold the GPU memory.
+    title = argv[0] if argv else name
+    for prefix, kind in (("VLLM::", "vllm"), ("sglang::", "sglang")):
+        if title.startswith(prefix) or name.startswith(prefix):
+            return kind
+    prog, module, rest = _program(argv)
+    if not prog:
+        prog = name
+    mod_root = (module or "").split(".")[0]
+    first = rest[0] if rest else ""
+    if prog == "vllm" or mod_root == "vllm":
+        return "vllm"
+    if mod_root == "sglang" or (prog == "sglang" and first in ("serve", "launch_server")):
+        return "sglang"
+    if prog in ("ollama_llama_server",) or (prog == "ollama" and first in ("serve", "runner")):
+        return "ollama"
+    if prog.startswith("llama-server") or module == "llama_cpp.server":
+        return "llamacpp"
+    if module and any(module == m or module.startswith(m + ".") for m in _TRAINER_MODULES):
+        return "trainer"
+    if prog in _TRAINER_BINARIES or "unsloth" in prog:
+        return "trainer"
+    if prog == "accelerate" and first == "launch":
+        return "trainer"
+    if prog == "trl" and first in _TRL_VERBS:
+        return "trainer"
+    # A plain `python train.py` counts only while it holds GPU memory (else it is any script).
+    if gpu_resident and is_training_script(argv):
+        return "trainer"
+    return "other"
+
+
+def is_training_script(cmdline: Sequence[str]) -> bool:
+    """`python train.py`-like: a trainer once it holds GPU memory, worth watching before (model load)."""
+    prog, module, _ = _program(list(cmdline))
+    return module is None and prog.endswith(".py") and bool(_TRAIN_SCRIPT.search(prog))
+
+
+_SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kKmMgGtT])$")
+_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def parse_size(text: str) -> int | None:
+    """A byte count as vLLM reads it: `40G` = 40 GiB, `40g` = 40e9, `25.6k` = 25600, plain integers."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    m = _SIZE.match(text)
+    if not m:
+        return None
+    number, suffix = m.groups()
+    if suffix in _DECIMAL:
+        return int(float(number) * _DECIMAL[suffix])
+    if not number.isdigit():
+        return None  # vLLM refuses decimals with binary suffixes
+    return int(number) * _BINARY[suffix]
+
+
+def _flag(argv: Sequence[str], names: Sequence[str]) -> str | None:
+    """Value of the last `--flag value` or `--flag=value` among names (argparse: the last one wins)."""
+    value = None
+    for i, a in enumerate(argv):
+        for n in names:
+            if a == n and i + 1 < len(argv):
+                value = argv[i + 1]
+            elif a.startswith(n + "="):
+                value = a[len(n) + 1 :]
+    return value
+
+
+def read_caps(cmdline: Sequence[str]) -> dict[str, float | int | None]:
+    """The memory caps on a command line: gpu_memory_utilization (fraction) and kv_cache_memory_bytes.
+
+    SGLang's `--mem-fraction-static` is its gpu_memory_utilization. Unparseable values are None.
+    """
+    frac_text = _flag(
+        cmdline, ("--gpu-memory-utilization", "--gpu_memory_utilization", "--mem-fraction-static")
+    )
+    frac: float | None = None
+    if frac_text is not None:
+        try:
+            frac = float(frac_text)
+        except ValueError:
+            frac = None
+        if frac is not None and not 0.0 < frac <= 1.0:
+            frac = None
+    kv_text = _flag(cmdline, ("--kv-cache-memory-bytes", "--kv_cache_memory_bytes", "--kv-cache-memory"))
+    return {
+        "gpu_memory_utilization": frac,
+        "kv_cache_memory_bytes": parse_size(kv_text) if kv_text is not None else None,
+    }

@@ -1,0 +1,103 @@
+"""G6 contention classifier and eviction detection on hand-built windows."""
+
+from __future__ import annotations
+
+from diag_builders import Host, proc
+
+from spark_watchd.diagnose import g6
+from spark_watchd.diagnose.engine import Diagnoser
+from spark_watchd.diagnose.thresholds import Thresholds
+
+VLLM_CAPPED = ["python3", "-m", "vllm.entrypoints.openai.api_server", "--gpu-memory-utilization", "0.5"]
+VLLM_KV = ["python3", "-m", "vllm.entrypoints.openai.api_server", "--kv-cache-memory-bytes", "40G"]
+VLLM_DEFAULT = ["vllm", "serve", "Qwen/Qwen3-32B"]
+OLLAMA = ["/usr/local/bin/ollama", "serve"]
+TRAINER = ["python3", "train.py", "--config", "qlora.yaml"]
+
+
+def test_capped_vllm_beside_small_lora_is_ok():
+    host = Host()
+    th = Thresholds()
+    procs = [proc(1, VLLM_CAPPED, 3.0, 60.0), proc(2, TRAINER, 2.5, 3.5)]
+    assert g6.classify(host.run(3, processes=procs), th).severity == "ok"
+
+
+def test_uncapped_tenants_beside_a_large_trainer_warn():
+    th = Thresholds()
+    for server in (VLLM_KV, VLLM_DEFAULT, OLLAMA, ["vllm", "serve", "m", "--gpu-memory-utilization=0.6"]):
+        h = Host()
+        procs = [proc(1, server, 3.0, 30.0), proc(2, TRAINER, 14.0, 38.0)]
+        f = g6.classify(h.run(3, processes=procs), th)
+        assert f.severity == "warning", server
+
+
+def test_capped_at_half_is_the_boundary():
+    host = Host()
+    th = Thresholds()
+    small = [proc(2, TRAINER, 5.0, 6.0)]  # heavy but not large
+    at = [proc(1, ["vllm", "serve", "m", "--gpu-memory-utilization", "0.5"], 3.0, 60.0)] + small
+    over = [proc(1, ["vllm", "serve", "m", "--gpu-memory-utilization", "0.51"], 3.0, 60.0)] + small
+    assert g6.classify(host.run(2, processes=at), th).severity == "ok"
+    assert g6.classify(Host().run(2, processes=over), th).severity == "warning"
+
+
+def test_single_heavy_workload_is_ok():
+    host = Host()
+    th = Thresholds()
+    assert g6.classify(host.run(3, processes=[proc(1, VLLM_DEFAULT, 3.0, 100.0)]), th).severity == "ok"
+
+
+def _evict(host, proc, th, after_rss, gpu_after=38.0, psi=20.0, create_time=1000.0):
+    d = Diagnoser(th)
+    server = proc(1, VLLM_KV, 3.0, 40.0)
+    for s in host.run(4, processes=[server, proc(2, TRAINER, 14.0, 38.0)]):
+        d.observe(s)
+    victim = proc(2, TRAINER, after_rss, gpu_after, create_time=create_time)
+    return d.observe(host.sample(processes=[server, victim], psi_some=psi, swapout=3000))
+
+
+def test_eviction_over_threshold_is_an_event_and_critical():
+    host = Host()
+    th = Thresholds()
+    out = _evict(host, proc, th, after_rss=14.0 * (1 - th.eviction_loss_ratio) - 0.1)
+    assert [e.kind for e in out.events] == ["eviction"]
+    assert out.findings["G6"].severity == "critical"
+
+
+def test_loss_under_ratio_is_not_eviction():
+    host = Host()
+    th = Thresholds()
+    out = _evict(host, proc, th, after_rss=14.0 * (1 - th.eviction_loss_ratio) + 0.1)
+    assert out.events == ()
+
+
+def test_loss_without_pressure_is_not_eviction():
+    host = Host()
+    th = Thresholds()
+    d = Diagnoser(th)
+    srv = proc(1, VLLM_KV, 3.0, 40.0)
+    for s in host.run(3, processes=[srv, proc(2, TRAINER, 14.0, 38.0)]):
+        d.observe(s)
+    assert d.observe(host.sample(processes=[srv, proc(2, TRAINER, 7.0, 38.0)])).events == ()
+
+
+def test_weights_moved_to_gpu_is_not_eviction():
+    host = Host()
+    th = Thresholds()
+    out = _evict(host, proc, th, after_rss=3.0, gpu_after=38.0 + 11.0)
+    assert out.events == ()
+
+
+def test_pid_reuse_is_a_new_process_not_an_eviction():
+    host = Host()
+    th = Thresholds()
+    out = _evict(host, proc, th, after_rss=3.0, create_time=5000.0)
+    assert out.events == ()
+
+
+def test_major_fault_storm_with_stalls_while_sharing_is_critical():
+    host = Host()
+    th = Thresholds()
+    procs = [proc(1, VLLM_KV, 3.0, 40.0), proc(2, TRAINER, 14.0, 38.0)]
+    storm = host.run(3, processes=procs, majfault=th.majfault_storm_per_s + 50, psi_some=10.0)
+    assert g6.classify(storm, th).severity == "critical"

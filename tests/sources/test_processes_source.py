@@ -1,0 +1,154 @@
+"""The process scan against real processes: workloads found, GPU pids joined, vanishing ones tolerated."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+import psutil
+import pytest
+
+from spark_watchd.sources.processes import SETTLE_SCANS, ProcessSource
+
+SLEEPER = "import time\ntime.sleep(120)\n"
+
+
+@pytest.fixture
+def spawn(tmp_path):
+    procs: list[subprocess.Popen] = []
+
+    def start(script_name: str, *args: str) -> subprocess.Popen:
+        script = tmp_path / script_name
+        script.write_text(SLEEPER)
+        p = subprocess.Popen([sys.executable, str(script), *args])
+        procs.append(p)
+        for _ in range(500):  # until the child has exec'd the script
+            try:
+                if str(script) in psutil.Process(p.pid).cmdline():
+                    break
+            except psutil.Error:
+                pass
+            threading.Event().wait(0.01)
+        return p
+
+    yield start
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+def by_pid(out):
+    return {p.pid: p for p in out["processes"]}
+
+
+def test_finds_workloads_and_gpu_resident_processes(spawn):
+    vllm = spawn("vllm", "serve", "Qwen/Qwen3-32B", "--gpu-memory-utilization", "0.5")
+    trainer = spawn("train.py", "--config", "qlora.yaml")
+    other = spawn("notebook.py")
+    src = ProcessSource()
+    got = by_pid(src.collect({"_gpu_processes": {trainer.pid: 40 * 2**30, other.pid: None}}))
+    v = got[vllm.pid]
+    assert v.cmdline[2:] == ("serve", "Qwen/Qwen3-32B", "--gpu-memory-utilization", "0.5")
+    assert not v.gpu_resident and v.gpu_mem_bytes is None and v.rss_bytes > 0
+    assert v.create_time == psutil.Process(vllm.pid).create_time()
+    t = got[trainer.pid]
+    assert t.gpu_resident and t.gpu_mem_bytes == 40 * 2**30
+    o = got[other.pid]  # any GPU-resident process is reported, workload or not
+    assert o.gpu_resident and o.gpu_mem_bytes is None
+    assert os.getpid() not in got  # the test runner is neither
+    src.close()
+
+
+def test_training_script_is_kept_before_it_holds_gpu_memory(spawn):
+    trainer = spawn("train.py")
+    got = by_pid(ProcessSource().collect({}))
+    assert trainer.pid in got and not got[trainer.pid].gpu_resident
+
+
+def test_argv_is_read_only_while_a_process_is_new(spawn):
+    # A fixed process list: other processes on the machine come and go during the test.
+    listed = [psutil.Process(os.getpid())]
+    src = ProcessSource(process_iter=lambda: iter(listed))
+    for _ in range(SETTLE_SCANS):
+        src.collect({})
+    assert src.cmdline_reads == SETTLE_SCANS
+    src.collect({})
+    assert src.cmdline_reads == SETTLE_SCANS  # nothing new: nothing read again
+    listed.append(psutil.Process(spawn("vllm", "serve", "m").pid))
+    src.collect({})
+    assert src.cmdline_reads == SETTLE_SCANS + 1
+    src.collect({"_gpu_processes": {os.getpid(): 1}})  # GPU-resident ones are re-read every scan
+    assert src.cmdline_reads == SETTLE_SCANS + 3
+
+
+def test_exec_after_fork_is_noticed(tmp_path):
+    # A shell that later execs the server keeps its pid and start time: its new argv must still be seen.
+    script = tmp_path / "vllm"
+    script.write_text(SLEEPER)
+    p = subprocess.Popen(
+        ["/bin/sh", "-c", f"read x; exec {sys.executable} {script} serve m"], stdin=subprocess.PIPE
+    )
+    try:
+        src = ProcessSource()
+        assert p.pid not in by_pid(src.collect({}))
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+        for _ in range(500):
+            if str(script) in psutil.Process(p.pid).cmdline():
+                break
+            threading.Event().wait(0.01)
+        assert by_pid(src.collect({}))[p.pid].cmdline[-2:] == ("serve", "m")
+    finally:
+        p.kill()
+        p.wait()
+
+
+def _killing_iter(victim: subprocess.Popen, reap: bool):
+    def it():
+        for proc in psutil.process_iter():
+            if proc.pid == victim.pid:
+                victim.kill()
+                if reap:
+                    victim.wait()  # gone entirely
+                else:
+                    psutil.Process(victim.pid)  # still a zombie until reaped
+                    for _ in range(200):
+                        if psutil.Process(victim.pid).status() == psutil.STATUS_ZOMBIE:
+                            break
+                        threading.Event().wait(0.01)
+            yield proc
+
+    return it
+
+
+@pytest.mark.parametrize("reap", [True, False], ids=["vanished", "zombie"])
+def test_processes_vanishing_mid_scan_are_skipped(spawn, reap):
+    victim = spawn("vllm", "serve", "m")
+    keeper = spawn("train.py")
+    src = ProcessSource(process_iter=_killing_iter(victim, reap))
+    got = by_pid(src.collect({"_gpu_processes": {victim.pid: 1, keeper.pid: 2}}))
+    assert victim.pid not in got
+    assert got[keeper.pid].gpu_mem_bytes == 2
+
+
+def test_access_denied_argv_is_tolerated(monkeypatch, spawn):
+    p = spawn("train.py")
+
+    def denied(self):
+        raise psutil.AccessDenied(self.pid)
+
+    monkeypatch.setattr(psutil.Process, "cmdline", denied)
+    got = by_pid(ProcessSource().collect({"_gpu_processes": {p.pid: 5}}))
+    assert got[p.pid].cmdline == () and got[p.pid].gpu_resident
+
+
+def test_no_fd_leak_across_scans(spawn):
+    spawn("vllm", "serve", "m")
+    src = ProcessSource()
+    src.collect({})
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(5):
+        src.collect({})
+    assert len(os.listdir("/proc/self/fd")) == before

@@ -1,0 +1,162 @@
+"""The HTTP server under bad input and bad clients: 413/411/400, slow-loris, busy pool, routing."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+from spark_watchd.config import load_settings
+from spark_watchd.daemon import Daemon
+from spark_watchd.web.http import Response, Route
+from spark_watchd.web.server import HttpServer, collect_routes, parse_listen
+from tests.daemon_helpers import http_get, samples, value
+
+
+class _MemSource:
+    name = "meminfo"
+
+    def collect(self, partial):
+        return {"meminfo": {"MemTotal": 1000, "MemAvailable": 400}, "vmstat": {"oom_kill": 2}}
+
+    def close(self):
+        pass
+
+
+@pytest.fixture
+def server(tmp_path):
+    settings = load_settings(None, environ={})
+    daemon = Daemon(settings, sources=(_MemSource(),), state_dir=str(tmp_path))
+    daemon.tick()
+    got = []
+
+    def echo(req):
+        got.append(req.body)
+        return Response(200, b"got %d\n" % len(req.body))
+
+    routes = [*collect_routes(daemon), Route("POST", "/echo", echo, max_body=1024)]
+    srv = HttpServer("127.0.0.1:0", routes, workers=4, timeout=1.0)
+    srv.start()
+    srv.received = got
+    yield srv
+    srv.stop()
+    daemon.close()
+
+
+def _raw(srv, data: bytes, read: bool = True, timeout: float = 5.0) -> bytes:
+    with socket.create_connection(srv.address, timeout=timeout) as s:
+        s.sendall(data)
+        if not read:
+            return b""
+        chunks = []
+        while True:
+            try:
+                c = s.recv(65536)
+            except (ConnectionResetError, TimeoutError):
+                break
+            if not c:
+                break
+            chunks.append(c)
+        return b"".join(chunks)
+
+
+def _metrics_ok(srv) -> bool:
+    status, text = http_get(srv.url + "metrics", timeout=3)
+    return status == 200 and value(samples(text), "sparkwatchd_oom_kills_total") == 2
+
+
+def test_metrics_render_the_published_snapshot(server):
+    assert _metrics_ok(server)
+
+
+def test_oversized_body_gets_413_before_it_is_read_while_metrics_answers(server):
+    # Announce 20 MB and start streaming it from another thread.
+    sock = socket.create_connection(server.address, timeout=5)
+    sock.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 20971520\r\n\r\n")
+    reply = []
+
+    def stream():
+        try:
+            chunk = b"x" * 65536
+            for _ in range(320):
+                sock.sendall(chunk)
+        except OSError:
+            pass  # the server stopped reading after its 413: expected
+
+    t = threading.Thread(target=stream)
+    t.start()
+    try:
+        reply.append(sock.recv(4096))
+    except OSError:
+        pass
+    assert _metrics_ok(server)  # a scrape during the upload still answers
+    t.join(timeout=10)
+    sock.close()
+    assert reply and reply[0].startswith(b"HTTP/1.1 413"), reply
+    assert server.received == []  # the handler never saw the body
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status"),
+    [
+        (b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n", b"400"),
+        (b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n", b"400"),
+        (b"POST /echo HTTP/1.1\r\nHost: x\r\n\r\n", b"411"),
+        (b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", b"411"),
+        (b"\x00\x01\x02 garbage \xff\r\n\r\n", b"400"),
+        (b"GET /metrics HTTP/1.1\r\n" + b"X-Long: " + b"a" * 70000 + b"\r\n\r\n", b"431"),
+    ],
+)
+def test_garbage_requests_get_4xx(server, request_bytes, status):
+    reply = _raw(server, request_bytes)
+    assert reply.split(b" ", 2)[1] == status, reply[:200]
+    assert _metrics_ok(server)
+
+
+def test_small_body_reaches_the_handler(server):
+    reply = _raw(server, b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello")
+    assert reply.startswith(b"HTTP/1.1 200") and reply.endswith(b"got 5\n")
+    assert server.received == [b"hello"]
+
+
+def test_slow_loris_does_not_block_a_scrape(server):
+    idle = [socket.create_connection(server.address) for _ in range(2)]  # connect, send nothing
+    partial = socket.create_connection(server.address)
+    partial.sendall(b"GET /metrics HTTP/1.1\r\nHost:")  # half a request, then silence
+    try:
+        t0 = time.monotonic()
+        assert _metrics_ok(server)
+        assert time.monotonic() - t0 < 0.9  # well under the 1 s client timeout: not queued behind them
+    finally:
+        for s in [*idle, partial]:
+            s.close()
+
+
+def test_full_pool_answers_503_at_once_and_recovers_after_timeout(server):
+    hogs = [socket.create_connection(server.address) for _ in range(server.workers)]
+    try:
+        time.sleep(0.2)
+        reply = _raw(server, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", timeout=2)
+        assert reply.startswith(b"HTTP/1.1 503"), reply[:100]
+        time.sleep(1.5)  # the hogs hit their 1 s timeout and are dropped
+        assert _metrics_ok(server)
+    finally:
+        for s in hogs:
+            s.close()
+
+
+def test_head_and_405_and_404(server):
+    reply = _raw(server, b"HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert reply.startswith(b"HTTP/1.1 200") and reply.endswith(b"\r\n\r\n")
+    reply = _raw(server, b"DELETE /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert reply.startswith(b"HTTP/1.1 405") and b"Allow: GET, HEAD" in reply
+    assert http_get(server.url + "missing")[0] == 404
+
+
+def test_parse_listen():
+    assert parse_listen("127.0.0.1:9761") == ("127.0.0.1", 9761)
+    assert parse_listen("[::1]:80") == ("::1", 80)
+    with pytest.raises(ValueError):
+        parse_listen("localhost")

@@ -1,0 +1,59 @@
+"""`spark-watchd replay`: trace-v1 replay output, the table, and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import run_cli
+
+TRACES = Path(__file__).resolve().parent / "fixtures" / "traces"
+
+
+def test_jsonl_is_one_replay_object_per_sample():
+    trace = TRACES / "throttle_60s_slowdown84.jsonl"
+    samples = [json.loads(x) for x in trace.read_text().splitlines()]
+    p = run_cli("replay", str(trace), "--format", "jsonl")
+    assert p.returncode == 0, p.stderr
+    out = [json.loads(x) for x in p.stdout.splitlines()]
+    assert len(out) == len(samples)
+    assert [o["ts"] for o in out] == [s["ts"] for s in samples]
+    for o in out:
+        assert set(o["findings"]) >= {"G3", "G4", "G6"}
+        assert all(f["severity"] in ("ok", "warning", "critical", "unknown") for f in o["findings"].values())
+    assert any(o["findings"]["G4"]["severity"] == "critical" for o in out)
+    assert any(e["kind"] == "throttle_start" for o in out for e in o["events"])
+
+
+def test_table_shows_changes_and_events():
+    p = run_cli("replay", str(TRACES / "reboot_no_throttle_40s.jsonl"), "--format", "table")
+    assert p.returncode == 0, p.stderr
+    assert "event reboot after_throttle=false" in p.stdout
+    assert p.stdout.rstrip().endswith("180 samples replayed")
+
+
+def test_bad_line_names_the_line_number(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    lines = (TRACES / "oom_kill_45s.jsonl").read_text().splitlines()[:5]
+    lines.insert(2, '{"v": 1, "host": "no ts"}')
+    trace.write_text("\n".join(lines) + "\n")
+    p = run_cli("replay", str(trace), "--format", "jsonl")
+    assert p.returncode != 0
+    assert f"{trace}:3: missing key 'ts'" in p.stderr
+
+
+def test_skip_bad_warns_and_goes_on(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    lines = (TRACES / "oom_kill_45s.jsonl").read_text().splitlines()[:5]
+    lines.insert(1, "not json at all")
+    trace.write_text("\n".join(lines) + "\n")
+    p = run_cli("replay", str(trace), "--format", "jsonl", "--skip-bad")
+    assert p.returncode == 0, p.stderr
+    assert len(p.stdout.splitlines()) == 5
+    assert ":2:" in p.stderr and "warning" in p.stderr
+
+
+def test_missing_file_is_an_error(tmp_path):
+    p = run_cli("replay", str(tmp_path / "nope.jsonl"))
+    assert p.returncode != 0
+    assert "no such file" in p.stderr

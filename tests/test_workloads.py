@@ -1,0 +1,110 @@
+"""Workload classification and cap parsing on the command lines workloads really run with."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_watchd.workloads import KINDS, classify, parse_size, read_caps
+
+
+@pytest.mark.parametrize(
+    ("argv", "name", "resident", "kind"),
+    [
+        (["vllm", "serve", "Qwen/Qwen3-32B"], "vllm", False, "vllm"),
+        (["/usr/local/bin/vllm", "serve", "m", "--gpu-memory-utilization", "0.5"], "vllm", False, "vllm"),
+        # How a console script really shows in /proc: the interpreter, then the script.
+        (["/usr/bin/python3", "/usr/local/bin/vllm", "serve", "m"], "python3", False, "vllm"),
+        (
+            ["/usr/bin/python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"],
+            "python3",
+            False,
+            "vllm",
+        ),
+        (["python", "-m", "vllm.entrypoints.api_server"], "python", False, "vllm"),
+        (["python3.12", "-u", "-m", "vllm.entrypoints.openai.api_server"], "python3.12", False, "vllm"),
+        (["VLLM::EngineCore"], "VLLM::EngineCor", True, "vllm"),
+        (["python", "-m", "sglang.launch_server", "--model-path", "m"], "python", False, "sglang"),
+        (["sglang::scheduler"], "sglang::schedul", True, "sglang"),
+        (["/usr/local/bin/ollama", "serve"], "ollama", False, "ollama"),
+        (["/usr/bin/ollama", "runner", "--model", "/x/blobs/sha256-1"], "ollama", True, "ollama"),
+        (
+            ["/tmp/ollama1/runners/cuda_v12/ollama_llama_server", "--model", "x"],
+            "ollama_llama_se",
+            True,
+            "ollama",
+        ),
+        (["ollama", "run", "llama3"], "ollama", False, "other"),  # the client, not the server
+        (["./llama-server", "-m", "model.gguf", "-ngl", "99"], "llama-server", True, "llamacpp"),
+        (["python3", "-m", "llama_cpp.server", "--model", "m.gguf"], "python3", False, "llamacpp"),
+        (
+            ["/usr/bin/python3", "/usr/local/bin/torchrun", "--nproc-per-node", "1", "train.py"],
+            "torchrun",
+            False,
+            "trainer",
+        ),
+        (["torchrun", "train.py"], "torchrun", False, "trainer"),
+        (["python", "-m", "torch.distributed.run", "x.py"], "python", False, "trainer"),
+        (["/usr/bin/python3", "/usr/local/bin/accelerate", "launch", "sft.py"], "python3", False, "trainer"),
+        (["accelerate", "config"], "accelerate", False, "other"),
+        (["trl", "sft", "--model_name_or_path", "m"], "trl", False, "trainer"),
+        (["axolotl", "train", "cfg.yml"], "axolotl", False, "trainer"),
+        (["python", "-m", "axolotl.cli.train", "cfg.yml"], "python", False, "trainer"),
+        (["python", "unsloth-cli.py", "--model_name", "m"], "python", False, "trainer"),
+        (["python3", "train.py", "--config", "configs/qwen-30b-qlora.yaml"], "python3", True, "trainer"),
+        (["python3", "train.py"], "python3", False, "other"),  # not holding GPU memory: any script
+        (["python3", "notebook.py"], "python3", True, "other"),
+        (["bash"], "bash", False, "other"),
+        ([], "kworker/0:1", False, "other"),
+    ],
+)
+def test_classify(argv, name, resident, kind):
+    assert kind in KINDS
+    assert classify(argv, name, resident) == kind
+
+
+def test_classify_trace_processes(traces_dir):
+    import json
+
+    kinds = set()
+    for line in (traces_dir / "benign.jsonl").read_text().splitlines()[:1]:
+        for p in json.loads(line)["processes"]:
+            kinds.add(classify(p["cmdline"], p["name"], p["gpu_resident"]))
+    assert {"vllm", "trainer"} <= kinds
+
+
+@pytest.mark.parametrize(
+    ("argv", "caps"),
+    [
+        (["vllm", "serve", "m", "--gpu-memory-utilization", "0.5"], (0.5, None)),
+        (["vllm", "serve", "m", "--gpu-memory-utilization=0.94"], (0.94, None)),
+        (
+            ["python3", "-m", "vllm.entrypoints.openai.api_server", "--kv-cache-memory-bytes", "40G"],
+            (None, 40 * 2**30),
+        ),
+        (["vllm", "serve", "--kv-cache-memory-bytes=25.6k"], (None, 25600)),
+        (["vllm", "serve", "--kv-cache-memory-bytes", "8000000000"], (None, 8_000_000_000)),
+        (["vllm", "serve", "--kv-cache-memory-bytes", "2g"], (None, 2_000_000_000)),
+        (["vllm", "serve", "--kv-cache-memory-bytes", "1.5G"], (None, None)),  # vLLM refuses it too
+        (["vllm", "serve", "--gpu-memory-utilization", "lots"], (None, None)),
+        (["vllm", "serve", "--gpu-memory-utilization", "1.7"], (None, None)),
+        (
+            ["vllm", "serve", "--gpu-memory-utilization", "0.3", "--gpu-memory-utilization", "0.6"],
+            (0.6, None),
+        ),
+        (["python", "-m", "sglang.launch_server", "--mem-fraction-static", "0.4"], (0.4, None)),
+        (["vllm", "serve", "m"], (None, None)),
+        (["vllm", "serve", "--gpu-memory-utilization"], (None, None)),
+    ],
+)
+def test_read_caps(argv, caps):
+    got = read_caps(argv)
+    assert (got["gpu_memory_utilization"], got["kv_cache_memory_bytes"]) == caps
+
+
+def test_parse_size():
+    assert parse_size("40G") == 42949672960
+    assert parse_size("512M") == 512 * 2**20
+    assert parse_size("1t") == 10**12
+    assert parse_size("12") == 12
+    assert parse_size("40GB") is None
+    assert parse_size("") is None

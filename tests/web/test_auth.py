@@ -1,0 +1,159 @@
+"""Exporter-toolkit web config: bcrypt basic auth and TLS on every endpoint."""
+
+from __future__ import annotations
+
+import base64
+import ssl
+import subprocess
+import urllib.error
+
+import bcrypt
+import pytest
+
+from spark_watchd import cli
+from spark_watchd.config import ConfigError, load_settings
+from spark_watchd.daemon import Daemon
+from spark_watchd.web.auth import load_web_config
+from spark_watchd.web.server import HttpServer, collect_routes
+from tests.conftest import require_binary
+from tests.daemon_helpers import http_get, running_daemon
+
+PATHS = ("/metrics", "/healthz", "/api/v1/status")
+
+
+class _MemSource:
+    name = "meminfo"
+
+    def collect(self, partial):
+        return {"meminfo": {"MemTotal": 1000, "MemAvailable": 400}}
+
+    def close(self):
+        pass
+
+
+def _hash(pw: str) -> str:
+    # $2y$ is what htpasswd -B writes; the toolkit accepts it, so must we.
+    return bcrypt.hashpw(pw.encode(), bcrypt.gensalt(rounds=4)).decode().replace("$2b$", "$2y$", 1)
+
+
+def _basic(user: str, pw: str) -> dict:
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{pw}".encode()).decode()}
+
+
+@pytest.fixture(scope="module")
+def cert(tmp_path_factory):
+    openssl = require_binary("openssl")
+    d = tmp_path_factory.mktemp("tls")
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+         "-keyout", str(d / "key.pem"), "-out", str(d / "cert.pem"), "-days", "1", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return d
+
+
+def _serve(tmp_path, web_yaml: str):
+    cfg = tmp_path / "web.yml"
+    cfg.write_text(web_yaml)
+    daemon = Daemon(load_settings(None, environ={}), sources=(_MemSource(),), state_dir=str(tmp_path))
+    daemon.tick()
+    srv = HttpServer(
+        "127.0.0.1:0", collect_routes(daemon), workers=4, timeout=2, web=load_web_config(str(cfg))
+    )
+    srv.start()
+    return srv, daemon
+
+
+def test_basic_auth_refuses_without_or_with_wrong_password_on_every_endpoint(tmp_path):
+    srv, daemon = _serve(tmp_path, f"basic_auth_users:\n  prom: '{_hash('s3cret')}'\n")
+    try:
+        for path in PATHS:
+            url = srv.url.rstrip("/") + path
+            assert http_get(url)[0] == 401
+            assert http_get(url, headers=_basic("prom", "wrong"))[0] == 401
+            assert http_get(url, headers=_basic("nobody", "s3cret"))[0] == 401
+            assert http_get(url, headers=_basic("prom", "s3cret"))[0] == 200
+        try:
+            urllib.request.urlopen(srv.url + "metrics", timeout=5)
+        except urllib.error.HTTPError as err:
+            assert err.headers["WWW-Authenticate"].startswith("Basic ")
+    finally:
+        srv.stop()
+        daemon.close()
+
+
+def test_tls_serves_https_and_refuses_plain_http(tmp_path, cert):
+    srv, daemon = _serve(
+        tmp_path,
+        f"tls_server_config:\n  cert_file: {cert / 'cert.pem'}\n  key_file: {cert / 'key.pem'}\n"
+        f"basic_auth_users:\n  prom: '{_hash('pw')}'\n",
+    )
+    try:
+        ctx = ssl.create_default_context(cafile=str(cert / "cert.pem"))
+        assert srv.url.startswith("https://")
+        assert http_get(srv.url + "healthz", context=ctx)[0] == 401
+        assert http_get(srv.url + "healthz", context=ctx, headers=_basic("prom", "pw")) == (200, "ok\n")
+        plain = srv.url.replace("https://", "http://") + "healthz"
+        with pytest.raises((OSError, urllib.error.URLError)):
+            http_get(plain, timeout=3)
+    finally:
+        srv.stop()
+        daemon.close()
+
+
+def test_relative_cert_paths_resolve_next_to_the_web_config(tmp_path, cert):
+    (tmp_path / "c.pem").write_bytes((cert / "cert.pem").read_bytes())
+    (tmp_path / "k.pem").write_bytes((cert / "key.pem").read_bytes())
+    (tmp_path / "web.yml").write_text(
+        "tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n  min_version: TLS13\n"
+    )
+    cfg = load_web_config(str(tmp_path / "web.yml"))
+    assert cfg.tls is not None and cfg.tls.minimum_version == ssl.TLSVersion.TLSv1_3
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "needle"),
+    [
+        ("basic_auth_user:\n  a: b\n", "key 'basic_auth_user': unknown key"),
+        ("basic_auth_users:\n  prom: plaintext\n", "key 'basic_auth_users.prom': not a bcrypt hash"),
+        (
+            "tls_server_config:\n  cert_file: /nonexistent.pem\n  key_file: /nonexistent.key\n",
+            "key 'tls_server_config.cert_file'",
+        ),
+        ("tls_server_config:\n  key_file: k\n", "key 'tls_server_config.cert_file': required"),
+        (
+            "tls_server_config: {cert_file: a, key_file: b, bogus: 1}\n",
+            "key 'tls_server_config.bogus': unknown key",
+        ),
+        ("basic_auth_users: [\n", "invalid YAML"),
+    ],
+)
+def test_bad_web_config_names_file_and_key(tmp_path, yaml_text, needle):
+    p = tmp_path / "web.yml"
+    p.write_text(yaml_text)
+    with pytest.raises(ConfigError) as exc:
+        load_web_config(str(p))
+    assert str(exc.value).startswith(str(p)) and needle in str(exc.value)
+
+
+def test_cli_bad_web_config_exits_78(tmp_path, capsys):
+    p = tmp_path / "web.yml"
+    p.write_text("nope: 1\n")
+    assert cli.main(["run", "--web.config.file", str(p), "--state-dir", str(tmp_path)]) == 78
+    assert f"{p}: key 'nope': unknown key" in capsys.readouterr().err
+
+
+def test_daemon_flag_applies_basic_auth(tmp_path):
+    p = tmp_path / "web.yml"
+    p.write_text(f"basic_auth_users:\n  prom: '{_hash('pw')}'\n")
+    env = {"SPARK_WATCHD_DAEMON__STATE_DIR": str(tmp_path)}
+    with running_daemon(
+        "--interval", "1", "--web.config.file", str(p), env=env, headers=_basic("prom", "pw")
+    ) as (
+        _,
+        base,
+    ):
+        for path in PATHS:
+            assert http_get(base + path)[0] == 401
+            assert http_get(base + path, headers=_basic("prom", "pw"))[0] == 200

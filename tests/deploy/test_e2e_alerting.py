@@ -303,4 +303,7 @@ def test_every_dashboard_query_returns_data(stack):
         pending = still
         if pending:
             time.sleep(1)
-    assert not pending, "queries without data:\n" + "\n".join(f"{n} {w}: {e}" for n, w, e in pending)
+    scrapes = get_json(f"{stack['prom']}/api/v1/query", {"query": "count_over_time(up[1m])"})["data"]["result"]
+    assert not pending, f"queries without data (scrapes in the last minute: {scrapes}):\n" + "\n".join(
+        f"{n} {w}: {e}" for n, w, e in pending
+    )

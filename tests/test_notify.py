@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -13,6 +15,7 @@ from spark_watchd.model import Diagnosis, Event, Finding, Sample
 from spark_watchd.notify import Notifier, TransitionTracker, build_notifier
 from spark_watchd.notify_settings import NotifySettings
 from spark_watchd.snapshot import Snapshot
+from tests.conftest import REPO, cli_env, free_port
 
 
 class Hook:
@@ -213,3 +216,30 @@ def test_settings_validate_and_disable_without_url():
         NotifySettings(url="ftp://x")
     with pytest.raises(ValidationError):
         NotifySettings(url="http://x", preset="teams")
+
+
+@pytest.mark.slow
+def test_the_daemon_posts_a_replayed_throttle_to_the_configured_webhook(hook, tmp_path):
+    env = cli_env({"SPARK_WATCHD_NOTIFY__URL": hook.url, "SPARK_WATCHD_NOTIFY__MIN_INTERVAL_S": "0"})
+    trace = REPO / "spark_watchd" / "scenarios" / "throttle.jsonl"
+    args = ["run", "--replay", str(trace), "--speed", "600", "--listen", f"127.0.0.1:{free_port()}"]
+    with subprocess.Popen(
+        [sys.executable, "-m", "spark_watchd", *args, "--state-dir", str(tmp_path)],
+        env=env,
+        cwd=str(REPO),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        try:
+            with hook.arrived:
+                hook.arrived.wait_for(
+                    lambda: any(json.loads(p["body"])["severity"] == "critical" for p in hook.posts), 60
+                )
+        finally:
+            proc.terminate()
+            err = proc.communicate(timeout=30)[1]
+    bodies = [json.loads(p["body"]) for p in hook.posts]
+    g4 = [(b["previous"], b["severity"]) for b in bodies if b["gotcha"] == "G4" and b["kind"] == "finding"]
+    assert ("warning", "critical") in g4 or ("ok", "critical") in g4, (bodies, err[-2000:])
+    assert all(b["host"] == "spark-01" for b in bodies)

@@ -11,23 +11,24 @@ delays sampling.
 from __future__ import annotations
 
 import json
-import logging
 import queue
 import socket
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from spark_watchd.logging import get_logger
 from spark_watchd.model import SEVERITY_LEVEL
 from spark_watchd.notify_settings import NotifySettings
 from spark_watchd.snapshot import Snapshot
 
-log = logging.getLogger(__name__)
+log = get_logger("notify")
 
 # Events worth a message of their own; throttle_start/end are covered by the G4 transitions.
 EVENT_SEVERITY = {"eviction": "critical", "oom_kill": "critical", "reboot": "warning"}
@@ -209,6 +210,8 @@ class Notifier:
             raise ValueError("notify.url is not set")
         self.settings = settings
         self._clock = clock
+        # Slack and ntfy URLs carry secrets in their path: logs name the host only.
+        self._host = urllib.parse.urlsplit(settings.url).netloc
         self._open = opener
         self._tracker = TransitionTracker(settings)
         self._queue: queue.Queue = queue.Queue(maxsize=settings.queue_size)
@@ -227,7 +230,7 @@ class Notifier:
             for n in self._tracker.observe(snap):
                 self._put(n)
         except Exception:  # a subscriber must never take the tick down
-            log.exception("notifier: could not judge the snapshot")
+            log.exception("could not judge the snapshot")
 
     def _put(self, n: Notification) -> None:
         while True:
@@ -332,13 +335,13 @@ class Notifier:
             except urllib.error.HTTPError as e:
                 # A 4xx other than 429 will not get better by retrying (bad token, bad topic).
                 if 400 <= e.code < 500 and e.code != 429:
-                    log.warning("notifier: %s answered %s; not retrying", self.settings.url, e.code)
+                    log.warning("webhook refused the post; not retrying", host=self._host, status=e.code)
                     break
-                log.info("notifier: %s answered %s (attempt %d)", self.settings.url, e.code, attempt + 1)
+                log.info("webhook post failed", host=self._host, status=e.code, attempt=attempt + 1)
             except (OSError, ValueError) as e:
-                log.info("notifier: posting to %s failed: %s (attempt %d)", self.settings.url, e, attempt + 1)
+                log.info("webhook post failed", host=self._host, error=str(e), attempt=attempt + 1)
         self.stats["failed"] += 1
-        log.warning("notifier: gave up on %r", n.title)
+        log.warning("gave up on a notification", title=n.title, host=self._host)
 
 
 def build_notifier(settings: NotifySettings) -> Notifier | None:

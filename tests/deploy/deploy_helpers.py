@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import re
 import sys
 from pathlib import Path
+
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -110,3 +113,14 @@ def panels(dash: dict) -> list[dict]:
 
 def load_dashboards() -> dict[str, dict]:
     return {p.name: json.loads(p.read_text()) for p in sorted((GRAFANA / "dashboards").glob("*.json"))}
+
+
+@functools.cache
+def rules_gen():
+    """deploy/prometheus/generate.py as a module."""
+    return load_module(PROM / "generate.py", "sparkwatchd_rules_generate")
+
+
+def shipped_rules() -> dict:
+    """The committed deploy/prometheus/rules.yml."""
+    return yaml.safe_load((PROM / "rules.yml").read_text())

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from deploy_helpers import DEPLOY, PROM, REPO
+from deploy_helpers import DEPLOY, PROM, REPO, rules_gen
 
 from tests.conftest import require_binary
 
@@ -29,14 +29,14 @@ def k8s_docs() -> dict[str, dict]:
 
 
 @pytest.mark.parametrize("name", ["prometheus-single.yml", "prometheus-fleet.yml"])
-def test_prometheus_examples_pass_promtool_and_scrape_the_rules_job(name, rules_gen):
+def test_prometheus_examples_pass_promtool_and_scrape_the_rules_job(name):
     promtool = require_binary("promtool")
     out = subprocess.run([promtool, "check", "config", name], capture_output=True, text=True, cwd=PROM)
     assert out.returncode == 0, out.stdout + out.stderr
     cfg = yaml.safe_load((PROM / name).read_text())
     assert cfg["rule_files"] == ["rules.yml"]
     (job,) = cfg["scrape_configs"]
-    assert f'job="{job["job_name"]}"' == rules_gen.SELECTOR
+    assert f'job="{job["job_name"]}"' == rules_gen().SELECTOR
 
 
 def test_fleet_file_sd_targets_file_is_valid():

@@ -23,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import yaml
-from deploy_helpers import DEPLOY, PROM, REPO, dashboard_queries, load_dashboards, runbook_anchors
+from deploy_helpers import DEPLOY, PROM, REPO, dashboard_queries, load_dashboards, rules_gen, runbook_anchors
 
 from tests.conftest import cli_env, free_port, require_binary
 
@@ -104,11 +104,7 @@ def stack(tmp_path_factory):
     if importlib.util.find_spec("spark_watchd.daemon") is None:
         pytest.skip("the daemon (spark_watchd/daemon.py) is not on this branch yet")
     tmp = tmp_path_factory.mktemp("e2e")
-    sys.path.insert(0, str(PROM))
-    try:
-        import generate
-    finally:
-        sys.path.remove(str(PROM))
+    generate = rules_gen()
     hook = Webhook()
     ports = {k: free_port() for k in ("throttle", "eviction", "prom", "am")}
     procs: list[subprocess.Popen] = []
@@ -303,7 +299,9 @@ def test_every_dashboard_query_returns_data(stack):
         pending = still
         if pending:
             time.sleep(1)
-    scrapes = get_json(f"{stack['prom']}/api/v1/query", {"query": "count_over_time(up[1m])"})["data"]["result"]
+    scrapes = get_json(f"{stack['prom']}/api/v1/query", {"query": "count_over_time(up[1m])"})["data"][
+        "result"
+    ]
     assert not pending, f"queries without data (scrapes in the last minute: {scrapes}):\n" + "\n".join(
         f"{n} {w}: {e}" for n, w, e in pending
     )

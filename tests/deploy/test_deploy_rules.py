@@ -124,3 +124,15 @@ def test_prometheusrule_wraps_exactly_the_shipped_groups():
 def test_durations_round_trip(text, seconds):
     assert rules_gen().parse_duration(text) == seconds
     assert rules_gen().format_duration(seconds) == text
+
+
+def test_every_runbook_section_says_what_it_means_how_to_confirm_and_what_to_do():
+    text = (REPO / "docs" / "runbook.md").read_text()
+    sections = re.split(r'^<a id="', text, flags=re.M)[1:]
+    by_anchor = {s.split('"', 1)[0]: s for s in sections}
+    for r in alert_rules(shipped_rules()):
+        body = by_anchor[r["alert"].lower()]
+        assert f"## {r['alert']}" in body
+        assert f"**Severity** {r['labels']['severity']}" in body
+        for part in ("What it means", "**Confirm.**", "**What to do"):
+            assert part in body, f"{r['alert']}: runbook section lacks {part!r}"

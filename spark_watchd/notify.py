@@ -251,13 +251,14 @@ class Notifier:
 
     def close(self, timeout: float = 10.0) -> bool:
         """Post what is left (rate limits lifted) within `timeout` seconds; True if all went out."""
+        start = time.monotonic()
         self._deadline = self._clock() + timeout
         self._closing.set()
         try:
             self._queue.put(_STOP, timeout=timeout)
         except queue.Full:
             pass
-        self._thread.join(timeout)
+        self._thread.join(max(0.0, timeout - (time.monotonic() - start)))
         return not self._thread.is_alive() and not self._pending
 
     # -- worker side ----------------------------------------------------------------
@@ -338,7 +339,7 @@ class Notifier:
                     log.warning("webhook refused the post; not retrying", host=self._host, status=e.code)
                     break
                 log.info("webhook post failed", host=self._host, status=e.code, attempt=attempt + 1)
-            except (OSError, ValueError) as e:
+            except Exception as e:  # network errors, bad status lines...: the worker must live on
                 log.info("webhook post failed", host=self._host, error=str(e), attempt=attempt + 1)
         self.stats["failed"] += 1
         log.warning("gave up on a notification", title=n.title, host=self._host)

@@ -243,3 +243,12 @@ def test_the_daemon_posts_a_replayed_throttle_to_the_configured_webhook(hook, tm
     g4 = [(b["previous"], b["severity"]) for b in bodies if b["gotcha"] == "G4" and b["kind"] == "finding"]
     assert ("warning", "critical") in g4 or ("ok", "critical") in g4, (bodies, err[-2000:])
     assert all(b["host"] == "spark-01" for b in bodies)
+
+
+def test_an_unreachable_webhook_is_retried_then_given_up_without_stopping_the_worker(hook):
+    dead = f"http://127.0.0.1:{free_port()}/nothing-listens"
+    n = Notifier(settings(dead, retries=2))
+    n(snap(1, g4="critical"))
+    n(snap(2, g4="ok"))
+    assert n.close(10)
+    assert n.stats["failed"] == 2 and n.stats["retried"] == 4 and n.stats["sent"] == 0

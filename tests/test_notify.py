@@ -245,7 +245,7 @@ def test_the_daemon_posts_a_replayed_throttle_to_the_configured_webhook(hook, tm
     assert all(b["host"] == "spark-01" for b in bodies)
 
 
-def test_an_unreachable_webhook_is_retried_then_given_up_without_stopping_the_worker(hook):
+def test_an_unreachable_webhook_is_retried_then_given_up_without_stopping_the_worker():
     dead = f"http://127.0.0.1:{free_port()}/nothing-listens"
     n = Notifier(settings(dead, retries=2))
     n(snap(1, g4="critical"))

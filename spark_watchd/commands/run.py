@@ -123,9 +123,13 @@ def serve(settings: Settings, args: argparse.Namespace, *, announce: bool = Fals
             except (OSError, ValueError) as exc:
                 print(f"spark-watchd: cannot replay {args.replay}: {exc}", file=sys.stderr)
                 return EX_USAGE
-            # Replayed events must not land in the real journal and counters: private state per replay.
-            temp_state = tempfile.mkdtemp(prefix="spark-watchd-replay-")
-            state_dir = temp_state
+            if getattr(args, "state_dir", None):
+                # An explicit --state-dir keeps the replay's state there (soak and crash tests restart on it).
+                state_dir = usable_state_dir(settings, explicit=True)
+            else:
+                # Replayed events must not land in the real journal and counters: private state per replay.
+                temp_state = tempfile.mkdtemp(prefix="spark-watchd-replay-")
+                state_dir = temp_state
         else:
             state_dir = usable_state_dir(settings, explicit=bool(getattr(args, "state_dir", None)))
     except ConfigError as exc:

@@ -16,6 +16,16 @@ import time
 
 _PEEK = 65536  # the handler refuses larger header blocks with 431: hand such a request on as it is
 _HEADERS_END = (b"\r\n\r\n", b"\n\n", b"\n\r\n")
+_TCP_CLOSE_WAIT = 8  # linux/tcp_states.h
+
+
+def _peer_finished(conn: socket.socket) -> bool:
+    """True when the client has half-closed (TCP CLOSE_WAIT): what it sent is all it will send."""
+    try:
+        info = conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)
+    except (OSError, AttributeError):
+        return True  # no TCP_INFO here: hand partial requests on rather than hold them
+    return info[0] == _TCP_CLOSE_WAIT
 
 
 class ConnectionGate:
@@ -80,7 +90,7 @@ class ConnectionGate:
             if not head:  # closed without a request
                 self._drop(conn)
                 return
-            done = len(head) >= _PEEK or any(end in head for end in _HEADERS_END)
+            done = len(head) >= _PEEK or any(end in head for end in _HEADERS_END) or _peer_finished(conn)
         if done:
             addr = self._forget(conn)
             conn.setblocking(True)

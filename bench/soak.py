@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -145,11 +146,18 @@ def start_daemon(trace: Path, speed: float, state_dir: str, extra_env: dict | No
     raise RuntimeError("daemon did not come up")
 
 
-def soak(trace: Path, samples: int, speed: float, progress: bool = True, log=print) -> list[dict]:
-    """Replay `trace` through a daemon; a row per simulated day: {day, wall_s, rss_kib, series, jobs_posted}."""
+def soak(
+    trace: Path, samples: int, speed: float, progress: bool = True, log=print, every: float = DAY
+) -> list[dict]:
+    """Replay `trace` through a daemon; a row per `every` simulated seconds (a day by default):
+    {day, wall_s, rss_kib, series, jobs_posted}, day counting periods of `every`."""
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="soak-state-") as state:
-        proc, base = start_daemon(trace, speed, state)
+        # The tracker drops a job after progress.job_expiry_s (900 s) of *wall* time without reports; at
+        # SPEED x a simulated day passes in seconds, so scale the expiry with the speed (at least 1 s) or every
+        # job of the week would still be tracked (capped by progress.max_jobs) when the soak ends.
+        expiry = max(1.0, 900.0 / speed)
+        proc, base = start_daemon(trace, speed, state, {"SPARK_WATCHD_PROGRESS__JOB_EXPIRY_S": f"{expiry:g}"})
         try:
             t_wall = time.monotonic()
             first_ts = None
@@ -178,7 +186,7 @@ def soak(trace: Path, samples: int, speed: float, progress: bool = True, log=pri
                     else:
                         jobs += 1
                     next_hour += 1
-                while sim >= next_day * DAY:
+                while sim >= next_day * every:
                     r = row(next_day, t_wall, proc.pid, base, jobs)
                     rows.append(r)
                     log(
@@ -230,6 +238,7 @@ def main() -> None:
     ap.add_argument("--traces", nargs="*", type=Path, help="trace files to loop over")
     ap.add_argument("--no-churn", action="store_true")
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the finally blocks: stop the daemon
     samples = int(args.days * DAY / STEP)
     traces = args.traces or default_traces()
     load = os.getloadavg()

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 KINDS = ("vllm", "sglang", "ollama", "llamacpp", "trainer", "other")
 
@@ -61,8 +62,14 @@ def _program(argv: Sequence[str]) -> tuple[str, str | None, list[str]]:
     return prog, None, []
 
 
-def classify(cmdline: Sequence[str], name: str = "", gpu_resident: bool = False) -> str:
-    """The workload kind of a process: vllm, sglang, ollama, llamacpp, trainer or other."""
+def classify(cmdline: Sequence[str] | Any, name: str = "", gpu_resident: bool = False) -> str:
+    """The workload kind of a process: vllm, sglang, ollama, llamacpp, trainer or other.
+
+    Takes argv, its process name and whether NVML lists it; or a ProcessInfo alone.
+    """
+    if hasattr(cmdline, "cmdline"):  # a ProcessInfo (or anything shaped like one)
+        proc = cmdline
+        cmdline, name, gpu_resident = proc.cmdline, proc.name, proc.gpu_resident
     argv = list(cmdline)
     # Engine sub-processes retitle themselves ("VLLM::EngineCore", "sglang::scheduler") and hold the GPU memory.
     title = argv[0] if argv else name
@@ -135,24 +142,47 @@ def _flag(argv: Sequence[str], names: Sequence[str]) -> str | None:
     return value
 
 
-def read_caps(cmdline: Sequence[str]) -> dict[str, float | int | None]:
-    """The memory caps on a command line: gpu_memory_utilization (fraction) and kv_cache_memory_bytes.
+def read_caps(cmdline: Sequence[str] | Any) -> dict[str, float | int | None]:
+    """The memory caps on a command line (None where absent or unparseable).
 
-    SGLang's `--mem-fraction-static` is its gpu_memory_utilization. Unparseable values are None.
+    `gpu_memory_utilization` (vLLM, fraction), `kv_cache_memory_bytes` (vLLM, bytes:
+    `40G` = 40 GiB as vLLM reads it), `mem_fraction_static` (SGLang, fraction).
+    Takes argv or a ProcessInfo. The dict is never empty: whether the caps make
+    the workload capped is `is_capped(kind, caps)`, not the dict's truth.
     """
-    frac_text = _flag(
-        cmdline, ("--gpu-memory-utilization", "--gpu_memory_utilization", "--mem-fraction-static")
-    )
-    frac: float | None = None
-    if frac_text is not None:
-        try:
-            frac = float(frac_text)
-        except ValueError:
-            frac = None
-        if frac is not None and not 0.0 < frac <= 1.0:
-            frac = None
+    if hasattr(cmdline, "cmdline"):  # a ProcessInfo: its argv
+        cmdline = cmdline.cmdline
     kv_text = _flag(cmdline, ("--kv-cache-memory-bytes", "--kv_cache_memory_bytes", "--kv-cache-memory"))
     return {
-        "gpu_memory_utilization": frac,
+        "gpu_memory_utilization": _fraction(
+            _flag(cmdline, ("--gpu-memory-utilization", "--gpu_memory_utilization"))
+        ),
         "kv_cache_memory_bytes": parse_size(kv_text) if kv_text is not None else None,
+        "mem_fraction_static": _fraction(_flag(cmdline, ("--mem-fraction-static", "--mem_fraction_static"))),
     }
+
+
+def _fraction(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        v = float(text)
+    except ValueError:
+        return None
+    return v if 0.0 < v <= 1.0 else None
+
+
+def is_capped(kind: str, caps: Mapping[str, Any], max_fraction: float = 0.5) -> bool | None:
+    """Whether a server's memory is bounded on its command line (None for non-servers).
+
+    vLLM: `--gpu-memory-utilization` at or below max_fraction, and no
+    `--kv-cache-memory-bytes` (a KV budget in bytes bypasses the utilisation
+    cap; the default 0.9 takes the whole UMA pool on GB10). SGLang: its
+    `--mem-fraction-static`. Ollama and llama.cpp take what they find.
+    """
+    if kind not in ("vllm", "sglang", "ollama", "llamacpp"):
+        return None
+    if kind in ("ollama", "llamacpp") or caps.get("kv_cache_memory_bytes"):
+        return False
+    frac = caps.get("gpu_memory_utilization") if kind == "vllm" else caps.get("mem_fraction_static")
+    return frac is not None and frac <= max_fraction

@@ -12,7 +12,20 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
+
+
+def _find_shared() -> Path:
+    """The project's shared/ folder: beside the checkout (CI, main) or beside a parent (git worktrees)."""
+    env = os.environ.get("SPARK_WATCHD_SHARED")
+    if env:
+        return Path(env)
+    for parent in REPO.parents:
+        if (parent / "shared" / "traces").is_dir():
+            return parent / "shared"
+    return REPO.parent / "shared"
+
+
+SHARED = _find_shared()
 TRACES = SHARED / "traces"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from spark_watchd.workloads import KINDS, classify, parse_size, read_caps
+from spark_watchd.model import ProcessInfo
+from spark_watchd.workloads import KINDS, classify, is_capped, parse_size, read_caps
 
 
 @pytest.mark.parametrize(
@@ -91,7 +92,7 @@ def test_classify_trace_processes(traces_dir):
             ["vllm", "serve", "--gpu-memory-utilization", "0.3", "--gpu-memory-utilization", "0.6"],
             (0.6, None),
         ),
-        (["python", "-m", "sglang.launch_server", "--mem-fraction-static", "0.4"], (0.4, None)),
+        (["python", "-m", "sglang.launch_server", "--mem-fraction-static", "0.4"], (None, None)),
         (["vllm", "serve", "m"], (None, None)),
         (["vllm", "serve", "--gpu-memory-utilization"], (None, None)),
     ],
@@ -108,3 +109,45 @@ def test_parse_size():
     assert parse_size("12") == 12
     assert parse_size("40GB") is None
     assert parse_size("") is None
+
+
+def test_sglang_fraction_is_its_own_key():
+    caps = read_caps(["python", "-m", "sglang.launch_server", "--mem-fraction-static=0.4"])
+    assert caps == {"gpu_memory_utilization": None, "kv_cache_memory_bytes": None, "mem_fraction_static": 0.4}
+
+
+@pytest.mark.parametrize(
+    ("kind", "argv", "capped"),
+    [
+        ("vllm", ["vllm", "serve", "--gpu-memory-utilization", "0.5"], True),
+        ("vllm", ["vllm", "serve", "--gpu-memory-utilization", "0.94"], False),
+        ("vllm", ["vllm", "serve"], False),  # default 0.9 of the whole pool
+        (
+            "vllm",
+            ["vllm", "serve", "--gpu-memory-utilization", "0.4", "--kv-cache-memory-bytes", "40G"],
+            False,
+        ),
+        ("sglang", ["python", "-m", "sglang.launch_server", "--mem-fraction-static", "0.45"], True),
+        ("ollama", ["ollama", "serve"], False),
+        ("trainer", ["torchrun", "train.py"], None),
+    ],
+)
+def test_is_capped(kind, argv, capped):
+    assert classify(argv, "", True) == kind
+    assert is_capped(kind, read_caps(argv)) is capped
+
+
+def test_classify_and_read_caps_take_a_process_info():
+    p = ProcessInfo(
+        pid=1,
+        create_time=0.0,
+        name="python3",
+        cmdline=("python3", "train.py"),
+        rss_bytes=1,
+        gpu_resident=True,
+    )
+    assert classify(p) == "trainer"
+    argv = ("vllm", "serve", "--kv-cache-memory-bytes", "40G")
+    v = ProcessInfo(pid=2, create_time=0.0, name="vllm", cmdline=argv, rss_bytes=1)
+    assert read_caps(v)["kv_cache_memory_bytes"] == 40 * 2**30
+    assert is_capped(classify(v), read_caps(v)) is False

@@ -123,7 +123,13 @@ class NvmlSource:
         delay = 0.0 if self._failures == 1 else self.backoff_initial_s * 2 ** (self._failures - 2)
         self._next_attempt = self._clock() + min(delay, self.backoff_max_s)
         self._last_error = reason
-        return SourceUnavailable(reason)
+        return SourceUnavailable(self._retry_text())
+
+    def _retry_text(self) -> str:
+        # The same words every tick while the state holds (only the number moves), so the daemon's
+        # log-once-per-state-change sees one state, not a new error each tick.
+        wait = max(0.0, self._next_attempt - self._clock())
+        return f"{self._last_error} (next retry in {wait:.0f} s)"
 
     def _module(self) -> Any:
         if self._nvml is None:
@@ -139,10 +145,8 @@ class NvmlSource:
 
     def collect(self, partial: Mapping[str, Any]) -> Mapping[str, Any]:
         if not self._ready:
-            wait = self._next_attempt - self._clock()
-            if wait > 0:
-                # Same text as the failure itself, so the collector sees one state, not a new one per tick.
-                raise SourceUnavailable(self._last_error)
+            if self._next_attempt - self._clock() > 0:
+                raise SourceUnavailable(self._retry_text())
             try:
                 nv = self._module()
             except SourceUnavailable as exc:

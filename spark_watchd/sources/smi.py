@@ -14,6 +14,7 @@ import os
 import re
 import signal
 import subprocess
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -173,7 +174,7 @@ def run_command(argv: Sequence[str], timeout: float) -> str:
         except subprocess.TimeoutExpired:
             pass  # stuck in the driver (D state): abandoned, reaped by a later wait
         raise SourceUnavailable(
-            f"{os.path.basename(argv[0])} timed out after {timeout:g} s (killed)"
+            f"{os.path.basename(argv[0])} timed out after {round(timeout, 1):g} s (killed)"
         ) from None
     if proc.returncode != 0:
         detail = (err.strip() or out.strip()).splitlines()
@@ -199,38 +200,45 @@ class SmiSource:
         self._run = run
         self._fields = list(QUERY_FIELDS)
 
-    def _query(self) -> list[dict[str, Any]]:
+    def _query(self, budget: Callable[[], float]) -> list[dict[str, Any]]:
         # noheader, matched by position: the header may spell a field by another alias.
         argv = [self.path, "--query-gpu=" + ",".join(self._fields), "--format=csv,noheader"]
         try:
-            text = self._run(argv, self.timeout_s)
+            text = self._run(argv, budget())
         except SourceUnavailable as exc:
             if "not a valid field" not in str(exc) or _OLD_REASONS_FIELD in self._fields:
                 raise
             # Drivers before 535 only know the old name of the reasons field.
             self._fields[self._fields.index("clocks_event_reasons.active")] = _OLD_REASONS_FIELD
             argv = [self.path, "--query-gpu=" + ",".join(self._fields), "--format=csv,noheader"]
-            text = self._run(argv, self.timeout_s)
+            text = self._run(argv, budget())
         try:
             return parse_smi_csv(text, self._fields)
         except ValueError as exc:
             raise SourceUnavailable(str(exc)) from None
 
     def collect(self, partial: Mapping[str, Any]) -> Mapping[str, Any]:
-        rows = self._query()
-        try:
-            perf = parse_smi_performance(self._run([self.path, "-q", "-d", "PERFORMANCE"], self.timeout_s))
-        except SourceUnavailable:
-            perf = []  # the counters are a bonus; the readings above stand without them
+        # One budget for the whole tick: three runs must not cost three timeouts.
+        deadline = time.monotonic() + self.timeout_s
+
+        def budget() -> float:
+            return max(0.0, deadline - time.monotonic())
+
+        rows = self._query(budget)
+        perf: list[dict[str, int | None]] = []
         procs: dict[int, int | None] = {}
         try:
-            apps = self._run(
-                [self.path, "--query-compute-apps=pid,used_memory", "--format=csv,noheader"], self.timeout_s
-            )
-            for row in parse_smi_csv(apps, ("pid", "used_memory")):
-                if isinstance(row["pid"], int):
-                    mib = row["used_memory"]
-                    procs[row["pid"]] = int(mib * 2**20) if isinstance(mib, (int, float)) else None
+            # The counters and processes are a bonus: the readings above stand without them.
+            if budget() > 0:
+                perf = parse_smi_performance(self._run([self.path, "-q", "-d", "PERFORMANCE"], budget()))
+            if budget() > 0:
+                apps = self._run(
+                    [self.path, "--query-compute-apps=pid,used_memory", "--format=csv,noheader"], budget()
+                )
+                for row in parse_smi_csv(apps, ("pid", "used_memory")):
+                    if isinstance(row["pid"], int):
+                        mib = row["used_memory"]
+                        procs[row["pid"]] = int(mib * 2**20) if isinstance(mib, (int, float)) else None
         except (SourceUnavailable, ValueError):
             pass
         gpus = []

@@ -249,3 +249,19 @@ def test_real_pynvml_without_driver_is_down_not_crashing():
     with pytest.raises(SourceUnavailable, match="nvmlInit failed"):
         src.collect({})
     src.close()
+
+
+def test_down_message_keeps_its_words_while_the_state_holds():
+    # The daemon logs once per state change, comparing messages without their digits.
+    nvml = FakeNvml.gb10()
+    nvml.fail_init = pynvml.NVML_ERROR_LIBRARY_NOT_FOUND
+    clock = Clock()
+    src = make(nvml, clock=clock)
+    words = set()
+    for _ in range(6):
+        with pytest.raises(SourceUnavailable) as exc:
+            src.collect({})
+        words.add("".join(c for c in str(exc.value) if not c.isdigit()))
+        clock.t += 7
+    assert words == {"nvmlInit failed: libnvidia-ml.so. not found (next retry in  s)"}
+    src.close()

@@ -181,3 +181,17 @@ def test_meminfo_source_reports_watch_window_minimum_and_stops_its_thread(tmp_pa
     src.close()
     assert not src.watch.running
     assert threading.active_count() == before
+
+
+def test_memwatch_thread_reads_in_the_background_and_joins():
+    from spark_watchd.sources.memwatch import MemWatch
+
+    watch = MemWatch(str(GB10), interval_s=0.05)
+    watch.start()
+    for _ in range(400):
+        if watch.readings >= 2:
+            break
+        threading.Event().wait(0.01)
+    watch.stop()
+    assert watch.readings >= 2 and not watch.running
+    assert watch.take_window() == (2919641, 35.63)

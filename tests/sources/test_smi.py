@@ -102,6 +102,11 @@ args = sys.argv[1:]
 mode = open({mode!r}).read().strip()
 if mode == "hang":
     time.sleep(60)
+if mode == "hang-child":
+    import subprocess
+    subprocess.run([sys.executable, "-c", "import time; time.sleep(60)", "smi-grandchild-" + {mode!r}])
+if mode == "perf-hang" and args[:2] == ["-q", "-d"]:
+    time.sleep(60)
 if mode == "fail":
     print("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.", file=sys.stderr)
     sys.exit(9)
@@ -186,3 +191,38 @@ def test_hung_smi_is_killed_at_the_timeout(fake_smi):
                 assert str(path).encode() not in f.read()
         except OSError:
             pass
+
+
+def _running_with(marker: str) -> list[str]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if marker.encode() in f.read():
+                        found.append(pid)
+            except OSError:
+                pass
+    return found
+
+
+def test_hung_smi_child_processes_are_killed_too(fake_smi):
+    path, mode = fake_smi
+    mode.write_text("hang-child")
+    with pytest.raises(SourceUnavailable, match="timed out"):
+        SmiSource(str(path), timeout_s=2).collect({})
+    for _ in range(100):  # SIGKILL is delivered asynchronously
+        if not _running_with("smi-grandchild-" + str(mode)):
+            break
+        time.sleep(0.05)
+    assert _running_with("smi-grandchild-" + str(mode)) == []
+
+
+def test_one_budget_per_tick_and_readings_survive_a_hung_extra(fake_smi):
+    path, mode = fake_smi
+    mode.write_text("perf-hang")
+    t0 = time.monotonic()
+    out = SmiSource(str(path), timeout_s=3).collect({})
+    assert time.monotonic() - t0 < 25  # one budget, not one per run (generous: shared machine)
+    (g,) = out["gpus"]
+    assert g.temp_c == 38.0 and g.clocks_event_counters_us is None and out["_gpu_processes"] == {}

@@ -121,7 +121,11 @@ def serve(settings: Settings, args: argparse.Namespace, *, announce: bool = Fals
             except (OSError, ValueError) as exc:
                 print(f"spark-watchd: cannot replay {args.replay}: {exc}", file=sys.stderr)
                 return EX_USAGE
-            state_dir = None  # replayed events must not land in the real journal and counters
+            if getattr(args, "state_dir", None):
+                # An explicit --state-dir keeps the replay's state there (soak and crash tests restart on it).
+                state_dir = usable_state_dir(settings, explicit=True)
+            else:
+                state_dir = None  # replayed events must not land in the real journal and counters
         else:
             # Set by file, environment or flag: the user meant it, so no silent fallback.
             state_dir = usable_state_dir(settings, explicit="state_dir" in settings.daemon.model_fields_set)

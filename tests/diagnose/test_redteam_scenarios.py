@@ -38,11 +38,19 @@ def _score(trace: Path) -> dict:
     expected = json.loads((DIR / f"{stem}.events.json").read_text())
     out = [d.to_replay_dict() for d in Diagnoser().run(read_trace(trace))]
     assert len(out) == len(truth), "one judgement per sample"
-    r = {"agree": 0, "total": 0, "episodes": 0, "detected": 0, "false_critical": [], "missed": [],
-         "events_missed": [], "extra": []}
+    r = {
+        "agree": 0,
+        "total": 0,
+        "episodes": 0,
+        "detected": 0,
+        "false_critical": [],
+        "missed": [],
+        "events_missed": [],
+        "extra": [],
+    }
     for g in GOTCHAS:
         start = hit = None
-        for i, (t, o) in enumerate(zip(truth, out)):
+        for i, (t, o) in enumerate(zip(truth, out, strict=True)):
             a, v = _allowed(t[g]), o["findings"][g]["severity"]
             r["total"] += 1
             r["agree"] += v in a
@@ -100,9 +108,30 @@ def test_redteam_scenario_meets_the_bar(trace):
 
 def test_redteam_set_covers_the_unseen_cases():
     names = " ".join(p.name for p in TRACES)
-    for needle in ("counters_only", "slowdown84", "slow_onset", "nojob", "shutdown", "power_fault", "hung_engine",
-                   "reboot_no_throttle", "benign_cap", "ollama", "vllm_default", "trainer_to_gpu", "sglang",
-                   "stale_swap", "vllm094", "oom_kill", "load_transient", "30s", "37s", "45s", "52s", "60s"):
+    for needle in (
+        "counters_only",
+        "slowdown84",
+        "slow_onset",
+        "nojob",
+        "shutdown",
+        "power_fault",
+        "hung_engine",
+        "reboot_no_throttle",
+        "benign_cap",
+        "ollama",
+        "vllm_default",
+        "trainer_to_gpu",
+        "sglang",
+        "stale_swap",
+        "vllm094",
+        "oom_kill",
+        "load_transient",
+        "30s",
+        "37s",
+        "45s",
+        "52s",
+        "60s",
+    ):
         assert needle in names, needle
 
 

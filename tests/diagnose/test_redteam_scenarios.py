@@ -25,7 +25,12 @@ DIR = Path(__file__).resolve().parents[1] / "fixtures" / "traces" / "redteam"
 TRACES = sorted(p for p in DIR.glob("*.jsonl") if not p.name.endswith(".truth.jsonl"))
 
 # scenario stem -> why the engine fails it today (see the red-team report)
-XFAIL: dict[str, str] = {}
+XFAIL: dict[str, str] = {
+    "slow_eviction_60s": (
+        "no eviction event for a trainer squeezed ~2.5 %/min for 30 min (16 -> 7.5 GiB) under stalls and "
+        "swap-out: g6 measures the loss only over eviction_window_s=600 s, where it never reaches 30 %"
+    ),
+}
 
 
 def _allowed(spec: str) -> set[str]:

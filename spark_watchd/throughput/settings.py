@@ -28,7 +28,7 @@ class LogTailSettings(BaseModel):
         "group `step` and optional `tokens`, `samples`, `total`.",
     )
     tokens_per_step: int | None = Field(
-        None, ge=1, description="When the log has no token count: tokens = step x this."
+        None, ge=1, description="When the log has no token count: tokens are step times this."
     )
     from_start: bool = Field(
         False,

@@ -51,6 +51,8 @@ class LogTailSettings(BaseModel):
 
 
 class ProgressSettings(BaseModel):
+    """Progress reports from trainers (POST /api/v1/progress, log tails), per-job metrics, the run ledger."""
+
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = Field(True, description="Accept progress reports and export training metrics.")

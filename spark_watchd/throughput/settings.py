@@ -99,7 +99,8 @@ class ProgressSettings(BaseModel):
         description="Samples kept to cover runs whose reports carry earlier timestamps (a day at 30 s).",
     )
     log_tail: list[LogTailSettings] = Field(
-        default_factory=list, description="Log files to follow (`[[progress.log_tail]]` tables)."
+        default_factory=list,
+        description="Log files to follow: `[[progress.log_tail]]` tables with path, job, pattern (hf, tqdm or a regex).",
     )
     log_tail_poll_s: float = Field(1.0, gt=0, le=60, description="How often followed logs are read.")
     log_tail_min_interval_s: float = Field(

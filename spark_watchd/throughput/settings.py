@@ -58,8 +58,12 @@ class ProgressSettings(BaseModel):
     enabled: bool = Field(True, description="Accept progress reports and export training metrics.")
     token: SecretStr | None = Field(
         None,
-        description="Bearer token that lets non-loopback clients report. None: loopback only "
-        "(a reverse proxy on the same host makes every client look like loopback).",
+        description="Bearer token that lets non-loopback clients report. None: loopback only.",
+    )
+    trust_loopback: bool = Field(
+        True,
+        description="Loopback clients report without the token. Turn off behind a reverse proxy on this "
+        "host (every proxied client arrives from loopback) and set `token`.",
     )
     max_body_bytes: int = Field(
         65536,
@@ -106,6 +110,12 @@ class ProgressSettings(BaseModel):
     log_tail_min_interval_s: float = Field(
         5.0, ge=0, description="Least time between two reports derived from one log (tqdm redraws ~10x/s)."
     )
+
+    @model_validator(mode="after")
+    def _token_when_loopback_untrusted(self) -> ProgressSettings:
+        if not self.trust_loopback and not self.token_value():
+            raise ValueError("trust_loopback = false needs a token, or no client could ever report")
+        return self
 
     @model_validator(mode="after")
     def _unique_tail_jobs(self) -> ProgressSettings:

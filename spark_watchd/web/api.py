@@ -65,7 +65,7 @@ def status_dict(daemon) -> dict[str, Any]:
         "gpus": [g.to_dict() for g in s.gpus] if s is not None else [],
         "psi_memory": s.psi_memory if s is not None else None,
         "processes": [p.to_dict() for p in s.processes] if s is not None else [],
-        "workloads": workload_table(s) if s is not None else [],
+        "workloads": _safe(workload_table, s) if s is not None else [],
         "throughput": [t.to_dict() for t in s.throughput] if s is not None else [],
         "worst": diag.worst() if diag is not None else "unknown",
         "findings": {g: f.to_dict() for g, f in diag.findings.items()} if diag is not None else {},
@@ -83,6 +83,13 @@ def status_dict(daemon) -> dict[str, Any]:
         },
         "extras": _jsonable(snap.extras),
     }
+
+
+def _safe(fn, *args) -> Any:
+    try:
+        return fn(*args)
+    except Exception as exc:  # one odd process must not cost the whole status document
+        return {"error": str(exc)}
 
 
 def _jsonable(obj: Any) -> Any:

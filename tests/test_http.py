@@ -158,6 +158,8 @@ def test_trickling_client_is_cut_off_at_the_request_deadline(server):
 
 def test_full_pool_answers_503_at_once_and_recovers_after_timeout(server):
     hogs = [socket.create_connection(server.address) for _ in range(server.workers)]
+    for h in hogs:  # whole headers, then a body that never comes: each holds a worker in the handler
+        h.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
     try:
         time.sleep(0.2)
         reply = _raw(server, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", timeout=2)

@@ -23,6 +23,7 @@ from spark_watchd import __version__
 from spark_watchd.config import parse_listen
 from spark_watchd.logging import get_logger
 from spark_watchd.web.auth import WebConfig
+from spark_watchd.web.gate import ConnectionGate
 from spark_watchd.web.http import Request, Response, Route
 
 # Route providers, each a module with `routes(daemon) -> list[Route]`; imported guarded, here only.
@@ -254,24 +255,22 @@ class HttpServer:
         self._thread.start()
 
     def _accept_loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, addr = self._sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                if self._stop.is_set():
-                    return
-                continue
-            if not self._slots.acquire(blocking=False):
-                self._refuse_busy(conn)
-                continue
-            try:
-                self._pool.submit(self._serve, conn, addr)
-            except RuntimeError:  # pool shut down
-                self._slots.release()
-                conn.close()
-                return
+        # Idle and half-open clients wait in the gate, not in a worker (see web/gate.py).
+        gate = ConnectionGate(self._sock, self.timeout, tls=self.web is not None and self.web.tls is not None)
+        try:
+            while not self._stop.is_set():
+                for conn, addr in gate.poll():
+                    if not self._slots.acquire(blocking=False):
+                        self._refuse_busy(conn)
+                        continue
+                    try:
+                        self._pool.submit(self._serve, conn, addr)
+                    except RuntimeError:  # pool shut down
+                        self._slots.release()
+                        conn.close()
+                        return
+        finally:
+            gate.close()
 
     def _refuse_busy(self, conn: socket.socket) -> None:
         try:

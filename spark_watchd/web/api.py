@@ -96,12 +96,12 @@ def _jsonable(obj: Any) -> Any:
     """Extras as JSON: objects with to_dict() or dataclasses become dicts, anything else its str()."""
     if obj is None or isinstance(obj, (str, int, float, bool)):
         return obj
+    if hasattr(obj, "to_dict"):  # first: a tuple subclass may define its own JSON view
+        return _jsonable(obj.to_dict())
     if isinstance(obj, Mapping):
         return {str(k): _jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple, set, frozenset)):
         return [_jsonable(v) for v in obj]
-    if hasattr(obj, "to_dict"):
-        return _jsonable(obj.to_dict())
     if dataclasses.is_dataclass(obj):
         return _jsonable(dataclasses.asdict(obj))
     return str(obj)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -56,6 +57,8 @@ class Collector:
         self.log = log or get_logger("collector")
         self._errors: dict[str, int] = {}
         self._state: dict[str, str | None] = {}  # name -> last error (None when up); absent before first tick
+        # Sources already reported missing at start-up: their first "down" is not news.
+        self.expected_down: set[str] = set()
 
     def collect(self) -> tuple[Sample, dict[str, SourceStatus]]:
         """Sample every source once; returns the Sample and each source's status."""
@@ -83,7 +86,9 @@ class Collector:
         first = name not in self._state
         prev = self._state.get(name)
         self._state[name] = error
-        if error is not None and (first or prev is None):
+        if error is not None and first and name in self.expected_down:
+            self.log.debug(f"{name} down: {error}", source=name, error=error)
+        elif error is not None and (first or prev is None):
             self.log.warning(f"{name} down: {error}", source=name, error=error)
         elif error is None and not first and prev is not None:
             self.log.info(f"{name} recovered", source=name)
@@ -100,5 +105,5 @@ class Collector:
 
 
 def _kind(error: str) -> str:
-    # Errors that differ only in numbers (pids, counters) are the same state.
-    return "".join(c for c in error if not c.isdigit())[:80]
+    # Errors that differ only in numbers or asides ("(next retry in 9 s)", pids) are the same state.
+    return re.sub(r"\([^)]*\)|\d+", "", error).strip()[:80]

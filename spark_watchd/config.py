@@ -11,7 +11,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from spark_watchd.diagnose.thresholds import Thresholds
@@ -57,6 +57,21 @@ class DaemonSettings(BaseModel):
     record_keep_days: int = Field(
         7, ge=1, le=3650, description="Rolling traces older than this many days are deleted."
     )
+
+    @field_validator("listen")
+    @classmethod
+    def _listen_is_host_port(cls, v: str) -> str:
+        parse_listen(v)
+        return v
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """Split HOST:PORT (IPv6 as [::1]:PORT; empty host means all addresses); ValueError says why."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{listen!r} is not HOST:PORT")
+    host = host.strip("[]") or "0.0.0.0"
+    return host, int(port)
 
 
 class Settings(BaseSettings):
@@ -179,3 +194,15 @@ def load_settings(
             loc = tuple(str(x) for x in err["loc"])
             lines.append(f"{_origin(origins, loc)}: key '{'.'.join(loc)}': {_describe(err)}")
         raise ConfigError("\n".join(lines)) from None
+
+
+def config_reference() -> str:
+    """Every configuration key as a Markdown table (section.key, default, env variable, meaning), for docs."""
+    rows = ["| key | default | environment | meaning |", "|---|---|---|---|"]
+    for section, field in Settings.model_fields.items():
+        model = field.annotation
+        for key, f in getattr(model, "model_fields", {}).items():
+            default = f.default if f.default is not None else ""
+            env = f"{ENV_PREFIX}{section.upper()}__{key.upper()}"
+            rows.append(f"| `{section}.{key}` | `{default!s}` | `{env}` | {f.description or ''} |")
+    return "\n".join(rows)

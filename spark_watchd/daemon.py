@@ -14,7 +14,7 @@ from spark_watchd import __version__
 from spark_watchd.collector import Collector
 from spark_watchd.config import Settings
 from spark_watchd.logging import get_logger
-from spark_watchd.model import GOTCHAS, Diagnosis, Finding, Sample
+from spark_watchd.model import Sample
 from spark_watchd.replay_source import ReplayFeed
 from spark_watchd.sdnotify import SystemdNotifier
 from spark_watchd.snapshot import Snapshot, SourceStatus
@@ -22,41 +22,20 @@ from spark_watchd.snapshot import Snapshot, SourceStatus
 Subscriber = Callable[[Snapshot], None]
 
 
-# --- The one wiring place for parts other areas build (each import guarded here, nowhere else). ---
+# --- The one wiring place for parts other areas build. ---
 
 
 def build_live_sources(settings: Settings) -> tuple:
-    """The live source tuple: spark_watchd.sources.build_sources once it exists, a stand-in until then."""
-    try:
-        from spark_watchd.sources import build_sources
-    except ImportError:
-        from spark_watchd._standin_sources import build_sources
+    """The live source tuple (spark_watchd.sources.build_sources)."""
+    from spark_watchd.sources import build_sources
+
     return tuple(build_sources(settings))
 
 
-class _UnknownRuntime:
-    """Stand-in until diagnose.runtime lands: every gotcha 'unknown', no events."""
-
-    def observe(self, sample: Sample) -> Diagnosis:
-        f = {g: Finding(g, "unknown", "diagnosis is not available in this build") for g in GOTCHAS}
-        return Diagnosis(sample.ts, f, ())
-
-    def event_counts(self) -> dict:
-        return {}
-
-    def recent_events(self) -> tuple:
-        return ()
-
-    def close(self) -> None:
-        pass
-
-
 def build_runtime(settings: Settings, state_dir: str | None):
-    """The diagnosis runtime (diagnose/runtime.py), or the 'unknown' stand-in while it is missing."""
-    try:
-        from spark_watchd.diagnose.runtime import DiagnosisRuntime
-    except ImportError:
-        return _UnknownRuntime()
+    """The diagnosis runtime; state_dir None keeps everything in memory (replay, once, tests)."""
+    from spark_watchd.diagnose.runtime import DiagnosisRuntime
+
     return DiagnosisRuntime(settings.thresholds, state_dir)
 
 
@@ -75,7 +54,7 @@ class Daemon:
         runtime=None,
         clock: Callable[[], float] = time.time,
         notifier: SystemdNotifier | None = None,
-        state_dir: str | None = None,
+        state_dir: str | None | object = "settings",
     ):
         self.settings = settings
         self.clock = clock
@@ -83,7 +62,9 @@ class Daemon:
         self.replay = replay
         self.mode = "replay" if replay is not None else "live"
         self.notifier = notifier or SystemdNotifier()
-        self.state_dir = state_dir if state_dir is not None else settings.daemon.state_dir
+        # "settings": daemon.state_dir; None: nothing on disk (a replay must not touch the real journal).
+        self.state_dir = settings.daemon.state_dir if state_dir == "settings" else state_dir
+        self._owns_runtime = runtime is None
         self.runtime = runtime if runtime is not None else build_runtime(settings, self.state_dir)
         self.collector = (
             Collector(sources if sources is not None else build_live_sources(settings), clock)
@@ -93,6 +74,9 @@ class Daemon:
         self.tracker: Any = None  # throughput JobTracker: set by throughput.api.routes(daemon); a Source
         self.history: Any = None  # web history store: set by web.page.routes(daemon)
         self.extras_providers: dict[str, Callable[[], Any]] = {}
+        if hasattr(self.runtime, "throttle_seconds"):
+            # Rendered by diagnose/metrics.py as sparkwatchd_throttled_seconds_total.
+            self.extras_providers["throttle_seconds_total"] = self.runtime.throttle_seconds
         self.version = __version__
         self.ticks = 0
         self.overruns = 0
@@ -102,8 +86,12 @@ class Daemon:
         self._tick_lock = threading.Lock()
         self._ready = threading.Event()
         self._replay_iter = iter(replay) if replay is not None else None
-        self._replay_done = False
+        self.replay_done = False
+        self.replay_delay = 0.0  # seconds until the next replayed sample is due
         self._logged_failures: set[str] = set()
+        self._tracker_errors = 0
+        self.stopping = False
+        self._notify_lock = threading.Lock()
 
     # Public API for other areas.
     def snapshot(self) -> Snapshot:
@@ -123,7 +111,7 @@ class Daemon:
         snap = self._snapshot
         if snap.sample is None:
             return False
-        if self.mode == "replay" and self._replay_done:
+        if self.mode == "replay" and self.replay_done:
             return True  # a finished replay keeps serving its last state on purpose
         now = time.time() if now is None else now
         return (now - snap.published_at) < 3 * self.expected_period()
@@ -163,19 +151,21 @@ class Daemon:
             self.last_tick_seconds = time.perf_counter() - t0
         for fn in list(self._subscribers):
             self._guard(f"subscriber {getattr(fn, '__qualname__', fn)}", lambda fn=fn: fn(snap))
-        self.notifier.watchdog()
-        if not self._ready.is_set():
-            self._ready.set()
-            self.notifier.ready(status=f"serving {self.mode} samples")
+        with self._notify_lock:
+            if not self.stopping:  # no watchdog ping or READY may follow STOPPING=1
+                self.notifier.watchdog()
+                if not self._ready.is_set():
+                    self._ready.set()
+                    self.notifier.ready(status=f"serving {self.mode} samples")
         return snap
 
     def _next_replayed(self) -> tuple[Sample, dict[str, SourceStatus]] | None:
         t0 = time.perf_counter()
         try:
-            sample, self._replay_delay = next(self._replay_iter)
+            sample, self.replay_delay = next(self._replay_iter)
         except StopIteration:
-            if not self._replay_done:
-                self._replay_done = True
+            if not self.replay_done:
+                self.replay_done = True
                 self.log.info("replay finished; serving the last sample", trace=self.replay.path)
             return None
         st = SourceStatus("replay", True, time.perf_counter() - t0, 0, None)
@@ -186,13 +176,17 @@ class Daemon:
         tracker = self.tracker
         if tracker is None:
             return sample
+        name = getattr(tracker, "name", "throughput")
         t0 = time.perf_counter()
         try:
             out = tracker.collect({"ts": sample.ts}) or {}
             readings = tuple(out.get("throughput") or ())
-            statuses["throughput"] = SourceStatus("throughput", True, time.perf_counter() - t0)
+            statuses[name] = SourceStatus(name, True, time.perf_counter() - t0)
         except Exception as exc:
-            statuses["throughput"] = SourceStatus("throughput", False, time.perf_counter() - t0, 1, str(exc))
+            self._tracker_errors += 1
+            statuses[name] = SourceStatus(
+                name, False, time.perf_counter() - t0, self._tracker_errors, str(exc)
+            )
             return sample
         if self.mode == "replay" and not readings:
             return sample
@@ -209,6 +203,28 @@ class Daemon:
                 self._logged_failures.add(what)
                 self.log.exception(f"{what} failed", error=str(exc))
             return None
+
+    def apply_settings(self, new: Settings) -> None:
+        """Swap in reloaded settings between ticks: new [sources] rebuild the sources, new [thresholds]
+        rebuild the diagnosis runtime (it persists its state on close and restores it on open)."""
+        with self._tick_lock:
+            old, self.settings = self.settings, new
+            if self.collector is not None and new.sources != old.sources:
+                fresh = Collector(build_live_sources(new), self.clock)
+                fresh.expected_down = self.collector.expected_down
+                self.collector.close()
+                self.collector = fresh
+            if new.thresholds != old.thresholds and self._owns_runtime:
+                self.runtime.close()
+                self.runtime = build_runtime(new, self.state_dir)
+                if "throttle_seconds_total" in self.extras_providers:
+                    self.extras_providers["throttle_seconds_total"] = self.runtime.throttle_seconds
+
+    def begin_stop(self) -> None:
+        """Tell systemd STOPPING=1; no publish pings the watchdog after this."""
+        with self._notify_lock:
+            self.stopping = True
+            self.notifier.stopping()
 
     def close(self) -> None:
         """Close sources (stopping their threads) and the runtime (flushing its state)."""
@@ -281,15 +297,18 @@ class Runner:
         )
 
     def _replay_loop(self) -> None:
+        deadline = time.monotonic()
         while not self._stop.is_set():
             try:
                 snap = self.daemon.tick()
             except Exception as exc:  # never leave the replay thread dead silently
                 self.log.exception("replay tick failed", error=str(exc))
                 snap = None
-            if snap is None and self.daemon._replay_done:
+            if snap is None and self.daemon.replay_done:
                 return
-            self._stop.wait(getattr(self.daemon, "_replay_delay", 0.0))
+            # Pace from a running deadline, so tick time does not slow the replay down.
+            deadline = max(deadline + self.daemon.replay_delay, time.monotonic() - 1.0)
+            self._stop.wait(max(0.0, deadline - time.monotonic()))
 
     def reschedule(self, interval: float) -> None:
         if self._scheduler is not None:
@@ -318,7 +337,8 @@ class Runner:
         """Reload configuration; an invalid one is logged and the old one kept."""
         if self.reload_fn is None:
             return
-        self.daemon.notifier.reloading()
+        # systemd (Type=notify-reload) wants the monotonic time with RELOADING=1.
+        self.daemon.notifier.notify(f"RELOADING=1\nMONOTONIC_USEC={time.monotonic_ns() // 1000}")
         try:
             new = self.reload_fn()
         except Exception as exc:
@@ -326,14 +346,15 @@ class Runner:
             self.daemon.notifier.notify("READY=1")
             return
         old = self.daemon.settings
-        self.daemon.settings = new
+        try:
+            self.daemon.apply_settings(new)
+        except Exception as exc:
+            self.log.exception("reload failed applying the new configuration", error=str(exc))
         if new.daemon.interval != old.daemon.interval:
             self.reschedule(new.daemon.interval)
-        for key in ("listen", "web_config_file", "http_workers"):
+        for key in ("listen", "web_config_file", "http_workers", "http_timeout", "state_dir", "record_dir"):
             if getattr(new.daemon, key) != getattr(old.daemon, key):
                 self.log.warning(f"daemon.{key} changed: takes effect after a restart")
-        if hasattr(self.daemon.runtime, "update_thresholds") and new.thresholds != old.thresholds:
-            self.daemon.runtime.update_thresholds(new.thresholds)
         from spark_watchd.logging import configure_logging
 
         configure_logging(new.daemon.log_level, new.daemon.log_format)
@@ -342,7 +363,7 @@ class Runner:
 
     def stop(self) -> None:
         """Stop ticking, then close the daemon's parts; tells systemd STOPPING=1."""
-        self.daemon.notifier.stopping()
+        self.daemon.begin_stop()
         self._stop.set()
         if self._scheduler is not None:
             self._scheduler.shutdown(wait=True)

@@ -17,6 +17,7 @@ from spark_watchd import __version__
 from spark_watchd.logging import get_logger
 from spark_watchd.model import REASON_BITS, REASON_COUNTER_KEYS, Sample
 from spark_watchd.snapshot import Snapshot
+from spark_watchd.workloads import classify, read_caps
 
 P = "sparkwatchd_"
 KB = 1024
@@ -171,33 +172,54 @@ def memory_families(sample: Sample, os_reserve_bytes: int = 0) -> Iterator[Metri
             yield fam
 
 
-def _workload_tools() -> tuple[Callable | None, Callable | None]:
-    try:
-        from spark_watchd.workloads import classify, read_caps
-    except ImportError:
-        return None, None
-    return classify, read_caps
+_ENGINE_TITLES = ("VLLM::", "sglang::")
+
+
+def workload_table(sample: Sample) -> list[dict[str, Any]]:
+    """One row per workload: {kind, capped, memory_bytes, pids}. Engine sub-processes join their launcher."""
+    rows: list[dict[str, Any]] = []
+    engines: list[tuple[str, Any]] = []
+    for proc in sample.processes:
+        kind = classify(proc.cmdline, proc.name, proc.gpu_resident)
+        if kind == "other" and not proc.gpu_resident:
+            continue  # matched a pattern scan but is no workload
+        mem = max(proc.rss_bytes or 0, proc.gpu_mem_bytes or 0)
+        title = proc.cmdline[0] if proc.cmdline else proc.name
+        # vLLM / SGLang engines retitle themselves and carry no flags: their caps are on the launcher.
+        if title.startswith(_ENGINE_TITLES) or proc.name.startswith(_ENGINE_TITLES):
+            engines.append((kind, proc))
+            continue
+        caps = read_caps(proc.cmdline)
+        capped = any(v is not None for v in caps.values())
+        rows.append({"kind": kind, "capped": capped, "memory_bytes": mem, "pids": [proc.pid]})
+    for kind, proc in engines:
+        mem = max(proc.rss_bytes or 0, proc.gpu_mem_bytes or 0)
+        owner = next((r for r in rows if r["kind"] == kind), None)
+        if owner is None:
+            rows.append({"kind": kind, "capped": False, "memory_bytes": mem, "pids": [proc.pid]})
+        else:
+            owner["memory_bytes"] += mem
+            owner["pids"].append(proc.pid)
+    return rows
 
 
 def workload_families(sample: Sample) -> Iterator[Metric]:
     """Workloads by kind and whether they are memory-capped; every kind always present (stable series)."""
-    classify, read_caps = _workload_tools()
-    if classify is None:
-        return  # no classifier in this build: absent, not a false zero
     counts = {(k, c): 0 for k in WORKLOAD_KINDS for c in ("true", "false")}
     mem = dict.fromkeys(counts, 0)
-    for proc in sample.processes:
-        kind = classify(proc)
-        if not kind:
-            continue
-        kind = kind if kind in WORKLOAD_KINDS else "other"
-        capped = "true" if read_caps(proc) else "false"
-        counts[(kind, capped)] += 1
-        mem[(kind, capped)] += max(proc.rss_bytes or 0, proc.gpu_mem_bytes or 0)
-    wl = _g("workloads", "Workload processes by kind and memory cap.", ["kind", "capped"])
+    for row in workload_table(sample):
+        kind = row["kind"] if row["kind"] in WORKLOAD_KINDS else "other"
+        key = (kind, "true" if row["capped"] else "false")
+        counts[key] += 1
+        mem[key] += row["memory_bytes"]
+    wl = _g(
+        "workloads",
+        "Workloads by kind and memory cap (engine sub-processes count with their launcher).",
+        ["kind", "capped"],
+    )
     wm = _g(
         "workload_memory_bytes",
-        "Memory held by workloads (max of RSS and NVML memory each).",
+        "Memory held by workloads (per process the larger of RSS and NVML memory).",
         ["kind", "capped"],
     )
     for key in counts:

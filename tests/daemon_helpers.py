@@ -44,6 +44,8 @@ def running_daemon(
     ready_timeout: float = 20.0,
     verb: str = "run",
     headers: dict | None = None,
+    scheme: str = "http",
+    context=None,
 ):
     """Start `spark-watchd VERB --listen 127.0.0.1:PORT ARGS`, wait for a first sample, yield (proc, base_url)."""
     port = free_port()
@@ -55,7 +57,7 @@ def running_daemon(
         env=cli_env(env),
         cwd=str(REPO),
     )
-    base = f"http://127.0.0.1:{port}"
+    base = f"{scheme}://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + ready_timeout
         while True:
@@ -63,7 +65,7 @@ def running_daemon(
                 out, err = proc.communicate()
                 raise AssertionError(f"daemon exited {proc.returncode}: {err}")
             try:
-                status, _ = http_get(base + "/healthz", timeout=1, headers=headers)
+                status, _ = http_get(base + "/healthz", timeout=1, headers=headers, context=context)
                 if status == 200:
                     break
             except OSError:

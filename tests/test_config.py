@@ -80,3 +80,24 @@ def test_missing_config_file_exits_78(tmp_path, capsys):
 def test_bad_flag_value_exits_78(capsys):
     assert cli.main(["run", "--interval", "0.5"]) == 78
     assert "command line: key 'daemon.interval'" in capsys.readouterr().err
+
+
+def test_listen_must_be_host_port():
+    with pytest.raises(ConfigError, match=r"key 'daemon.listen': .*'localhost' is not HOST:PORT"):
+        load_settings(None, environ={"SPARK_WATCHD_DAEMON__LISTEN": "localhost"})
+
+
+def test_unwritable_default_state_dir_falls_back_per_user_but_an_explicit_one_is_an_error(
+    tmp_path, monkeypatch
+):
+    from spark_watchd.commands.run import usable_state_dir
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    s = load_settings(None, {"daemon": {"state_dir": "/dev/null/cannot"}}, environ={})
+    assert usable_state_dir(s, explicit=False) == str(tmp_path / "xdg" / "spark-watchd")
+    with pytest.raises(
+        ConfigError, match=r"key 'daemon.state_dir': /dev/null/cannot is not a writable directory"
+    ):
+        usable_state_dir(s, explicit=True)
+    assert "state_dir" in s.daemon.model_fields_set  # how run tells a configured dir from the default
+    assert "state_dir" not in load_settings(None, environ={}).daemon.model_fields_set

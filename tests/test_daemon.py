@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from spark_watchd.trace import parse_line
+from spark_watchd.trace import parse_line, read_trace
 from tests.conftest import FIXTURES, run_cli
 from tests.daemon_helpers import http_get, running_daemon, samples, value
 
@@ -78,17 +78,27 @@ def test_unknown_path_404_and_wrong_method_405(live_daemon):
     assert code == 405
 
 
-def test_missing_source_logged_once_systemd_notified_and_sigterm_stops_cleanly(tmp_path):
+def test_lifecycle_missing_source_once_sd_notify_sighup_reload_record_and_sigterm(tmp_path):
     notify_path = tmp_path / "notify.sock"
     notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     notify.bind(str(notify_path))
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("[daemon]\ninterval = 1\n")
     env = {
         "SPARK_WATCHD_SOURCES__PROC_ROOT": str(VM_ROOT),
-        "SPARK_WATCHD_DAEMON__STATE_DIR": str(tmp_path),
+        "SPARK_WATCHD_DAEMON__STATE_DIR": str(tmp_path / "state"),
         "NOTIFY_SOCKET": str(notify_path),
     }
-    with running_daemon("--interval", "1", env=env) as (proc, base):
+    traces = tmp_path / "traces"
+    with running_daemon("--config", str(cfg), "--record", str(traces), env=env) as (proc, base):
         time.sleep(2.5)  # several ticks with NVML down
+        cfg.write_text("[daemon]\ninterval = 2\n")
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(1.0)
+        cfg.write_text("[daemon]\ninterval = 0\n")  # invalid: must be refused, the daemon goes on
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(1.0)
+        assert http_get(base + "/healthz")[0] == 200
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
         err = proc.stderr.read()
@@ -100,13 +110,26 @@ def test_missing_source_logged_once_systemd_notified_and_sigterm_stops_cleanly(t
         except BlockingIOError:
             break
     notify.close()
-    assert msgs[0].startswith("WATCHDOG=1") and msgs[1].startswith("READY=1")  # ready after the first publish
-    assert msgs.count("WATCHDOG=1") >= 2 and msgs[-1] == "STOPPING=1"
     lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
-    down = [ln for ln in lines if ln.get("source") == "nvml" and "down" in ln["event"]]
-    assert len(down) == 1, err  # once per state change, not every tick
-    assert down[0]["event"].startswith("nvml down: ")
+    nvml = [ln for ln in lines if ln.get("source") == "nvml" and ln["level"] != "debug"]
+    assert len(nvml) == 1, err  # said once at start-up, not every tick
+    assert nvml[0]["event"].startswith("nvml missing: ") and "libnvidia-ml.so.1 not found" in nvml[0]["event"]
+    reloaded = [ln for ln in lines if ln["event"] == "configuration reloaded"]
+    assert len(reloaded) == 1 and reloaded[0]["interval_s"] == 2
+    refused = [ln for ln in lines if ln["event"].startswith("reload failed")]
+    assert len(refused) == 1 and "key 'daemon.interval'" in refused[0]["error"]
     assert any(ln["event"] == "stopping" for ln in lines)
+    # systemd: ready after the first publish, a watchdog ping per publish, reload acknowledged, stopping last.
+    assert msgs[0] == "WATCHDOG=1" and msgs[1].startswith("READY=1")
+    assert msgs.count("WATCHDOG=1") >= 2 and msgs[-1] == "STOPPING=1"
+    assert any(m.startswith("RELOADING=1\nMONOTONIC_USEC=") for m in msgs)
+    # --record: rolling trace-v1 files, one line per published sample.
+    files = list(traces.glob("spark-watchd-*.jsonl"))
+    assert len(files) == 1
+    recorded = list(read_trace(files[0]))
+    assert len(recorded) >= 3 and all(
+        s.meminfo["MemAvailable"] == _meminfo_kb("MemAvailable") for s in recorded
+    )
 
 
 def test_once_json_is_a_trace_v1_line_with_findings(tmp_path):
@@ -128,3 +151,22 @@ def test_demo_serves_a_bundled_scenario_and_prints_its_url(tmp_path):
         proc.terminate()
         out = proc.communicate(timeout=10)[0]
     assert f"open {base}/" in out
+
+
+def test_fake_gb10_through_the_real_daemon(tmp_path):
+    env = {
+        "SPARK_WATCHD_SOURCES__PROC_ROOT": str(VM_ROOT),
+        "SPARK_WATCHD_DAEMON__STATE_DIR": str(tmp_path),
+        "SPARK_WATCHD_FAKE_NVML": "gb10",
+    }
+    with running_daemon("--interval", "1", env=env) as (_, base):
+        m = samples(http_get(base + "/metrics")[1])
+        doc = json.loads(http_get(base + "/api/v1/status")[1])
+    assert value(m, "sparkwatchd_source_up", source="nvml") == 1
+    # GB10: NVML memory info is Not Supported; the thresholds and app clock are what the capture shows.
+    assert value(m, "sparkwatchd_gpu_memory_info_supported", gpu="0") == 0
+    assert value(m, "sparkwatchd_gpu_slowdown_temperature_celsius", gpu="0") == 86
+    assert value(m, "sparkwatchd_gpu_applications_clock_hertz", gpu="0") == 2418e6
+    info = [k for k in m if k[0] == "sparkwatchd_gpu_info"]
+    assert len(info) == 1 and ("name", "NVIDIA GB10") in info[0][1]
+    assert doc["gpus"][0]["mem_total_bytes"] is None and doc["sources"]["nvml"]["up"] is True

@@ -146,3 +146,82 @@ def test_reload_applies_good_config_and_keeps_old_on_bad(settings, tmp_path):
     assert d.settings.daemon.interval == 7
     assert any("reload failed" in e["event"] and "daemon.interval" in e["error"] for e in logs)
     d.close()
+
+
+def test_overrunning_tick_is_skipped_and_logged_not_stacked(settings, tmp_path):
+    import threading
+    import time
+
+    class _Slow:
+        name = "slow"
+        running = 0
+        most = 0
+        lock = threading.Lock()
+
+        def collect(self, partial):
+            with self.lock:
+                self.running += 1
+                self.most = max(self.most, self.running)
+            time.sleep(1.6)  # longer than the 1 s interval
+            with self.lock:
+                self.running -= 1
+            return {}
+
+        def close(self):
+            pass
+
+    slow = _Slow()
+    d = Daemon(settings.model_copy(update={"daemon": settings.daemon.model_copy(update={"interval": 1.0})}),
+               sources=(slow,), state_dir=str(tmp_path))  # fmt: skip
+    r = Runner(d)
+    with structlog.testing.capture_logs() as logs:
+        r.start()
+        time.sleep(3.5)
+        r.stop()
+    assert slow.most == 1  # one tick at a time
+    assert d.overruns >= 1 and d.ticks >= 2
+    assert any(e["event"].startswith("tick overrun") for e in logs)
+
+
+def test_throughput_tracker_contributes_like_a_source_and_extras_reach_the_snapshot(settings, tmp_path):
+    from spark_watchd.model import ThroughputReading
+
+    class _Tracker:
+        name = "progress"
+        fail = False
+
+        def collect(self, partial):
+            if self.fail:
+                raise RuntimeError("tracker bug")
+            return {"throughput": (ThroughputReading("llama-lora", partial["ts"], 42, 1.5, 900.0),)}
+
+    d = Daemon(settings, sources=(_Mem(),), state_dir=None)
+    d.tracker = _Tracker()
+    d.extras_providers["jobs"] = lambda: ("llama-lora",)
+    snap = d.tick()
+    assert snap.sample.throughput[0].step == 42 and snap.sources["progress"].up
+    assert snap.extras["jobs"] == ("llama-lora",)
+    d.tracker.fail = True
+    snap = d.tick()
+    assert snap.sample.throughput == () and not snap.sources["progress"].up
+    assert snap.sources["progress"].error == "tracker bug" and snap.sources["meminfo"].up
+
+
+def test_reload_rebuilds_sources_and_runtime_when_their_sections_change(settings, tmp_path):
+    from tests.conftest import FIXTURES
+
+    d = Daemon(settings, state_dir=str(tmp_path))
+    root = FIXTURES / "hosts" / "daemon-vm" / "proc"
+    avail = next(
+        int(ln.split()[1])
+        for ln in (root / "meminfo").read_text().splitlines()
+        if ln.startswith("MemAvailable:")
+    )
+    old_runtime = d.runtime
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[sources]\nproc_root = "{root}"\n[thresholds]\nos_reserve_bytes = 1234\n')
+    Runner(d, reload=lambda: load_settings(str(cfg), environ={})).do_reload()
+    assert d.runtime is not old_runtime and d.runtime.thresholds.os_reserve_bytes == 1234
+    snap = d.tick()
+    assert snap.sample.meminfo["MemAvailable"] == avail  # read from the new root
+    d.close()

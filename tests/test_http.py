@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from spark_watchd.config import load_settings
+from spark_watchd import cli
+from spark_watchd.config import load_settings, parse_listen
 from spark_watchd.daemon import Daemon
 from spark_watchd.web.http import Response, Route
-from spark_watchd.web.server import HttpServer, collect_routes, parse_listen
+from spark_watchd.web.server import HttpServer, collect_routes
 from tests.daemon_helpers import http_get, samples, value
 
 
@@ -106,6 +110,10 @@ def test_oversized_body_gets_413_before_it_is_read_while_metrics_answers(server)
         (b"POST /echo HTTP/1.1\r\nHost: x\r\n\r\n", b"411"),
         (b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", b"411"),
         (b"\x00\x01\x02 garbage \xff\r\n\r\n", b"400"),
+        (
+            b"GET\t\x00\r\n\r\n",
+            b"400",
+        ),  # HTTP/0.9 form, found by the fuzzer: it got a reply without status line
         (b"GET /metrics HTTP/1.1\r\n" + b"X-Long: " + b"a" * 70000 + b"\r\n\r\n", b"431"),
     ],
 )
@@ -134,8 +142,24 @@ def test_slow_loris_does_not_block_a_scrape(server):
             s.close()
 
 
+def test_trickling_client_is_cut_off_at_the_request_deadline(server):
+    s = socket.create_connection(server.address, timeout=5)
+    t0 = time.monotonic()
+    try:
+        for ch in b"GET /metrics HTTP/1.1\r\nHost: x\r\n":  # one byte every 0.2 s: each recv is quick
+            s.sendall(bytes([ch]))
+            time.sleep(0.2)
+    except OSError:
+        pass  # closed on us: what we want
+    finally:
+        s.close()
+    assert time.monotonic() - t0 < 4  # dropped after the 1 s deadline, not after 30 bytes x 0.2 s = 6 s
+
+
 def test_full_pool_answers_503_at_once_and_recovers_after_timeout(server):
     hogs = [socket.create_connection(server.address) for _ in range(server.workers)]
+    for h in hogs:  # whole headers, then a body that never comes: each holds a worker in the handler
+        h.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
     try:
         time.sleep(0.2)
         reply = _raw(server, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", timeout=2)
@@ -160,3 +184,98 @@ def test_parse_listen():
     assert parse_listen("[::1]:80") == ("::1", 80)
     with pytest.raises(ValueError):
         parse_listen("localhost")
+
+
+def test_stop_cuts_idle_clients_instead_of_waiting_for_their_timeout(tmp_path):
+    srv = HttpServer("127.0.0.1:0", [], workers=2, timeout=30.0)
+    srv.start()
+    idle = socket.create_connection(srv.address)
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    srv.stop()
+    assert time.monotonic() - t0 < 5
+    idle.close()
+
+
+_METHODS = st.sampled_from(["GET", "POST", "PUT", "HEAD", "DELETE", "BREW", "get", ""])
+_PATHS = st.sampled_from(["/metrics", "/echo", "/healthz", "/api/v1/status", "/", "*", "/%00", "//x?y"])
+_HEADER = st.tuples(
+    st.sampled_from(
+        ["Content-Length", "Transfer-Encoding", "Host", "Authorization", "X-\x00", "Content-Length "]
+    ),
+    st.text(alphabet=st.characters(codec="latin-1"), max_size=20),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    raw=st.one_of(
+        st.binary(max_size=300),
+        st.builds(
+            lambda m, p, v, hs, body: (
+                (f"{m} {p} {v}\r\n" + "".join(f"{k}: {val}\r\n" for k, val in hs) + "\r\n").encode("latin-1")
+                + body
+            ),
+            _METHODS,
+            _PATHS,
+            st.sampled_from(["HTTP/1.1", "HTTP/1.0", "HTTP/9.9", "HTTP/1.1 x", ""]),
+            st.lists(_HEADER, max_size=4),
+            st.binary(max_size=64),
+        ),
+    )
+)
+def test_fuzzed_requests_get_an_http_answer_or_a_close_never_a_crash(server, raw):
+    with socket.create_connection(server.address, timeout=5) as s:
+        s.sendall(raw)
+        s.shutdown(socket.SHUT_WR)  # EOF now: no waiting for the request deadline
+        reply = b""
+        try:
+            while chunk := s.recv(65536):
+                reply += chunk
+        except (ConnectionResetError, TimeoutError):
+            pass
+    if reply:
+        assert re.match(rb"HTTP/1\.[01] [1-5]\d\d ", reply), reply[:80]
+    assert server.received == [] or all(len(b) <= 1024 for b in server.received)
+
+
+def test_server_still_scrapes_after_fuzzing(server):
+    for raw in (
+        b"\xff" * 100,
+        b"GET / HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n",
+        b"\r\n\r\n",
+    ):
+        with socket.create_connection(server.address, timeout=5) as s:
+            s.sendall(raw)
+            s.shutdown(socket.SHUT_WR)
+            s.recv(4096)
+    assert _metrics_ok(server)
+
+
+def test_port_in_use_exits_1_with_the_address(tmp_path, capsys):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        addr = f"127.0.0.1:{s.getsockname()[1]}"
+        env_state = ["--state-dir", str(tmp_path)]
+        assert cli.main(["run", "--listen", addr, "--interval", "5", *env_state]) == 1
+    assert f"cannot listen on {addr}" in capsys.readouterr().err
+
+
+def test_healthz_503_before_the_first_sample_and_when_stale(tmp_path):
+    import dataclasses
+
+    daemon = Daemon(load_settings(None, environ={}), sources=(_MemSource(),), state_dir=None)
+    srv = HttpServer("127.0.0.1:0", collect_routes(daemon), workers=2, timeout=1.0)
+    srv.start()
+    try:
+        assert http_get(srv.url + "healthz") == (503, "no sample yet\n")
+        snap = daemon.tick()
+        assert http_get(srv.url + "healthz") == (200, "ok\n")
+        daemon._snapshot = dataclasses.replace(snap, published_at=time.time() - 95)  # > 3 x 30 s
+        status, body = http_get(srv.url + "healthz")
+        assert status == 503 and body.startswith("stale: last sample 95 s ago")
+        assert http_get(srv.url + "metrics")[0] == 200
+    finally:
+        srv.stop()
+        daemon.close()

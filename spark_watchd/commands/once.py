@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import tempfile
 
 from spark_watchd.commands.run import add_common_arguments, load_or_report
 from spark_watchd.config import EX_CONFIG
@@ -25,17 +23,14 @@ def main(args: argparse.Namespace) -> int:
     from spark_watchd.collector import Collector
     from spark_watchd.daemon import build_live_sources, build_runtime
 
-    # A one-off look must not touch the daemon's journal and counters.
-    state = tempfile.mkdtemp(prefix="spark-watchd-once-")
     collector = Collector(build_live_sources(settings))
-    runtime = build_runtime(settings, state)
+    runtime = build_runtime(settings, None)  # a one-off look must not touch the daemon's journal and counters
     try:
         sample, statuses = collector.collect()
         diagnosis = runtime.observe(sample)
     finally:
         collector.close()
         runtime.close()
-        shutil.rmtree(state, ignore_errors=True)
     if args.json:
         # Still a valid trace-v1 line: readers ignore the extra keys.
         out = sample.to_dict()

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
-import tempfile
 
 from spark_watchd import __version__
 from spark_watchd.config import EX_CONFIG, ConfigError, Settings, load_settings
 from spark_watchd.logging import configure_logging, get_logger
+from spark_watchd.notify import build_notifier
 
 EX_USAGE = 2
 EX_SOFTWARE = 1
@@ -107,7 +106,6 @@ def serve(settings: Settings, args: argparse.Namespace, *, announce: bool = Fals
 
     log = get_logger("run")
     web = None
-    temp_state = None
     try:
         if settings.daemon.web_config_file:
             web = load_web_config(settings.daemon.web_config_file)
@@ -123,56 +121,80 @@ def serve(settings: Settings, args: argparse.Namespace, *, announce: bool = Fals
             except (OSError, ValueError) as exc:
                 print(f"spark-watchd: cannot replay {args.replay}: {exc}", file=sys.stderr)
                 return EX_USAGE
-            # Replayed events must not land in the real journal and counters: private state per replay.
-            temp_state = tempfile.mkdtemp(prefix="spark-watchd-replay-")
-            state_dir = temp_state
+            if getattr(args, "state_dir", None):
+                # An explicit --state-dir keeps the replay's state there (soak and crash tests restart on it).
+                state_dir = usable_state_dir(settings, explicit=True)
+            else:
+                state_dir = None  # replayed events must not land in the real journal and counters
         else:
-            state_dir = usable_state_dir(settings, explicit=bool(getattr(args, "state_dir", None)))
+            # Set by file, environment or flag: the user meant it, so no silent fallback.
+            state_dir = usable_state_dir(settings, explicit="state_dir" in settings.daemon.model_fields_set)
     except ConfigError as exc:
         print(f"spark-watchd: bad configuration: {exc}", file=sys.stderr)
         return EX_CONFIG
+    daemon = Daemon(settings, replay=feed, state_dir=state_dir)
+    if announce:  # the demo verb: the status page shows a DEMO badge naming the scenario
+        daemon.extras_providers["demo"] = lambda: os.path.splitext(os.path.basename(args.replay))[0]
+    if daemon.collector is not None:
+        daemon.collector.expected_down = _log_missing_sources(settings, log)
     try:
-        daemon = Daemon(settings, replay=feed, state_dir=state_dir)
-        try:
-            server = HttpServer(
-                settings.daemon.listen,
-                collect_routes(daemon),
-                workers=settings.daemon.http_workers,
-                timeout=settings.daemon.http_timeout,
-                web=web,
-            )
-        except (OSError, ValueError) as exc:
-            daemon.close()
-            print(f"spark-watchd: cannot listen on {settings.daemon.listen}: {exc}", file=sys.stderr)
-            return EX_SOFTWARE
-        recorder = None
-        if settings.daemon.record_dir:
-            recorder = RollingRecorder(settings.daemon.record_dir, settings.daemon.record_keep_days)
-            daemon.subscribe(recorder)
-        runner = Runner(daemon, reload=lambda: load_settings(args.config, overrides_from(args)))
-        runner.install_signals()
-        server.start()
-        log.info(
-            "spark-watchd started",
-            version=__version__,
-            mode=daemon.mode,
-            url=server.url,
-            interval_s=daemon.expected_period(),
-            replay=args.replay,
+        server = HttpServer(
+            settings.daemon.listen,
+            collect_routes(daemon),
+            workers=settings.daemon.http_workers,
+            timeout=settings.daemon.http_timeout,
+            web=web,
         )
-        if announce:
-            print(f"spark-watchd demo: open {server.url}  (metrics: {server.url}metrics)", flush=True)
+    except (OSError, ValueError) as exc:
+        daemon.close()
+        print(f"spark-watchd: cannot listen on {settings.daemon.listen}: {exc}", file=sys.stderr)
+        return EX_SOFTWARE
+    recorder = None
+    if settings.daemon.record_dir:
+        recorder = RollingRecorder(settings.daemon.record_dir, settings.daemon.record_keep_days)
+        daemon.subscribe(recorder)
+    notifier = build_notifier(settings.notify)  # webhook posts of finding transitions ([notify])
+    if notifier is not None:
+        daemon.subscribe(notifier)
+    runner = Runner(daemon, reload=lambda: load_settings(args.config, overrides_from(args)))
+    runner.install_signals()
+    server.start()
+    log.info(
+        "spark-watchd started",
+        version=__version__,
+        mode=daemon.mode,
+        url=server.url,
+        interval_s=daemon.expected_period(),
+        replay=args.replay,
+    )
+    if announce:
+        print(f"spark-watchd demo: open {server.url}  (metrics: {server.url}metrics)", flush=True)
+    try:
         runner.start()
         runner.wait_until_stopped()
         log.info("stopping")
+    finally:
         runner.stop()
         server.stop()
         if recorder is not None:
             recorder.close()
-        return 0
-    finally:
-        if temp_state:
-            shutil.rmtree(temp_state, ignore_errors=True)
+        if notifier is not None:
+            notifier.close(timeout=10)
+    return 0
+
+
+def _log_missing_sources(settings: Settings, log) -> set[str]:
+    """One line per source this machine cannot provide, and why (what a user on a non-Spark machine sees)."""
+    from spark_watchd.sources import missing_sources
+
+    names = set()
+    try:
+        for name, reason in missing_sources(settings):
+            log.warning(f"{name} missing: {reason}", source=name)
+            names.add(name)
+    except Exception as exc:  # the check is advisory; the first tick reports real state anyway
+        log.debug("missing-source check failed", error=str(exc))
+    return names
 
 
 def _bad_line_logger(log):

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from prometheus_client.exposition import choose_encoder
 
 from spark_watchd import __version__
-from spark_watchd.exporter import build_registry
+from spark_watchd.exporter import build_registry, workload_table
 from spark_watchd.snapshot import Snapshot
 from spark_watchd.web.http import Request, Response, Route
 
@@ -63,6 +65,7 @@ def status_dict(daemon) -> dict[str, Any]:
         "gpus": [g.to_dict() for g in s.gpus] if s is not None else [],
         "psi_memory": s.psi_memory if s is not None else None,
         "processes": [p.to_dict() for p in s.processes] if s is not None else [],
+        "workloads": workload_table(s) if s is not None else [],
         "throughput": [t.to_dict() for t in s.throughput] if s is not None else [],
         "worst": diag.worst() if diag is not None else "unknown",
         "findings": {g: f.to_dict() for g, f in diag.findings.items()} if diag is not None else {},
@@ -83,11 +86,18 @@ def status_dict(daemon) -> dict[str, Any]:
 
 
 def _jsonable(obj: Any) -> Any:
-    try:
-        json.dumps(obj)
+    """Extras as JSON: objects with to_dict() or dataclasses become dicts, anything else its str()."""
+    if obj is None or isinstance(obj, (str, int, float, bool)):
         return obj
-    except (TypeError, ValueError):
-        return {k: (v.to_dict() if hasattr(v, "to_dict") else repr(v)) for k, v in dict(obj).items()}
+    if isinstance(obj, Mapping):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [_jsonable(v) for v in obj]
+    if hasattr(obj, "to_dict"):
+        return _jsonable(obj.to_dict())
+    if dataclasses.is_dataclass(obj):
+        return _jsonable(dataclasses.asdict(obj))
+    return str(obj)
 
 
 def routes(daemon) -> list[Route]:

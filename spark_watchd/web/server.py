@@ -8,17 +8,22 @@ queueing behind it, so Prometheus scrapes are never stuck behind such clients.
 from __future__ import annotations
 
 import importlib
+import io
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs
 
+from spark_watchd import __version__
+from spark_watchd.config import parse_listen
 from spark_watchd.logging import get_logger
 from spark_watchd.web.auth import WebConfig
+from spark_watchd.web.gate import ConnectionGate
 from spark_watchd.web.http import Request, Response, Route
 
 # Route providers, each a module with `routes(daemon) -> list[Route]`; imported guarded, here only.
@@ -46,15 +51,49 @@ def collect_routes(daemon, providers: Iterable[str] = ROUTE_PROVIDERS, log=None)
     return out
 
 
+class _DeadlineReader(io.RawIOBase):
+    """Socket reads that share one deadline: a client trickling a byte at a time still gets cut off."""
+
+    def __init__(self, sock: socket.socket, deadline: float):
+        self.sock = sock
+        self.deadline = deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("request not received in time")
+        self.sock.settimeout(left)
+        return self.sock.recv_into(buf)
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server_version = "spark-watchd"
+    server_version = f"spark-watchd/{__version__}"
     sys_version = ""
+
+    def version_string(self) -> str:
+        return self.server_version
+
     # Set per server by HttpServer (a subclass each).
     app: HttpServer
 
     error_message_format = "%(code)d %(message)s\n"
     error_content_type = "text/plain; charset=utf-8"
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile = io.BufferedReader(_DeadlineReader(self.connection, time.monotonic() + self.app.timeout))
+
+    def parse_request(self) -> bool:
+        if not super().parse_request():
+            return False
+        if self.request_version == "HTTP/0.9":  # a bare "GET path" line: no headers, no status line back
+            self.send_error(400, "HTTP/0.9 is not supported")
+            return False
+        return True
 
     def send_error(self, code, message=None, explain=None):
         # Garbage request lines parse as HTTP/0.9, which would get a reply without a status line.
@@ -198,6 +237,8 @@ class HttpServer:
         self._sock.settimeout(0.5)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._open: set[socket.socket] = set()  # connections in service, cut on stop
+        self._open_lock = threading.Lock()
 
     @property
     def address(self) -> tuple[str, int]:
@@ -214,24 +255,22 @@ class HttpServer:
         self._thread.start()
 
     def _accept_loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, addr = self._sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                if self._stop.is_set():
-                    return
-                continue
-            if not self._slots.acquire(blocking=False):
-                self._refuse_busy(conn)
-                continue
-            try:
-                self._pool.submit(self._serve, conn, addr)
-            except RuntimeError:  # pool shut down
-                self._slots.release()
-                conn.close()
-                return
+        # Idle and half-open clients wait in the gate, not in a worker (see web/gate.py).
+        gate = ConnectionGate(self._sock, self.timeout, tls=self.web is not None and self.web.tls is not None)
+        try:
+            while not self._stop.is_set():
+                for conn, addr in gate.poll():
+                    if not self._slots.acquire(blocking=False):
+                        self._refuse_busy(conn)
+                        continue
+                    try:
+                        self._pool.submit(self._serve, conn, addr)
+                    except RuntimeError:  # pool shut down
+                        self._slots.release()
+                        conn.close()
+                        return
+        finally:
+            gate.close()
 
     def _refuse_busy(self, conn: socket.socket) -> None:
         try:
@@ -245,6 +284,9 @@ class HttpServer:
             conn.close()
 
     def _serve(self, conn: socket.socket, addr) -> None:
+        with self._open_lock:
+            self._open.add(conn)
+        raw = conn
         try:
             conn.settimeout(self.timeout)
             if self.web is not None and self.web.tls is not None:
@@ -260,6 +302,8 @@ class HttpServer:
         except Exception as exc:
             self.log.exception("connection failed", error=str(exc))
         finally:
+            with self._open_lock:
+                self._open.discard(raw)
             try:
                 conn.close()
             except OSError:
@@ -269,18 +313,19 @@ class HttpServer:
     def stop(self) -> None:
         self._stop.set()
         try:
+            self._sock.shutdown(socket.SHUT_RDWR)  # wakes a blocked accept() at once on Linux
+        except OSError:
+            pass
+        try:
             self._sock.close()
         except OSError:
             pass
         if self._thread is not None:
             self._thread.join(timeout=2)
-        self._pool.shutdown(wait=False, cancel_futures=True)
-
-
-def parse_listen(listen: str) -> tuple[str, int]:
-    """Split HOST:PORT (IPv6 as [::1]:PORT); ValueError naming the problem."""
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"listen address {listen!r} is not HOST:PORT")
-    host = host.strip("[]") or "0.0.0.0"
-    return host, int(port)
+        with self._open_lock:
+            for conn in self._open:  # a slow client must not hold the exit for its timeout
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        self._pool.shutdown(wait=True, cancel_futures=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import ssl
 import subprocess
+import time
 import urllib.error
 
 import bcrypt
@@ -15,7 +16,7 @@ from spark_watchd.config import ConfigError, load_settings
 from spark_watchd.daemon import Daemon
 from spark_watchd.web.auth import load_web_config
 from spark_watchd.web.server import HttpServer, collect_routes
-from tests.conftest import require_binary
+from tests.conftest import free_port, require_binary
 from tests.daemon_helpers import http_get, running_daemon
 
 PATHS = ("/metrics", "/healthz", "/api/v1/status")
@@ -157,3 +158,80 @@ def test_daemon_flag_applies_basic_auth(tmp_path):
         for path in PATHS:
             assert http_get(base + path)[0] == 401
             assert http_get(base + path, headers=_basic("prom", "pw"))[0] == 200
+
+
+def test_client_certificates_required_and_verified(tmp_path, cert):
+    openssl = require_binary("openssl")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+
+    def run(*args):
+        subprocess.run([openssl, *args], check=True, capture_output=True, cwd=tmp_path)
+
+    run("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "1", "-subj", "/CN=test-ca")
+    run("req", *ec, "-keyout", "client.key", "-out", "client.csr", "-subj", "/CN=prometheus")
+    run("x509", "-req", "-in", "client.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+        "-out", "client.pem", "-days", "1")  # fmt: skip
+    srv, daemon = _serve(
+        tmp_path,
+        f"tls_server_config:\n  cert_file: {cert / 'cert.pem'}\n  key_file: {cert / 'key.pem'}\n"
+        "  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.pem\n",
+    )
+    try:
+        with_cert = ssl.create_default_context(cafile=str(cert / "cert.pem"))
+        with_cert.load_cert_chain(str(tmp_path / "client.pem"), str(tmp_path / "client.key"))
+        assert http_get(srv.url + "metrics", context=with_cert)[0] == 200
+        without = ssl.create_default_context(cafile=str(cert / "cert.pem"))
+        with pytest.raises((OSError, urllib.error.URLError)):
+            http_get(srv.url + "metrics", context=without, timeout=3)
+    finally:
+        srv.stop()
+        daemon.close()
+
+
+@pytest.mark.e2e
+def test_one_web_config_file_serves_node_exporter_and_spark_watchd_alike(tmp_path, cert):
+    node_exporter = require_binary("prometheus-node-exporter")
+    web = tmp_path / "web.yml"
+    web.write_text(
+        f"tls_server_config:\n  cert_file: {cert / 'cert.pem'}\n  key_file: {cert / 'key.pem'}\n"
+        f"basic_auth_users:\n  prometheus: '{_hash('scrape-me')}'\n"
+    )
+    port = free_port()
+    ne = subprocess.Popen(
+        [node_exporter, f"--web.listen-address=127.0.0.1:{port}", f"--web.config.file={web}",
+         "--collector.disable-defaults", "--collector.loadavg"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    ctx = ssl.create_default_context(cafile=str(cert / "cert.pem"))
+    auth = _basic("prometheus", "scrape-me")
+    try:
+        env = {
+            "SPARK_WATCHD_DAEMON__STATE_DIR": str(tmp_path / "state"),
+            "SPARK_WATCHD_DAEMON__WEB_CONFIG_FILE": str(web),
+        }
+        with running_daemon("--interval", "1", env=env, headers=auth, scheme="https", context=ctx) as (
+            _,
+            base,
+        ):
+            for url in (f"https://127.0.0.1:{port}/metrics", base + "/metrics"):
+                _wait_up(url, ctx, auth)
+                assert http_get(url, context=ctx)[0] == 401
+                assert http_get(url, context=ctx, headers=_basic("prometheus", "nope"))[0] == 401
+                status, body = http_get(url, context=ctx, headers=auth)
+                assert status == 200 and "# TYPE" in body
+    finally:
+        ne.terminate()
+        ne.wait(timeout=10)
+
+
+def _wait_up(url, ctx, auth, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if http_get(url, context=ctx, headers=auth, timeout=2)[0] == 200:
+                return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{url} did not come up")
+        time.sleep(0.1)

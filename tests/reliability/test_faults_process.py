@@ -1,0 +1,119 @@
+"""Faults through the daemon as users run it (a subprocess), and a tick that overruns its interval."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+import structlog
+
+from spark_watchd.config import load_settings
+from spark_watchd.daemon import Daemon, Runner
+from spark_watchd.web.server import HttpServer, collect_routes
+from tests.conftest import FIXTURES
+from tests.daemon_helpers import http_get, running_daemon, samples, value
+from tests.reliability.rel_helpers import fd_count, thread_count
+
+BROKEN = FIXTURES / "hosts" / "broken"
+
+
+@pytest.mark.slow
+def test_running_daemon_on_a_broken_host_with_failing_nvml_serves_and_leaks_nothing(tmp_path):
+    env = {
+        "SPARK_WATCHD_FAKE_NVML": "fail-init",
+        "SPARK_WATCHD_SOURCES__PROC_ROOT": str(BROKEN / "proc"),
+        "SPARK_WATCHD_SOURCES__SYS_ROOT": str(tmp_path / "nosys"),
+        "SPARK_WATCHD_SOURCES__NVML_BACKOFF_INITIAL_S": "1",
+        "SPARK_WATCHD_DAEMON__STATE_DIR": str(tmp_path / "state"),
+    }
+    with running_daemon("--interval", "1", env=env) as (proc, base):
+        time.sleep(1.5)
+        threads0, fds0 = thread_count(proc.pid), fd_count(proc.pid)
+        ticks = []
+        for _ in range(3):
+            time.sleep(1)
+            status, text = http_get(base + "/metrics")
+            assert status == 200
+            m = samples(text)
+            ticks.append(value(m, "sparkwatchd_last_sample_timestamp_seconds"))
+            for src in ("nvml", "meminfo", "vmstat", "boot"):
+                assert value(m, "sparkwatchd_source_up", source=src) == 0, src
+            assert value(m, "sparkwatchd_source_up", source="processes") == 1
+        assert ticks[-1] > ticks[0]  # still ticking
+        status, body = http_get(base + "/api/v1/status")
+        doc = json.loads(body)
+        assert status == 200 and "meminfo" in doc["sources"]["meminfo"]["error"]
+        assert "nvmlInit failed" in doc["sources"]["nvml"]["error"]
+        assert thread_count(proc.pid) <= threads0 + 1
+        assert fd_count(proc.pid) <= fds0 + 2
+        proc.terminate()
+        assert proc.wait(timeout=10) == 0
+        err = proc.stderr.read()
+    lines = [json.loads(x) for x in err.splitlines() if x.startswith("{")]
+    for src in ("nvml", "meminfo", "vmstat"):
+        down = [x for x in lines if x.get("source") == src and x["event"].startswith(f"{src} down")]
+        assert len(down) == 1, (src, down)  # once, not once per tick
+
+
+class _Slow:
+    """A source whose first collects hang until released: a tick that overruns the 1 s interval."""
+
+    name = "slow"
+
+    def __init__(self):
+        self.release = threading.Event()
+        self.entered = threading.Event()
+        self.running = 0
+        self.max_running = 0
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def collect(self, partial):
+        with self._lock:
+            self.running += 1
+            self.calls += 1
+            self.max_running = max(self.max_running, self.running)
+        self.entered.set()
+        try:
+            self.release.wait(10)
+            return {"meminfo": {"MemTotal": 1000, "MemAvailable": 500}}
+        finally:
+            with self._lock:
+                self.running -= 1
+
+    def close(self):
+        self.release.set()
+
+
+def test_overrunning_tick_is_coalesced_logged_and_scrapes_still_answer(tmp_path):
+    settings = load_settings(None, {"daemon": {"interval": 1}}, environ={})
+    slow = _Slow()
+    daemon = Daemon(settings, sources=(slow,), state_dir=str(tmp_path))
+    server = HttpServer("127.0.0.1:0", collect_routes(daemon), workers=4, timeout=2)
+    server.start()
+    runner = Runner(daemon)
+    with structlog.testing.capture_logs() as logs:
+        try:
+            runner.start()
+            assert slow.entered.wait(10)
+            time.sleep(2.5)  # two more runs fall due while the first tick hangs
+            # A scrape during the hung tick answers from the previous (here: empty) snapshot at once.
+            status, _ = http_get(server.url + "metrics", timeout=5)
+            assert status == 200
+            assert slow.calls == 1 and daemon.ticks == 0  # no pile-up behind the stuck tick
+            slow.release.set()
+            deadline = time.monotonic() + 10
+            while daemon.ticks < 2 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert daemon.ticks >= 2  # it goes on ticking after the overrun
+        finally:
+            runner.stop()
+            server.stop()
+    assert slow.max_running == 1
+    assert daemon.overruns >= 1
+    overrun = [e for e in logs if e["event"].startswith("tick overrun")]
+    assert overrun and overrun[0]["interval_s"] == 1.0
+    # Coalesced: the missed runs did not all fire afterwards.
+    assert slow.calls <= daemon.ticks + 1

@@ -1,0 +1,150 @@
+"""Security: loopback by default, basic auth and TLS on every route, no shell anywhere in the package."""
+
+from __future__ import annotations
+
+import ast
+import base64
+import socket
+import ssl
+from pathlib import Path
+
+import bcrypt
+
+import spark_watchd
+from spark_watchd.config import load_settings
+from spark_watchd.daemon import Daemon
+from spark_watchd.web.auth import load_web_config
+from spark_watchd.web.server import HttpServer, collect_routes
+from tests.web.test_auth import cert  # noqa: F401 - the module-scoped self-signed certificate fixture
+
+PACKAGE = Path(spark_watchd.__file__).resolve().parent
+
+
+class _Mem:
+    name = "meminfo"
+
+    def collect(self, partial):
+        return {"meminfo": {"MemTotal": 1000, "MemAvailable": 400}}
+
+    def close(self):
+        pass
+
+
+_SHELL_FUNCS = {
+    ("os", "system"),
+    ("os", "popen"),
+    ("subprocess", "getoutput"),
+    ("subprocess", "getstatusoutput"),
+}
+
+
+def _shell_uses(tree: ast.AST) -> list[str]:
+    """Calls that go through a shell: shell=True anywhere, os.system, os.popen, commands.getoutput."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        for kw in node.keywords:
+            if kw.arg == "shell" and not (isinstance(kw.value, ast.Constant) and kw.value.value is False):
+                found.append(f"line {node.lineno}: shell={ast.unparse(kw.value)}")
+        fn = node.func
+        if (
+            isinstance(fn, ast.Attribute)
+            and isinstance(fn.value, ast.Name)
+            and (fn.value.id, fn.attr) in _SHELL_FUNCS
+        ):
+            found.append(f"line {node.lineno}: {fn.value.id}.{fn.attr}")
+        if isinstance(fn, ast.Name) and fn.id in {"system", "popen", "getoutput", "getstatusoutput"}:
+            found.append(f"line {node.lineno}: {fn.id}")
+    return found
+
+
+def test_shell_detector_catches_what_it_should():
+    bad = "import os, subprocess\nsubprocess.run('ls', shell=True)\nos.system('x')\nos.popen('y')\n"
+    assert len(_shell_uses(ast.parse(bad))) == 3
+    assert _shell_uses(ast.parse("subprocess.run(['ls'], shell=False)\n")) == []
+
+
+def test_no_shell_anywhere_in_the_package():
+    files = sorted(PACKAGE.rglob("*.py"))
+    assert len(files) > 20
+    offenders = {
+        str(f.relative_to(PACKAGE)): uses for f in files if (uses := _shell_uses(ast.parse(f.read_text())))
+    }
+    assert offenders == {}
+
+
+def test_listens_on_loopback_by_default():
+    settings = load_settings(None, environ={})
+    assert settings.daemon.listen.startswith("127.0.0.1:")
+
+
+def _server(tmp_path, web_yaml: str | None):
+    web = None
+    if web_yaml is not None:
+        cfg = tmp_path / "web.yml"
+        cfg.write_text(web_yaml)
+        web = load_web_config(str(cfg))
+    daemon = Daemon(load_settings(None, environ={}), sources=(_Mem(),), state_dir=str(tmp_path / "state"))
+    daemon.tick()
+    srv = HttpServer("127.0.0.1:0", collect_routes(daemon), workers=4, timeout=2, web=web)
+    srv.start()
+    return srv, daemon
+
+
+def _raw(srv, method: str, path: str, headers: dict, body: bytes = b"", tls: bool = False) -> int:
+    host, port = srv.address
+    s = socket.create_connection((host, port), timeout=5)
+    if tls:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        s = ctx.wrap_socket(s)
+    with s:
+        head = f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n"
+        head += "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        s.sendall(head.encode() + b"\r\n" + body)
+        reply = s.recv(65536)
+    return int(reply.split(b" ", 2)[1])
+
+
+def _every_route(srv) -> list[tuple[str, str]]:
+    routes = [(m, p) for p, by in srv.table.items() for m in by]
+    assert ("GET", "/metrics") in routes and ("GET", "/api/v1/status") in routes
+    return sorted(routes)
+
+
+def test_basic_auth_guards_every_route_the_server_has(tmp_path):
+    h = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(rounds=4)).decode()
+    srv, daemon = _server(tmp_path, f"basic_auth_users:\n  prom: '{h}'\n")
+    good = {"Authorization": "Basic " + base64.b64encode(b"prom:s3cret").decode()}
+    wrong = {"Authorization": "Basic " + base64.b64encode(b"prom:nope").decode()}
+    try:
+        for method, path in _every_route(srv):
+            body = b'{"job":"x","step":1}' if method == "POST" else b""
+            assert _raw(srv, method, path, {}, body) == 401, (method, path)
+            assert _raw(srv, method, path, wrong, body) == 401, (method, path)
+            assert _raw(srv, method, path, good, body) not in (401, 403), (method, path)
+        assert _raw(srv, "GET", "/no-such-page", {}) == 401  # even a 404 is not told to strangers
+    finally:
+        srv.stop()
+        daemon.close()
+
+
+def test_tls_and_auth_together_on_every_route(tmp_path, cert):  # noqa: F811
+    h = bcrypt.hashpw(b"pw", bcrypt.gensalt(rounds=4)).decode()
+    srv, daemon = _server(
+        tmp_path,
+        f"tls_server_config:\n  cert_file: {cert / 'cert.pem'}\n  key_file: {cert / 'key.pem'}\n"
+        f"basic_auth_users:\n  prom: '{h}'\n",
+    )
+    good = {"Authorization": "Basic " + base64.b64encode(b"prom:pw").decode()}
+    try:
+        assert srv.url.startswith("https://")
+        for method, path in _every_route(srv):
+            body = b'{"job":"x","step":1}' if method == "POST" else b""
+            assert _raw(srv, method, path, {}, body, tls=True) == 401
+            assert _raw(srv, method, path, good, body, tls=True) not in (401, 403)
+    finally:
+        srv.stop()
+        daemon.close()

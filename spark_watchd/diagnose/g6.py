@@ -10,13 +10,8 @@ from collections.abc import Sequence
 
 from spark_watchd.diagnose import features as feat
 from spark_watchd.model import Event, Finding, Sample
-
-try:  # the shared classifier (sources area); the private copy keeps G6 working without it
-    from spark_watchd.workloads import classify as classify_workload
-    from spark_watchd.workloads import read_caps
-except ImportError:  # pragma: no cover - depends on what is merged
-    from spark_watchd.diagnose._workloads import classify as classify_workload
-    from spark_watchd.diagnose._workloads import read_caps
+from spark_watchd.workloads import classify as classify_workload
+from spark_watchd.workloads import read_caps
 
 GIB = 1024**3
 SERVER_KINDS = frozenset(("vllm", "sglang", "ollama", "llamacpp"))
@@ -45,7 +40,6 @@ class _Workload:
 def describe(cmdline, name, gpu_resident, th) -> _Workload:
     """Kind of a process and whether its memory is capped (None for non-servers)."""
     kind = classify_workload(cmdline, name, gpu_resident)
-    kind = kind if isinstance(kind, str) else getattr(kind, "kind", str(kind))
     capped = None
     cap = None
     if kind in SERVER_KINDS:
@@ -55,9 +49,7 @@ def describe(cmdline, name, gpu_resident, th) -> _Workload:
         elif caps.get("kv_cache_memory_bytes"):
             capped = False  # a KV budget in bytes bypasses the utilisation cap
         else:
-            cap = caps.get("gpu_memory_utilization")
-            if cap is None:
-                cap = caps.get("mem_fraction_static")  # SGLang's name, kept apart by the private copy
+            cap = caps.get("gpu_memory_utilization")  # SGLang's --mem-fraction-static lands here too
             # vLLM defaults to 0.9 of the whole pool, SGLang to ~0.88
             capped = cap is not None and cap <= th.capped_utilization_max
     return _Workload(kind, capped, cap)

@@ -118,6 +118,8 @@ class G6Tracker:
                 hists.pop(key, None)
                 self.fired.pop(key, None)
 
+        if len(heavy) > 1:
+            heavy = _one_per_server(heavy)
         sharing = len(heavy) >= 2
         uncapped = [
             (p, w)
@@ -213,6 +215,19 @@ class G6Tracker:
                 "swap_out_pages_per_s": f.swapout_per_s,
             },
         )
+
+
+def _one_per_server(heavy):
+    """Drop a server's helper process (an API front end holding a CUDA context but no weights) when another
+    process of the same kind holds the memory, so one vLLM is not counted as two tenants."""
+    big = {w.kind for p, w, _ in heavy if w.kind in SERVER_KINDS and (p.gpu_mem_bytes or 0) >= GIB}
+    if not big:
+        return heavy
+    return [
+        h
+        for h in heavy
+        if not (h[1].kind in big and h[0].gpu_mem_bytes is not None and h[0].gpu_mem_bytes < GIB)
+    ]
 
 
 def _rss(e):

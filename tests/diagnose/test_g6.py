@@ -101,3 +101,13 @@ def test_major_fault_storm_with_stalls_while_sharing_is_critical():
     procs = [proc(1, VLLM_KV, 3.0, 40.0), proc(2, TRAINER, 14.0, 38.0)]
     storm = host.run(3, processes=procs, majfault=th.majfault_storm_per_s + 50, psi_some=10.0)
     assert g6.classify(storm, th).severity == "critical"
+
+
+def test_one_vllm_with_a_front_end_process_is_not_two_tenants():
+    th = Thresholds()
+    h = Host()
+    front = proc(1, ["vllm", "serve", "Qwen/Qwen3-32B"], 2.0, 0.4)  # API server: a CUDA context only
+    engine = proc(2, ["VLLM::EngineCore"], 3.0, 100.0)  # holds the weights and KV cache
+    assert g6.classify(h.run(3, processes=[front, engine]), th).severity == "ok"
+    trainer = proc(3, TRAINER, 14.0, 38.0)
+    assert g6.classify(Host().run(3, processes=[front, engine, trainer]), th).severity == "warning"

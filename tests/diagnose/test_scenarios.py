@@ -109,4 +109,3 @@ def test_own_scenarios_cover_the_unseen_cases():
         "slowdown84",
     ):
         assert any(needle in n for n in names), needle
-

@@ -188,6 +188,12 @@ class G6Tracker:
             return None
         if gpu - peak[2] >= th.gpu_move_ratio * loss:
             return None  # it moved its own weights into GPU memory
+        if p.gpu_mem_bytes is None and p.gpu_resident:
+            # No per-process GPU memory to check: a GPU process that climbed to its peak within the window
+            # and fell back is loading weights and handing them to the GPU, not a settled victim.
+            before = [e[1] for e in hist if e[0] < peak[0]]
+            if before and min(before) <= peak[1] - th.gpu_move_ratio * loss:
+                return None
         last = self.fired.get(key)
         if last is not None and ts - last < th.eviction_rearm_s:
             return None

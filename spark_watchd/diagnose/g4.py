@@ -258,14 +258,14 @@ class G4Tracker:
             "applications_clock_mhz": f.app_clock_mhz,
             "util_pct": util,
             "thermal_reasons_active": f.thermal_bits,
-            "thermal_counter_share": round(rate, 4) if rate is not None else None,
+            "thermal_counter_share": rate,
             # cumulative, for sparkwatchd_throttled_seconds_total (the runtime restores it after restarts)
-            "throttled_seconds_total": round(self.throttle_s, 1),
+            "throttled_seconds_total": self.throttle_s,
         }
         if worst is not None:
-            ev["step_seconds_recent"] = round(worst[2], 4)
-            ev["step_seconds_baseline"] = round(worst[3], 4)
-            ev["step_time_ratio"] = round(worst[0], 3)
+            ev["step_seconds_recent"] = worst[2]
+            ev["step_seconds_baseline"] = worst[3]
+            ev["step_time_ratio"] = worst[0]
         if self.episode:
             ratio = worst[0] if worst is not None else 0.0
             damaged = (
@@ -274,7 +274,7 @@ class G4Tracker:
                 or (self.critical and ratio >= th.step_recover_ratio)
             )
             self.critical = damaged
-            ev["throttle_duration_s"] = round(ts - self.episode_start, 1)
+            ev["throttle_duration_s"] = ts - self.episode_start
             if at_shutdown:
                 return Finding(
                     "G4",

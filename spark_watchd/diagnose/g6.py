@@ -121,17 +121,18 @@ class G6Tracker:
         if len(heavy) > 1:
             heavy = _one_per_server(heavy)
         sharing = len(heavy) >= 2
-        uncapped = [
-            (p, w)
-            for p, w, foot in heavy
-            if w.capped is False or (w.kind not in SERVER_KINDS and foot >= th.large_trainer_bytes)
-        ]
-        total_foot = sum(foot for _, _, foot in heavy)
+        n_uncapped = 0
+        total_foot = 0
+        large = th.large_trainer_bytes
+        for _, w, foot in heavy:
+            total_foot += foot
+            if w.capped is False or (w.kind not in SERVER_KINDS and foot >= large):
+                n_uncapped += 1
         near_cap = f.mem_total_b is not None and total_foot >= th.near_capacity_ratio * f.mem_total_b
         hold = self.hold_until is not None and ts < self.hold_until
         ev = {
             "heavy_workloads": len(heavy),
-            "uncapped_workloads": len(uncapped),
+            "uncapped_workloads": n_uncapped,
             "workloads_footprint_bytes": total_foot,
             "psi_some_avg60_pct": some,
             "major_faults_per_s": f.majfault_per_s,
@@ -164,8 +165,8 @@ class G6Tracker:
                 ev,
                 ADVICE_EVICT,
             ), events
-        if sharing and (uncapped or near_cap):
-            why = "uncapped" if uncapped else "near capacity"
+        if sharing and (n_uncapped or near_cap):
+            why = "uncapped" if n_uncapped else "near capacity"
             return Finding(
                 "G6",
                 "warning",

@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
 DAY = 86400.0
 STEP = 30.0
 
@@ -110,7 +111,7 @@ def post_progress(base: str, job: str, step: int, event: str | None = None) -> i
         return 0
 
 
-def start_daemon(trace: Path, speed: float, state_dir: str, extra_env: dict | None = None):
+def start_daemon(trace: Path, speed: float, state_dir: str | None, extra_env: dict | None = None):
     """`spark-watchd run --replay TRACE --speed X` on a free port; (proc, base url) once healthy."""
     import socket
 
@@ -120,16 +121,9 @@ def start_daemon(trace: Path, speed: float, state_dir: str, extra_env: dict | No
     env = {**os.environ, "PYTHONPATH": str(REPO), **(extra_env or {})}
     env.pop("SPARK_WATCHD_CONFIG", None)
     argv = [sys.executable, "-m", "spark_watchd", "run", "--listen", f"127.0.0.1:{port}"]
-    argv += [
-        "--replay",
-        str(trace),
-        "--speed",
-        str(speed),
-        "--state-dir",
-        state_dir,
-        "--log-level",
-        "warning",
-    ]
+    argv += ["--replay", str(trace), "--speed", str(speed), "--log-level", "warning"]
+    if state_dir is not None:  # state file and journal on disk (fsync'd), as a live daemon keeps them
+        argv += ["--state-dir", state_dir]
     proc = subprocess.Popen(argv, env=env, cwd=str(REPO), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -146,8 +140,30 @@ def start_daemon(trace: Path, speed: float, state_dir: str, extra_env: dict | No
     raise RuntimeError("daemon did not come up")
 
 
+def expiry_env(speed: float) -> dict[str, str]:
+    """SPARK_WATCHD_PROGRESS__JOB_EXPIRY_S scaled to the replay speed, where this build has the setting.
+
+    The tracker drops a job after job_expiry_s (900 s) of *wall* time without reports; at SPEED x a simulated
+    day passes in seconds, so without scaling every job of the week would still be tracked (up to
+    progress.max_jobs) when the soak ends: a pile-up of the soak's making, not the daemon's.
+    """
+    try:
+        from spark_watchd.throughput.settings import ProgressSettings
+    except ImportError:
+        return {}
+    if "job_expiry_s" not in ProgressSettings.model_fields:
+        return {}
+    return {"SPARK_WATCHD_PROGRESS__JOB_EXPIRY_S": f"{max(1.0, 900.0 / speed):g}"}
+
+
 def soak(
-    trace: Path, samples: int, speed: float, progress: bool = True, log=print, every: float = DAY
+    trace: Path,
+    samples: int,
+    speed: float,
+    progress: bool = True,
+    log=print,
+    every: float = DAY,
+    keep_state: bool = True,
 ) -> list[dict]:
     """Replay `trace` through a daemon; a row per `every` simulated seconds (a day by default):
     {day, wall_s, rss_kib, series, jobs_posted}, day counting periods of `every`."""
@@ -156,8 +172,7 @@ def soak(
         # The tracker drops a job after progress.job_expiry_s (900 s) of *wall* time without reports; at
         # SPEED x a simulated day passes in seconds, so scale the expiry with the speed (at least 1 s) or every
         # job of the week would still be tracked (capped by progress.max_jobs) when the soak ends.
-        expiry = max(1.0, 900.0 / speed)
-        proc, base = start_daemon(trace, speed, state, {"SPARK_WATCHD_PROGRESS__JOB_EXPIRY_S": f"{expiry:g}"})
+        proc, base = start_daemon(trace, speed, state if keep_state else None, expiry_env(speed))
         try:
             t_wall = time.monotonic()
             first_ts = None

@@ -1,12 +1,115 @@
-"""Placeholder for the `plan` verb (being built)."""
+"""Memory plan for a training job: the UMA worksheet against today's budget and the known anchors.
 
+Exit status: 0 fits, 1 tight or unknown budget, 3 does not fit; 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
 import sys
 
+from spark_watchd import hostinfo, planner
 
-def add_arguments(parser):
-    parser.add_argument("rest", nargs="*")
+EXIT = {"fits": 0, "tight": 1, "unknown": 1, "does not fit": 3}
 
 
-def main(args):
-    print("spark-watchd: this verb is not built yet", file=sys.stderr)
-    return 1
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of `spark-watchd plan`."""
+    parser.add_argument("--params", required=True, help="parameter count: 70B, 7.5B, 500M, 70e9")
+    parser.add_argument("--method", choices=planner.METHODS, default="qlora")
+    parser.add_argument(
+        "--dtype",
+        choices=sorted(planner.BYTES_PER_PARAM),
+        help="weights in memory (default: nf4 for qlora, else bf16)",
+    )
+    parser.add_argument("--optimizer", choices=sorted(planner.OPTIMIZER_BYTES), default="adamw")
+    parser.add_argument("--lora-rank", type=int, default=16)
+    parser.add_argument("--trainable-params", help="override the trainable parameter count (e.g. 200M)")
+    parser.add_argument("--seq-len", type=int, default=2048)
+    parser.add_argument("--batch", type=int, default=1, help="micro-batch size")
+    parser.add_argument("--packing", type=int, help="packed sequence length (replaces --seq-len)")
+    parser.add_argument(
+        "--no-gradient-checkpointing", dest="gradient_checkpointing", action="store_false", default=True
+    )
+    parser.add_argument("--vocab", type=int, default=planner.DEFAULT_VOCAB, help="vocabulary size (logits)")
+    parser.add_argument(
+        "--checkpoint-gb", type=float, help="on-disk checkpoint size read at load (default: weights)"
+    )
+    parser.add_argument(
+        "--budget-gb", type=float, help="GB available to training (default: MemAvailable - reserve)"
+    )
+    parser.add_argument("--reserve-gb", type=float, default=hostinfo.DEFAULT_OS_RESERVE_GB, help="OS reserve")
+    parser.add_argument(
+        "--root", default="/", help="host root to read proc/meminfo under (tests, containers)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the plan as JSON")
+
+
+def render(plan: planner.Plan) -> str:
+    """The human worksheet table."""
+    j = plan.job
+    head = (
+        f"{j['params'] / 1e9:g}B {j['method']}, weights {j['dtype']}, {j['optimizer']}, "
+        f"{plan.architecture['tokens_per_step']} tokens/step"
+        + (", gradient checkpointing" if j["gradient_checkpointing"] else "")
+    )
+    rows = [
+        head,
+        f"architecture estimate: hidden {plan.architecture['hidden']}, {plan.architecture['layers']} layers",
+    ]
+    rows.append(f"trainable parameters: {j['trainable_params'] / 1e6:,.1f} M")
+    rows.append("")
+    width = max(len(k) for k in plan.lines) + 2
+    for name, gb in plan.lines.items():
+        rows.append(f"  {name:<{width}}{gb:>9.2f} GB")
+    rows.append(f"  {'steady total':<{width}}{plan.steady_gb:>9.2f} GB")
+    rows.append(f"  {'load peak':<{width}}{plan.load_peak_gb:>9.2f} GB  (weights + checkpoint in page cache)")
+    budget = "unknown" if plan.budget_gb is None else f"{plan.budget_gb:.2f} GB"
+    rows.append(f"  {'budget today':<{width}}{budget:>12}")
+    rows.append("")
+    a = plan.anchor
+    reported = f"reported about {a['reported_gb']:g} GB" if a["reported_gb"] else "no peak reported"
+    rows.append(
+        f"nearest anchor: {a['name']}: {reported}; worksheet {a['worksheet_gb']:.1f} GB ({a['source']})"
+    )
+    rows.append(f"verdict: {plan.verdict}")
+    for i, step in enumerate(plan.advice, 1):
+        rows.append(f"  {i}. {step}")
+    return "\n".join(rows) + "\n"
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the worksheet and print it."""
+    try:
+        params = planner.parse_params(args.params)
+        trainable = planner.parse_params(args.trainable_params) if args.trainable_params else None
+        job = planner.Job(
+            params=params,
+            method=args.method,
+            dtype=args.dtype,
+            optimizer=args.optimizer,
+            lora_rank=args.lora_rank,
+            trainable_params=trainable,
+            seq_len=args.seq_len,
+            batch=args.batch,
+            packing=args.packing,
+            gradient_checkpointing=args.gradient_checkpointing,
+            vocab=args.vocab,
+            checkpoint_gb=args.checkpoint_gb,
+        )
+        budget = args.budget_gb
+        note = None
+        if budget is None:
+            try:
+                budget = hostinfo.training_budget_gb(hostinfo.read_meminfo(args.root), args.reserve_gb)
+            except (OSError, ValueError, KeyError) as exc:
+                note = f"spark-watchd plan: no budget ({exc}); pass --budget-gb"
+        plan = planner.worksheet(job, budget)
+    except ValueError as exc:
+        print(f"spark-watchd plan: {exc}", file=sys.stderr)
+        return 2
+    if note:
+        print(note, file=sys.stderr)
+    sys.stdout.write(json.dumps(plan.to_dict(), indent=2) + "\n" if args.json else render(plan))
+    return EXIT[plan.verdict]

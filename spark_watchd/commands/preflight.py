@@ -1,12 +1,101 @@
-"""Placeholder for the `preflight` verb (being built)."""
+"""Launch checks, one line per gotcha: `G1 PASS: ...` (G-number, then PASS/FAIL/WARN/SKIP/INFO).
 
+Exit status: 0 ready, 1 ready with warnings, 3 blocked (a FAIL); 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import socket
 import sys
 
+from spark_watchd import __version__, hostinfo
+from spark_watchd.preflight import build_report, checks, gather
+from spark_watchd.sources import nvml_from_env
 
-def add_arguments(parser):
-    parser.add_argument("rest", nargs="*")
+EXIT = {"ready": 0, "ready-with-warnings": 1, "blocked": 3}
 
 
-def main(args):
-    print("spark-watchd: this verb is not built yet", file=sys.stderr)
-    return 1
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of `spark-watchd preflight`."""
+    parser.add_argument(
+        "--python", help="interpreter whose torch/flash-attn to check (training venv, container)"
+    )
+    parser.add_argument("--report", metavar="FILE", help="also write env-report.json here")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON instead of lines")
+    parser.add_argument("--launch-config", metavar="FILE", help="launch script/config to check for G10")
+    parser.add_argument("--root", default="/", help="host root for /proc, /.dockerenv... (tests, containers)")
+    parser.add_argument(
+        "--probe-timeout",
+        type=float,
+        default=gather.PROBE_TIMEOUT_S,
+        help="seconds for the interpreter probe",
+    )
+
+
+def collect(args: argparse.Namespace, launch_text: str | None) -> list[checks.Check]:
+    """Gather every fact and run every check, in G-number order."""
+    probe, probe_error = gather.run_probe(args.python, timeout=args.probe_timeout)
+    # The linker cache is the running system's: only meaningful when looking at this host.
+    ldconfig = gather.ldconfig_cudart12() if os.path.abspath(args.root) == "/" else []
+    try:
+        meminfo = hostinfo.read_meminfo(args.root)
+    except (OSError, ValueError):
+        meminfo = None
+    fake = nvml_from_env()  # SPARK_WATCHD_FAKE_NVML: a fake GB10 for end-to-end tests and demos
+    if fake is not None or os.path.abspath(args.root) == "/":
+        gpus, gpu_error = gather.nvml_snapshot(fake)
+    else:
+        gpus, gpu_error = None, "host root given: the GPU is this machine's"
+    nvml_procs = [p for g in gpus or () for p in g.get("processes", ())]
+    workloads, wl_error = gather.scan_workloads(os.path.join(args.root, "proc"), nvml_procs)
+    out: list[checks.Check] = []
+    out += checks.g1_torch_cuda(probe, ldconfig, probe_error, explicit_python=bool(args.python))
+    out += checks.g2_flash_attn(probe)
+    out += checks.g3_memory(meminfo)
+    out += checks.g4_thermal(gpus, gpu_error)
+    out += checks.g6_contention(workloads, wl_error, gather.proc_hidepid(os.path.join(args.root, "proc")))
+    out += checks.g7_capability(probe)
+    out += checks.g9_container(gather.container_markers(args.root))
+    out += checks.g10_tensor_parallel(launch_text, os.environ, args.launch_config)
+    return out
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the checks, print the lines (or JSON), write the report."""
+    launch_text = None
+    if args.launch_config:
+        try:
+            with open(args.launch_config, encoding="utf-8", errors="replace") as f:
+                launch_text = f.read()
+        except OSError as exc:
+            print(
+                f"spark-watchd preflight: --launch-config {args.launch_config}: {exc.strerror}",
+                file=sys.stderr,
+            )
+            return 2
+    found = collect(args, launch_text)
+    report = build_report(
+        found,
+        host=socket.gethostname(),
+        generated_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        extra={"python": args.python or sys.executable, "spark_watchd_version": __version__},
+    )
+    if args.json:
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+    else:
+        for c in found:
+            print(c.line())
+        print(f"verdict: {report['verdict']}", file=sys.stderr)
+    if args.report:
+        try:
+            with open(args.report, "w", encoding="utf-8") as f:
+                json.dump(report, f, indent=2)
+                f.write("\n")
+        except OSError as exc:
+            print(f"spark-watchd preflight: --report {args.report}: {exc.strerror}", file=sys.stderr)
+            return 2
+    return EXIT[report["verdict"]]

@@ -9,6 +9,7 @@ import sys
 from spark_watchd import __version__
 from spark_watchd.config import EX_CONFIG, ConfigError, Settings, load_settings
 from spark_watchd.logging import configure_logging, get_logger
+from spark_watchd.notify import build_notifier
 
 EX_USAGE = 2
 EX_SOFTWARE = 1
@@ -132,6 +133,8 @@ def serve(settings: Settings, args: argparse.Namespace, *, announce: bool = Fals
         print(f"spark-watchd: bad configuration: {exc}", file=sys.stderr)
         return EX_CONFIG
     daemon = Daemon(settings, replay=feed, state_dir=state_dir)
+    if announce:  # the demo verb: the status page shows a DEMO badge naming the scenario
+        daemon.extras_providers["demo"] = lambda: os.path.splitext(os.path.basename(args.replay))[0]
     if daemon.collector is not None:
         daemon.collector.expected_down = _log_missing_sources(settings, log)
     try:
@@ -150,6 +153,9 @@ def serve(settings: Settings, args: argparse.Namespace, *, announce: bool = Fals
     if settings.daemon.record_dir:
         recorder = RollingRecorder(settings.daemon.record_dir, settings.daemon.record_keep_days)
         daemon.subscribe(recorder)
+    notifier = build_notifier(settings.notify)  # webhook posts of finding transitions ([notify])
+    if notifier is not None:
+        daemon.subscribe(notifier)
     runner = Runner(daemon, reload=lambda: load_settings(args.config, overrides_from(args)))
     runner.install_signals()
     server.start()
@@ -172,6 +178,8 @@ def serve(settings: Settings, args: argparse.Namespace, *, announce: bool = Fals
         server.stop()
         if recorder is not None:
             recorder.close()
+        if notifier is not None:
+            notifier.close(timeout=10)
     return 0
 
 

@@ -1,12 +1,103 @@
-"""Placeholder for the `runs` verb (being built)."""
+"""The per-run training ledger: one line per finished run (duration, steps, tokens/s, throttling, energy)."""
 
+from __future__ import annotations
+
+import json
 import sys
+from pathlib import Path
+
+from spark_watchd.throughput.ledger import LEDGER_FILE, read_runs
+
+EX_CONFIG = 78
 
 
-def add_arguments(parser):
-    parser.add_argument("rest", nargs="*")
+def add_arguments(parser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the runs as a JSON array")
+    parser.add_argument("--state-dir", help="the daemon's state directory (default: from the configuration)")
+    parser.add_argument("--config", help="configuration file to read the state directory from")
+    parser.add_argument("--job", help="only runs of this job")
+    parser.add_argument("--last", type=int, metavar="N", help="only the N most recent runs")
 
 
-def main(args):
-    print("spark-watchd: this verb is not built yet", file=sys.stderr)
-    return 1
+def _state_dir(args) -> str:
+    if args.state_dir:
+        return args.state_dir
+    import spark_watchd.config as config
+
+    load = getattr(config, "load_settings", None)
+    settings = load(args.config) if load is not None else config.Settings()
+    return settings.daemon.state_dir
+
+
+def _fmt(v, spec: str = "", none: str = "-") -> str:
+    return none if v is None else format(v, spec)
+
+
+def _duration(s: float | None) -> str:
+    if s is None:
+        return "-"
+    s = int(round(s))
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{sec:02d}s"
+
+
+def format_table(runs: list[dict]) -> str:
+    """Human table, one row per run (throttle = seconds under thermal/slowdown reasons, power cap apart)."""
+    header = ("START (UTC)", "JOB", "DURATION", "STEPS", "TOK/S", "STEP S", "SLOWDOWN", "THERMAL S",
+              "PWRCAP S", "ENERGY KJ", "PEAK C", "MIN AVAIL GiB", "EVICT", "OOM", "END")  # fmt: skip
+    rows = [header]
+    for r in runs:
+        thr = r.get("throttle_seconds") or {}
+        thermal = sum(
+            float(thr.get(k) or 0) for k in ("hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
+        )
+        energy = r.get("energy_j")
+        mem = r.get("mem_available_min_bytes")
+        rows.append((
+            str(r.get("start", "-")).replace("T", " ").rstrip("Z"),
+            str(r.get("job", "-")),
+            _duration(r.get("duration_s")),
+            _fmt(r.get("steps")),
+            _fmt(r.get("mean_tokens_per_second"), ".0f"),
+            _fmt(r.get("mean_step_seconds"), ".3g"),
+            _fmt(r.get("max_slowdown_ratio"), ".2f"),
+            f"{thermal:.0f}",
+            _fmt(thr.get("power_cap"), ".0f"),
+            _fmt(None if energy is None else energy / 1000, ".1f"),
+            _fmt(r.get("peak_temp_c"), ".0f"),
+            _fmt(None if mem is None else mem / 2**30, ".1f"),
+            _fmt(r.get("evictions")),
+            _fmt(r.get("oom_kills")),
+            str(r.get("end_reason", "-")),
+        ))  # fmt: skip
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+
+
+def main(args) -> int:
+    """List the ledger's runs as a table or JSON."""
+    try:
+        state_dir = _state_dir(args)
+    except Exception as e:  # ConfigError (or a validation error) from the configuration
+        print(f"spark-watchd runs: {e}", file=sys.stderr)
+        return int(getattr(e, "exit_code", EX_CONFIG))
+    path = Path(state_dir) / LEDGER_FILE
+    try:
+        runs, bad = read_runs(path)
+    except OSError as e:
+        print(f"spark-watchd runs: cannot read {path}: {e.strerror or e}", file=sys.stderr)
+        return 1
+    if bad:
+        print(f"spark-watchd runs: skipped {bad} unreadable line(s) in {path}", file=sys.stderr)
+    if args.job:
+        runs = [r for r in runs if r.get("job") == args.job]
+    if args.last:
+        runs = runs[-args.last :]
+    if args.json:
+        print(json.dumps(runs, indent=2))
+    elif not runs:
+        print(f"no finished runs in {path}", file=sys.stderr)
+    else:
+        print(format_table(runs))
+    return 0

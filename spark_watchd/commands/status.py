@@ -1,12 +1,173 @@
-"""Placeholder for the `status` verb (being built)."""
+"""Ask the running daemon what is wrong and what to do: findings, evidence and advice at a glance.
 
+Exit status (monitoring-plugin convention, for scripts): 0 ok, 1 warning, 2 critical,
+3 unknown (daemon unreachable, no sample yet, stale sample, or an answer that is not a status).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime as dt
+import json
+import os
+import ssl
 import sys
+import urllib.error
+import urllib.request
+from typing import Any
+
+DEFAULT_URL = "http://127.0.0.1:9761"
+EXIT = {"ok": 0, "warning": 1, "critical": 2, "unknown": 3}
+RANK = {"unknown": -1, "ok": 0, "warning": 1, "critical": 2}
+COLOUR = {"ok": "32", "warning": "33", "critical": "1;31", "unknown": "2"}
+GIB = 1024**3
 
 
-def add_arguments(parser):
-    parser.add_argument("rest", nargs="*")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of `spark-watchd status`."""
+    parser.add_argument(
+        "--url", default=os.environ.get("SPARK_WATCHD_URL", DEFAULT_URL), help="daemon base URL"
+    )
+    parser.add_argument("--json", action="store_true", help="print the daemon's status document as JSON")
+    parser.add_argument("--user", default=os.environ.get("SPARK_WATCHD_USER"), help="basic-auth user")
+    parser.add_argument(
+        "--password-env",
+        default="SPARK_WATCHD_PASSWORD",
+        metavar="VAR",
+        help="environment variable holding the basic-auth password (never on the command line)",
+    )
+    parser.add_argument(
+        "--token-env", default="SPARK_WATCHD_TOKEN", metavar="VAR", help="bearer token variable"
+    )
+    parser.add_argument("--cacert", help="CA bundle for an https:// daemon with its own certificate")
+    parser.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the daemon")
+    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto")
 
 
-def main(args):
-    print("spark-watchd: this verb is not built yet", file=sys.stderr)
-    return 1
+def fetch_status(args: argparse.Namespace) -> dict[str, Any]:
+    """GET /api/v1/status; raises OSError/ValueError with a message naming what went wrong."""
+    url = args.url.rstrip("/") + "/api/v1/status"
+    req = urllib.request.Request(url, headers={"Accept": "application/json"})
+    password, token = os.environ.get(args.password_env), os.environ.get(args.token_env)
+    if args.user:
+        cred = base64.b64encode(f"{args.user}:{password or ''}".encode()).decode()
+        req.add_header("Authorization", f"Basic {cred}")
+    elif token:
+        req.add_header("Authorization", f"Bearer {token}")
+    ctx = ssl.create_default_context(cafile=args.cacert) if url.startswith("https:") else None
+    try:
+        with urllib.request.urlopen(req, timeout=args.timeout, context=ctx) as resp:
+            body = resp.read(8 * 1024 * 1024)
+    except urllib.error.HTTPError as exc:
+        hint = f" (set --user and ${args.password_env})" if exc.code == 401 else ""
+        raise OSError(f"{url}: HTTP {exc.code} {exc.reason}{hint}") from None
+    except urllib.error.URLError as exc:
+        raise OSError(f"{url}: {exc.reason}") from None
+    except TimeoutError:
+        raise OSError(f"{url}: no answer in {args.timeout:g} s") from None
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        raise ValueError(f"{url}: answer is not JSON") from None
+    if not isinstance(doc, dict) or "findings" not in doc:
+        raise ValueError(f"{url}: answer has no findings (is this spark-watchd?)")
+    return doc
+
+
+def worst(doc: dict[str, Any]) -> str:
+    """Overall severity: unknown when stale or without a sample, else the worst finding."""
+    if doc.get("fresh") is False:
+        return "unknown"
+    known = [f.get("severity") for f in (doc.get("findings") or {}).values() if f.get("severity") in RANK]
+    return max(known, key=RANK.__getitem__) if known else "unknown"
+
+
+def _fmt_value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_fmt_value(v) for v in value[:6]) + (" ..." if len(value) > 6 else "")
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_fmt_value(v)}" for k, v in list(value.items())[:6]) + "}"
+    return str(value)
+
+
+def render(doc: dict[str, Any], colour: bool) -> str:
+    """The at-a-glance text: host line, memory and GPU line, each finding with evidence and advice."""
+
+    def paint(text: str, severity: str) -> str:
+        return f"\033[{COLOUR.get(severity, '0')}m{text}\033[0m" if colour else text
+
+    out = []
+    age = doc.get("age_seconds")
+    fresh = "fresh" if doc.get("fresh") else "STALE"
+    head = f"spark-watchd {doc.get('version', '?')} on {doc.get('host') or '?'} ({doc.get('mode', '?')}"
+    out.append(head + (f", sample {age:.0f} s ago, {fresh})" if age is not None else ", no sample yet)"))
+    mem = doc.get("memory") or {}
+    if mem.get("available_bytes") is not None and mem.get("total_bytes"):
+        line = (
+            f"memory: {mem['available_bytes'] / GIB:.1f} GiB available of {mem['total_bytes'] / GIB:.1f} GiB"
+        )
+        if mem.get("budget_bytes") is not None:
+            line += f" (training budget {mem['budget_bytes'] / GIB:.1f} GiB)"
+        if mem.get("swap_used_bytes") is not None:
+            line += f", swap used {mem['swap_used_bytes'] / GIB:.1f} GiB"
+        out.append(line)
+    for g in doc.get("gpus") or ():
+        parts = [f"GPU {g.get('index', 0)} {g.get('name', '?')}:"]
+        if g.get("temp_c") is not None:
+            slow = f" (slowdown {g['slowdown_temp_c']:.0f} C)" if g.get("slowdown_temp_c") is not None else ""
+            parts.append(f"{g['temp_c']:.0f} C{slow}")
+        if g.get("power_w") is not None:
+            parts.append(f"{g['power_w']:.1f} W")
+        if g.get("sm_clock_mhz") is not None:
+            parts.append(f"SM {g['sm_clock_mhz']} MHz")
+        out.append(" ".join(parts))
+    out.append("")
+    for gotcha, f in sorted((doc.get("findings") or {}).items()):
+        sev = str(f.get("severity", "unknown"))
+        out.append(f"{gotcha} {paint(f'{sev.upper():<8}', sev)} {f.get('summary', '')}")
+        evidence = f.get("evidence") or {}
+        if evidence and sev != "ok":
+            out.append("    evidence: " + "; ".join(f"{k} {_fmt_value(v)}" for k, v in evidence.items()))
+        if sev != "ok":
+            for step in f.get("advice") or ():
+                out.append(f"    advice: {step}")
+    down = [(n, s) for n, s in (doc.get("sources") or {}).items() if not s.get("up", True)]
+    if down:
+        out.append("")
+        for name, s in down:
+            out.append(f"source down: {name}" + (f" ({s['error']})" if s.get("error") else ""))
+    events = list(doc.get("recent_events") or ())[-5:]
+    if events:
+        out.append("")
+        out.append("recent events:")
+        for e in events:
+            when = dt.datetime.fromtimestamp(float(e.get("ts", 0)), dt.timezone.utc).strftime(
+                "%Y-%m-%d %H:%M:%SZ"
+            )
+            out.append(f"  {when} {e.get('kind', '?')} {e.get('gotcha', '')}: {e.get('summary', '')}")
+    overall = worst(doc)
+    out.append("")
+    out.append(
+        "overall: " + paint(overall, overall) + ("" if doc.get("fresh", True) else " (sample is stale)")
+    )
+    return "\n".join(out) + "\n"
+
+
+def main(args: argparse.Namespace) -> int:
+    """Fetch, print, exit with the worst severity."""
+    try:
+        doc = fetch_status(args)
+    except (OSError, ValueError) as exc:
+        print(f"spark-watchd status: UNKNOWN: {exc}", file=sys.stderr)
+        return EXIT["unknown"]
+    if args.json:
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        colour = args.color == "always" or (
+            args.color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+        )
+        sys.stdout.write(render(doc, colour))
+    return EXIT[worst(doc)]

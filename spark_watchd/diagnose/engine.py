@@ -23,7 +23,7 @@ class Diagnoser:
         self.g3 = G3Tracker(self.th)
         self.g4 = G4Tracker(self.th)
         self.g6 = G6Tracker(self.th)
-        self._prev: Sample | None = None
+        self._prev: feat.Features | None = None
         self._restored: Mapping[str, Any] | None = None
 
     def restore(self, state: Mapping[str, Any]) -> None:
@@ -68,7 +68,7 @@ class Diagnoser:
         return up is not None and prev_up is not None and up + 1.0 < prev_up
 
     def observe(self, sample: Sample) -> Diagnosis:
-        """Judge one sample (samples must come in time order)."""
+        """Judge one sample (in time order; a clock step back restarts the windows)."""
         th = self.th
         prev = self._prev
         f = feat.compute(prev, sample, th)
@@ -80,6 +80,13 @@ class Diagnoser:
             self.g3.reboot()
             self.g6.reboot()
             self.window.clear()
+        elif prev is not None and sample.ts < prev.ts:
+            # The clock stepped back (NTP, a hand-edited trace): windows keyed on time would never
+            # expire, so start them afresh; episodes and counters carry on.
+            self.g3.reboot()
+            self.g6.reboot()
+            self.g4.time_jump(sample.ts)
+            self.window.clear()
         win = self.window
         win.append(sample)
         while sample.ts - win[0].ts > th.window_s:
@@ -90,7 +97,7 @@ class Diagnoser:
         events.extend(e4)
         events.extend(e3)
         events.extend(e6)
-        self._prev = sample
+        self._prev = f
         return Diagnosis(sample.ts, {"G3": g3f, "G4": g4f, "G6": g6f}, tuple(events))
 
     def run(self, samples: Iterable[Sample]) -> Iterator[Diagnosis]:

@@ -1,4 +1,8 @@
-"""Per-sample derived readings (rates between consecutive samples), computed once and shared by classifiers."""
+"""Per-sample derived readings (rates between consecutive samples), computed once and shared by classifiers.
+
+Each sample's raw counters are read once and kept on its Features, so the next sample's rates are a
+subtraction against the previous Features rather than a second walk through the previous sample.
+"""
 
 from __future__ import annotations
 
@@ -8,144 +12,198 @@ KIB = 1024
 # Thermal reasons (model.REASON_BITS): HW slowdown 0x08, SW thermal 0x20, HW thermal 0x40.
 # The SW power cap (0x04) is GB10's normal state and is deliberately left out.
 THERMAL_MASK = 0x08 | 0x20 | 0x40
-THERMAL_COUNTERS = ("sw_thermal", "hw_thermal", "hw_slowdown")
+# SW/HW thermal are thermal by definition; HW slowdown (0x08) can also be the power brake, so it needs
+# the temperature or the clocks to agree before it counts as a thermal throttle.
+PURE_THERMAL_MASK = 0x20 | 0x40
 
 
 class Features:
     """Readings of one sample plus rates against the previous one (None where not computable)."""
 
-    # Class-level defaults: compute() sets only what the sample has (cheaper than filling every slot).
-    ts = None
-    dt = None
-    reboot = None
-    has_gpu = None
-    temp_c = None
-    power_w = None
-    sm_clock_mhz = None
-    app_clock_mhz = None
-    util_pct = None
-    slowdown_c = None
-    shutdown_c = None
-    thermal_bits = None
-    thermal_rate = None
-    mem_total_b = None
-    avail_b = None
-    avail_min_b = None
-    cached_b = None
-    anon_b = None
-    psi_some_pct = None
-    psi_full_pct = None
-    swapout_per_s = None
-    majfault_per_s = None
-    oom_delta = None
+    # Derived readings and rates, then the sample's raw cumulative values kept for the next sample's rates
+    # (c_pure: sw_thermal + hw_thermal us, c_slow: hw_slowdown us). Slots and plain stores: this object
+    # is built once per sample on the replay hot path.
+    _DERIVED = (
+        "ts",
+        "dt",
+        "temp_c",
+        "power_w",
+        "sm_clock_mhz",
+        "app_clock_mhz",
+        "util_pct",
+        "slowdown_c",
+        "shutdown_c",
+        "thermal_bits",
+        "pure_thermal_bits",
+        "thermal_rate",
+        "pure_thermal_rate",
+        "mem_total_b",
+        "avail_b",
+        "avail_min_b",
+        "cached_b",
+        "anon_b",
+        "psi_some_pct",
+        "psi_full_pct",
+        "swapout_per_s",
+        "majfault_per_s",
+        "oom_delta",
+    )
+    _RAW = (
+        "boot_id",
+        "uptime_s",
+        "c_pure",
+        "c_slow",
+        "psi_some_total",
+        "psi_full_total",
+        "pswpout",
+        "pgmajfault",
+        "oom_kill",
+    )
+    __slots__ = ("reboot", "has_gpu", *_DERIVED, *_RAW)
+
+    def __init__(self):
+        self.reboot = False
+        self.has_gpu = False
+        self.ts = None
+        self.dt = None
+        self.temp_c = None
+        self.power_w = None
+        self.sm_clock_mhz = None
+        self.app_clock_mhz = None
+        self.util_pct = None
+        self.slowdown_c = None
+        self.shutdown_c = None
+        self.thermal_bits = None
+        self.pure_thermal_bits = None
+        self.thermal_rate = None
+        self.pure_thermal_rate = None
+        self.mem_total_b = None
+        self.avail_b = None
+        self.avail_min_b = None
+        self.cached_b = None
+        self.anon_b = None
+        self.psi_some_pct = None
+        self.psi_full_pct = None
+        self.swapout_per_s = None
+        self.majfault_per_s = None
+        self.oom_delta = None
+        self.boot_id = None
+        self.uptime_s = None
+        self.c_pure = None
+        self.c_slow = None
+        self.psi_some_total = None
+        self.psi_full_total = None
+        self.pswpout = None
+        self.pgmajfault = None
+        self.oom_kill = None
 
 
-def _gpu(sample: Sample):
-    return sample.gpus[0] if sample.gpus else None
-
-
-def _rate(cur, prev, key, dt):
-    if prev is None or dt is None:
+def _delta(cur, prev):
+    """cur - prev for cumulative counters; None when missing or reset (driver reload, reboot)."""
+    if cur is None or prev is None or cur < prev:
         return None
-    a = cur.get(key)
-    b = prev.get(key)
-    if a is None or b is None or a < b:  # missing, or counters reset (reboot)
-        return None
-    return (a - b) / dt
+    return cur - prev
 
 
-def compute(prev: Sample | None, cur: Sample, th) -> Features:
-    """Derive the features of `cur`, rates measured against `prev` (the previous sample or None)."""
+def compute(prev: Features | None, cur: Sample, th) -> Features:
+    """Derive the features of `cur`, rates measured against `prev` (the previous sample's Features)."""
     f = Features()
-    f.ts = cur.ts
+    ts = f.ts = cur.ts
+    f.boot_id = cur.boot_id
+    f.uptime_s = cur.uptime_s
     dt = None
-    reboot = False
     if prev is not None:
         if cur.boot_id and prev.boot_id:
-            reboot = cur.boot_id != prev.boot_id
+            f.reboot = cur.boot_id != prev.boot_id
         elif cur.uptime_s is not None and prev.uptime_s is not None:
-            reboot = cur.uptime_s + 1.0 < prev.uptime_s
-        d = cur.ts - prev.ts
-        if 0 < d <= th.max_gap_s and not reboot:
-            dt = d
-    f.dt = dt
-    f.reboot = reboot
-    pf = prev if dt is not None else None
+            f.reboot = cur.uptime_s + 1.0 < prev.uptime_s
+        d = ts - prev.ts
+        if 0 < d <= th.max_gap_s and not f.reboot:
+            dt = f.dt = d
 
-    g = _gpu(cur)
-    if g is not None:
+    if cur.gpus:
+        g = cur.gpus[0]
         f.temp_c = g.temp_c
         f.power_w = g.power_w
         f.sm_clock_mhz = g.sm_clock_mhz
         f.util_pct = g.util_pct
         f.has_gpu = g.temp_c is not None or g.power_w is not None or g.sm_clock_mhz is not None
         f.app_clock_mhz = g.applications_clock_mhz or th.default_applications_clock_mhz
-        f.slowdown_c = g.slowdown_temp_c if g.slowdown_temp_c is not None else th.default_slowdown_temp_c
-        f.shutdown_c = g.shutdown_temp_c if g.shutdown_temp_c is not None else th.default_shutdown_temp_c
+        s = g.slowdown_temp_c
+        f.slowdown_c = s if s is not None else th.default_slowdown_temp_c
+        s = g.shutdown_temp_c
+        f.shutdown_c = s if s is not None else th.default_shutdown_temp_c
         mask = g.clocks_event_reasons
-        f.thermal_bits = None if mask is None else bool(mask & THERMAL_MASK)
+        if mask is not None:
+            f.thermal_bits = bool(mask & THERMAL_MASK)
+            f.pure_thermal_bits = bool(mask & PURE_THERMAL_MASK)
         ctr = g.clocks_event_counters_us
-        if pf is not None and ctr is not None:
-            pg = _gpu(pf)
-            pctr = pg.clocks_event_counters_us if pg is not None else None
-            if pctr is not None:
-                tot = 0
-                ok = False
-                for k in THERMAL_COUNTERS:
-                    a = ctr.get(k)
-                    b = pctr.get(k)
-                    if a is not None and b is not None:
-                        if a < b:  # driver reload resets the counters
-                            ok = False
-                            break
-                        tot += a - b
-                        ok = True
-                if ok:
-                    f.thermal_rate = tot / 1e6 / dt
-    else:
-        f.has_gpu = False
+        if ctr is not None:
+            sw, hw, sl = ctr.get("sw_thermal"), ctr.get("hw_thermal"), ctr.get("hw_slowdown")
+            if sw is not None or hw is not None:
+                f.c_pure = (sw or 0) + (hw or 0)
+            f.c_slow = sl
+            if dt is not None:
+                dp = _delta(f.c_pure, prev.c_pure)
+                ds = _delta(sl, prev.c_slow)
+                if dp is not None or ds is not None:
+                    f.pure_thermal_rate = (dp or 0) / 1e6 / dt
+                    f.thermal_rate = ((dp or 0) + (ds or 0)) / 1e6 / dt
 
     mi = cur.meminfo
     total = mi.get("MemTotal")
-    f.mem_total_b = total * KIB if total is not None else None
+    if total is not None:
+        f.mem_total_b = total * KIB
     avail = mi.get("MemAvailable")
     if avail is not None:
         f.avail_b = avail * KIB
         mn = cur.mem_available_min_kb
-        f.avail_min_b = min(avail, mn) * KIB if mn is not None else avail * KIB
+        f.avail_min_b = (mn if mn is not None and mn < avail else avail) * KIB
     c = mi.get("Cached")
-    f.cached_b = c * KIB if c is not None else None
+    if c is not None:
+        f.cached_b = c * KIB
     a = mi.get("AnonPages")
     if a is None:
         a = mi.get("Active(anon)")
-    f.anon_b = a * KIB if a is not None else None
+    if a is not None:
+        f.anon_b = a * KIB
 
     psi = cur.psi_memory
     if psi:
-        f.psi_some_pct = _psi(psi, pf, "some", dt)
-        f.psi_full_pct = _psi(psi, pf, "full", dt)
+        some = psi.get("some")
+        if some:
+            f.psi_some_total = some.get("total")
+            f.psi_some_pct = _psi(
+                some.get("avg60"), f.psi_some_total, prev.psi_some_total if dt else None, dt
+            )
+        full = psi.get("full")
+        if full:
+            f.psi_full_total = full.get("total")
+            f.psi_full_pct = _psi(
+                full.get("avg60"), f.psi_full_total, prev.psi_full_total if dt else None, dt
+            )
     vm = cur.vmstat
-    pvm = pf.vmstat if pf is not None else None
-    f.swapout_per_s = _rate(vm, pvm, "pswpout", dt)
-    f.majfault_per_s = _rate(vm, pvm, "pgmajfault", dt)
-    if pvm is not None:
-        o, po = vm.get("oom_kill"), pvm.get("oom_kill")
-        if o is not None and po is not None and o > po:
-            f.oom_delta = o - po
+    f.pswpout = vm.get("pswpout")
+    f.pgmajfault = vm.get("pgmajfault")
+    f.oom_kill = vm.get("oom_kill")
+    if dt is not None:
+        d = _delta(f.pswpout, prev.pswpout)
+        if d is not None:
+            f.swapout_per_s = d / dt
+        d = _delta(f.pgmajfault, prev.pgmajfault)
+        if d is not None:
+            f.majfault_per_s = d / dt
+    if prev is not None and not f.reboot:
+        d = _delta(f.oom_kill, prev.oom_kill)
+        if d:
+            f.oom_delta = d
     return f
 
 
-def _psi(psi, prev, kind, dt):
+def _psi(avg60, total, prev_total, dt):
     """Stall share in %: the larger of avg60 and the measured rate of the cumulative total."""
-    part = psi.get(kind)
-    if not part:
-        return None
-    val = part.get("avg60")
-    if prev is not None and prev.psi_memory:
-        pp = prev.psi_memory.get(kind)
-        if pp:
-            t1, t0 = part.get("total"), pp.get("total")
-            if t1 is not None and t0 is not None and t1 >= t0:
-                r = (t1 - t0) / 1e4 / dt  # us per s -> %
-                val = r if val is None or r > val else val
-    return val
+    if dt is not None and total is not None and prev_total is not None and total >= prev_total:
+        r = (total - prev_total) / 1e4 / dt  # us per s -> %
+        if avg60 is None or r > avg60:
+            return r
+    return avg60

@@ -16,7 +16,7 @@ GIB = 1024**3
 ADVICE_LADDER = (
     "Drop the page cache between runs: sync; echo 3 | sudo tee /proc/sys/vm/drop_caches",
     "Then shrink the job: smaller batch, sequence packing, gradient checkpointing.",
-    "Then bf16 LoRA before QLoRA (QLoRA's dequantisation buffers cost more than they save on GB10).",
+    "Then bf16 LoRA before QLoRA.",
 )
 ADVICE_TENANT = (
     "Stop or cap other GPU tenants (vLLM --gpu-memory-utilization 0.5, stop Ollama) while training.",
@@ -25,8 +25,8 @@ ADVICE_THIN = (
     "Little headroom left: fine for a capped server that is already loaded, risky before starting another job.",
 )
 ADVICE_LOAD = (
-    "A model load is filling the pool (page cache and anonymous memory climbing together): "
-    "drop caches before loading, load with safetensors mmap off or stream shards.",
+    "A model load is filling the pool (page cache and anonymous memory climbing together, the weights "
+    "counted twice): let it finish before starting anything else, and drop caches before the next load.",
 )
 
 
@@ -121,16 +121,27 @@ class G3Tracker:
             "mem_available_min_bytes": f.avail_min_b,
             "budget_bytes": budget,
             "os_reserve_bytes": reserve,
-            "psi_some_avg60_pct": round(some, 2),
-            "psi_full_avg60_pct": round(full, 2),
-            "swap_out_pages_per_s": round(swo, 1),
-            "major_faults_per_s": round(f.majfault_per_s, 1) if f.majfault_per_s is not None else None,
+            "psi_some_avg60_pct": some,
+            "psi_full_avg60_pct": full,
+            "swap_out_pages_per_s": swo,
+            "major_faults_per_s": f.majfault_per_s,
             "cached_bytes": f.cached_b,
             "anon_bytes": f.anon_b,
         }
         if tte is not None:
             ev["budget_exhausted_in_s"] = round(tte, 1)
         avail_txt = f"{f.avail_b / GIB:.1f} GiB available (min {f.avail_min_b / GIB:.1f}), budget {budget / GIB:.1f} GiB"
+        if not (stalls or swapping or full_sustained):
+            # the common, quiet case first: no stall text to format
+            if (
+                oom_hold
+                or tte is not None
+                or budget <= th.budget_warn_bytes
+                or budget_min <= th.budget_critical_bytes
+            ):
+                pass
+            else:
+                return Finding("G3", "ok", f"Memory OK: {avail_txt}, no reclaim stalls", ev), events
         stall_txt = f"PSI some {some:.1f}% / full {full:.1f}%, swap-out {swo:.0f} pages/s"
 
         if oom_hold:
@@ -186,5 +197,5 @@ def classify(window: Sequence[Sample], th) -> Finding:
         if f.reboot:
             tr.reboot()
         finding, _ = tr.update(s, f)
-        prev = s
+        prev = f
     return finding

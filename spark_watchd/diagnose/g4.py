@@ -34,17 +34,23 @@ ADVICE_HUNG = (
 )
 
 
+def _median(vals):
+    v = sorted(vals)
+    return v[len(v) // 2]
+
+
 def _n(v, fmt: str = "") -> str:
     """Format a reading that may be missing."""
     return "?" if v is None else format(v, fmt)
 
 
 class _Job:
-    __slots__ = ("first_ts", "vals", "baseline", "recent", "recent_sum", "last_report")
+    __slots__ = ("first_ts", "vals", "early", "baseline", "recent", "recent_sum", "last_report")
 
     def __init__(self, ts):
         self.first_ts = ts
         self.vals = []
+        self.early = []  # warm-up readings but the first: a fallback when heat arrives early
         self.baseline = None
         self.recent = deque()
         self.recent_sum = 0.0
@@ -111,12 +117,30 @@ class G4Tracker:
             self.reboot_hold_until = ts + th.reboot_critical_hold_s
         return events
 
+    def time_jump(self, ts: float) -> None:
+        """The clock stepped back to ts: restart time windows, keep the episode."""
+        self.temps.clear()
+        for j in self.jobs.values():
+            j.recent.clear()
+            j.recent_sum = 0.0
+            j.last_report = None
+        if self.last_thermal_ts is not None and self.last_thermal_ts > ts:
+            self.last_thermal_ts = ts
+        if self.episode_start is not None and self.episode_start > ts:
+            self.episode_start = ts
+        self.pd_since = self.hung_since = None
+        self.reboot_hold_until = None
+
     def _step_ratio(self, sample: Sample, ts: float, thermal_now: bool):
         """Worst recent step time over its job's baseline, with the numbers behind it."""
         th = self.th
         worst = None
         for tp in sample.throughput:
             step = tp.step_seconds
+            if step is None and tp.tokens_per_second:
+                step = (
+                    1.0 / tp.tokens_per_second
+                )  # time per token: the same ratio when only tokens/s is known
             if step is None or step <= 0 or ts - tp.ts > th.step_stale_s:
                 continue
             j = self.jobs.get(tp.job)
@@ -129,14 +153,20 @@ class G4Tracker:
                 j.last_report = tp.ts
                 if j.baseline is None:
                     age = ts - j.first_ts
-                    if age >= th.baseline_warmup_s and not (self.episode or thermal_now):
-                        j.vals.append(step)
-                    if (age >= th.baseline_warmup_s + th.baseline_window_s or self.episode) and len(
-                        j.vals
-                    ) >= th.baseline_min_points:
-                        v = sorted(j.vals)
-                        j.baseline = v[len(v) // 2]
-                        j.vals = []
+                    hot = self.episode or thermal_now
+                    if not hot:
+                        if age >= th.baseline_warmup_s:
+                            j.vals.append(step)
+                        elif age > 0 and len(j.early) < 16:
+                            j.early.append(step)
+                    done = age >= th.baseline_warmup_s + th.baseline_window_s
+                    if (done or self.episode) and len(j.vals) >= th.baseline_min_points:
+                        j.baseline = _median(j.vals)
+                    elif self.episode and len(j.vals) + len(j.early) >= 2:
+                        # heat arrived before the baseline window filled: best effort from what we have
+                        j.baseline = _median(j.vals + j.early)
+                    if j.baseline is not None:
+                        j.vals = j.early = []
                 j.recent.append((ts, step))
                 j.recent_sum += step
             while j.recent and ts - j.recent[0][0] > th.step_recent_s:
@@ -179,7 +209,11 @@ class G4Tracker:
             signature = temp is not None and temp >= slowdown and clock_low
             thermal_now = signature
         else:
-            signature = thermal_now and (near or clock_low)
+            pr = f.pure_thermal_rate
+            pure = bool(f.pure_thermal_bits) or (pr is not None and pr >= th.thermal_counter_rate_min)
+            # SW/HW thermal is heat by definition (the GPU sensor may read a few C under the hotspot);
+            # HW slowdown alone needs the temperature or the clocks to agree.
+            signature = (pure and loaded) or (thermal_now and (near or clock_low))
         signature = signature or at_shutdown
 
         if signature:
@@ -236,6 +270,8 @@ class G4Tracker:
             "util_pct": util,
             "thermal_reasons_active": f.thermal_bits,
             "thermal_counter_share": round(rate, 4) if rate is not None else None,
+            # cumulative, for sparkwatchd_throttled_seconds_total (the runtime restores it after restarts)
+            "throttled_seconds_total": round(self.throttle_s, 1),
         }
         if worst is not None:
             ev["step_seconds_recent"] = round(worst[2], 4)
@@ -272,8 +308,8 @@ class G4Tracker:
             return Finding(
                 "G4",
                 "warning",
-                f"Thermal throttle: {_n(temp, '.1f')} C at the {slowdown:.0f} C slowdown, thermal reasons "
-                f"{'active' if f.thermal_bits else 'counting'}, clocks {_n(clk)} of {f.app_clock_mhz} MHz, "
+                f"Thermal throttle: {_n(temp, '.1f')} C at the {slowdown:.0f} C slowdown, thermal reason "
+                f"{'active' if f.thermal_bits else 'counters moving'}, clocks {_n(clk)} of {f.app_clock_mhz} MHz, "
                 f"{_n(power, '.0f')} W",
                 ev,
                 ADVICE_THROTTLE,
@@ -373,5 +409,5 @@ def classify(window: Sequence[Sample], th) -> Finding:
         if f.reboot:
             tr.reboot(s.ts, s.boot_id)
         finding, _ = tr.update(s, f)
-        prev = s
+        prev = f
     return finding

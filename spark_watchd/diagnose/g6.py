@@ -55,7 +55,9 @@ def describe(cmdline, name, gpu_resident, th) -> _Workload:
         elif caps.get("kv_cache_memory_bytes"):
             capped = False  # a KV budget in bytes bypasses the utilisation cap
         else:
-            cap = caps.get("gpu_memory_utilization") if kind == "vllm" else caps.get("mem_fraction_static")
+            cap = caps.get("gpu_memory_utilization")
+            if cap is None:
+                cap = caps.get("mem_fraction_static")  # SGLang's name, kept apart by the private copy
             # vLLM defaults to 0.9 of the whole pool, SGLang to ~0.88
             capped = cap is not None and cap <= th.capped_utilization_max
     return _Workload(kind, capped, cap)
@@ -71,6 +73,9 @@ class G6Tracker:
         self.fired: dict[tuple, float] = {}
         self.hold_until = None
         self.last_eviction = None
+        self._heavy_ident = None
+        self._heavy_list: list = []
+        self._heavy_names = ""
 
     def reboot(self) -> None:
         """Processes do not survive a reboot."""
@@ -89,25 +94,36 @@ class G6Tracker:
         storm = (f.majfault_per_s or 0.0) >= th.majfault_storm_per_s
         pressure = stalls or swapping or storm
         heavy = []
-        seen = set()
-        for p in sample.processes:
+        kinds = self.kinds
+        hists = self.rss
+        win = th.eviction_window_s
+        heavy_b = th.heavy_workload_bytes
+        procs = sample.processes
+        for p in procs:
             key = (p.pid, p.create_time)
-            seen.add(key)
-            w = self.kinds.get(key)
+            w = kinds.get(key)
             if w is None:
-                w = self.kinds[key] = describe(p.cmdline, p.name, p.gpu_resident, th)
+                w = kinds[key] = describe(p.cmdline, p.name, p.gpu_resident, th)
             gpu = p.gpu_mem_bytes or 0
-            foot = gpu if gpu > p.rss_bytes else p.rss_bytes
-            resident = p.gpu_resident or gpu > 0
-            if resident and (w.kind in SERVER_KINDS or foot >= th.heavy_workload_bytes):
+            rss = p.rss_bytes
+            foot = gpu if gpu > rss else rss
+            if (p.gpu_resident or gpu > 0) and (w.kind in SERVER_KINDS or foot >= heavy_b):
                 heavy.append((p, w, foot))
-            ev = self._eviction(p, key, gpu, ts, pressure, f, w)
-            if ev is not None:
-                events.append(ev)
-        if len(self.kinds) > len(seen):
-            for key in [k for k in self.kinds if k not in seen]:
-                self.kinds.pop(key, None)
-                self.rss.pop(key, None)
+            hist = hists.get(key)
+            if hist is None:
+                hist = hists[key] = deque()
+            hist.append((ts, rss, gpu))
+            while ts - hist[0][0] > win:
+                hist.popleft()
+            if pressure and len(hist) > 1:
+                ev = self._eviction(p, key, hist, gpu, ts, f, w)
+                if ev is not None:
+                    events.append(ev)
+        if len(kinds) > len(procs):  # some process is gone: forget it (bounded memory)
+            seen = {(p.pid, p.create_time) for p in procs}
+            for key in [k for k in kinds if k not in seen]:
+                kinds.pop(key, None)
+                hists.pop(key, None)
                 self.fired.pop(key, None)
 
         sharing = len(heavy) >= 2
@@ -123,14 +139,25 @@ class G6Tracker:
             "heavy_workloads": len(heavy),
             "uncapped_workloads": len(uncapped),
             "workloads_footprint_bytes": total_foot,
-            "psi_some_avg60_pct": round(some, 2),
-            "major_faults_per_s": round(f.majfault_per_s, 1) if f.majfault_per_s is not None else None,
-            "workloads": [
-                {"pid": p.pid, "name": p.name, "kind": w.kind, "capped": w.capped, "footprint_bytes": foot}
-                for p, w, foot in heavy
-            ],
+            "psi_some_avg60_pct": some,
+            "major_faults_per_s": f.majfault_per_s,
         }
-        names = ", ".join(f"{w.kind}{'' if w.capped is not False else ' (uncapped)'}" for _, w, _ in heavy)
+        if heavy:
+            # The list and names only change when the set of heavy processes does: reuse them.
+            ident = tuple((p.pid, p.create_time) for p, _, _ in heavy)
+            if ident != self._heavy_ident:
+                self._heavy_ident = ident
+                self._heavy_list = [
+                    {"pid": p.pid, "name": p.name, "kind": w.kind, "capped": w.capped} for p, w, _ in heavy
+                ]
+                self._heavy_names = ", ".join(
+                    f"{w.kind}{'' if w.capped is not False else ' (uncapped)'}" for _, w, _ in heavy
+                )
+            ev["workloads"] = self._heavy_list
+            names = self._heavy_names
+        else:
+            ev["workloads"] = []
+            names = ""
         if hold:
             le = self.last_eviction
             return Finding("G6", "critical", f"Eviction: {le}", ev, ADVICE_EVICT), events
@@ -158,17 +185,9 @@ class G6Tracker:
             ), events
         return Finding("G6", "ok", "No contention: at most one heavy GPU workload", ev), events
 
-    def _eviction(self, p, key, gpu, ts, pressure, f, w):
+    def _eviction(self, p, key, hist, gpu, ts, f, w):
         """An eviction event when this live process just lost a large share of its RSS under pressure."""
         th = self.th
-        hist = self.rss.get(key)
-        if hist is None:
-            hist = self.rss[key] = deque()
-        hist.append((ts, p.rss_bytes, gpu))
-        while ts - hist[0][0] > th.eviction_window_s:
-            hist.popleft()
-        if not pressure or len(hist) < 2:
-            return None
         peak = max(reversed(hist), key=_rss)  # the latest sample at the peak dates the loss
         loss = peak[1] - p.rss_bytes
         if loss < th.eviction_min_loss_bytes or loss < th.eviction_loss_ratio * peak[1]:
@@ -218,5 +237,5 @@ def classify(window: Sequence[Sample], th) -> Finding:
         if f.reboot:
             tr.reboot()
         finding, _ = tr.update(s, f)
-        prev = s
+        prev = f
     return finding

@@ -43,8 +43,10 @@ def _families(snapshot):
         ev.add_metric([k], float(counts.get(k, 0)))
     yield ev
 
-    extras = getattr(snapshot, "extras", None) or {}
-    secs = extras.get("throttle_seconds_total")
+    g4 = findings.get("G4")
+    secs = g4.evidence.get("throttled_seconds_total") if g4 is not None else None
+    if secs is None:
+        secs = (getattr(snapshot, "extras", None) or {}).get("throttle_seconds_total")
     if secs is not None:
         yield CounterMetricFamily(
             "sparkwatchd_throttled_seconds",
@@ -52,7 +54,6 @@ def _families(snapshot):
             value=float(secs),
         )
 
-    g4 = findings.get("G4")
     an = GaugeMetricFamily(
         "sparkwatchd_anomaly",
         "Non-thermal GPU anomaly (1 present): power_delivery fault or hung_engine; never a throttle.",

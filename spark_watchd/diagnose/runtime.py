@@ -14,6 +14,7 @@ from spark_watchd.diagnose.capture import CaptureRing
 from spark_watchd.diagnose.engine import Diagnoser
 from spark_watchd.diagnose.journal import EventJournal, read_events, read_state, write_state_atomic
 from spark_watchd.diagnose.thresholds import Thresholds
+from spark_watchd.logging import get_logger
 from spark_watchd.model import Diagnosis, Event, Sample
 
 # sparkwatchd_events_total{kind}
@@ -42,23 +43,48 @@ class DiagnosisRuntime:
         self.counts = dict.fromkeys(COUNT_KINDS, 0)
         self._recent: deque[Event] = deque(maxlen=recent)
         self.state_dir = Path(state_dir) if state_dir is not None else None
+        self._capture_args = (capture_pre, capture_post, capture_keep)
         self._journal: EventJournal | None = None
         self._capture: CaptureRing | None = None
         self._saved_key = None
         self._saved_ts = None
         self.journal_skipped = 0
+        self.storage_error: str | None = None  # last state/journal/capture failure while it lasts
+        self.storage_errors_total = 0
+        self._log = get_logger("diagnosis")
         if self.state_dir is not None:
-            self.state_dir.mkdir(parents=True, exist_ok=True)
-            st = read_state(self.state_dir / "state.json")
-            if st and st.get("version") == STATE_VERSION:
-                self.engine.restore(st.get("engine") or {})
-                for k, v in (st.get("event_counts") or {}).items():
-                    if k in self.counts and isinstance(v, int):
-                        self.counts[k] = v
-            events, self.journal_skipped = read_events(self.state_dir / "events.jsonl")
-            self._recent.extend(events[-recent:])
-            self._journal = EventJournal(self.state_dir / "events.jsonl")
-            self._capture = CaptureRing(self.state_dir / "captures", capture_pre, capture_post, capture_keep)
+            try:
+                self._open_storage(recent)
+            except OSError as exc:
+                # An unwritable state directory must not stop the diagnosis: judge in memory.
+                self._storage_failed("open", exc)
+                self.state_dir = None
+
+    def _open_storage(self, recent: int) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        st = read_state(self.state_dir / "state.json")
+        if st and st.get("version") == STATE_VERSION:
+            self.engine.restore(st.get("engine") or {})
+            for k, v in (st.get("event_counts") or {}).items():
+                if k in self.counts and isinstance(v, int):
+                    self.counts[k] = v
+        events, self.journal_skipped = read_events(self.state_dir / "events.jsonl")
+        self._recent.extend(events[-recent:])
+        self._journal = EventJournal(self.state_dir / "events.jsonl")
+        self._capture = CaptureRing(self.state_dir / "captures", *self._capture_args)
+
+    def _storage_failed(self, what: str, exc: OSError) -> None:
+        """Count a storage failure; log only when the error changes (not every tick)."""
+        self.storage_errors_total += 1
+        text = f"{what}: {exc}"
+        if text != self.storage_error:
+            self._log.warning("diagnosis state storage failing", error=text, state_dir=str(self.state_dir))
+        self.storage_error = text
+
+    def _storage_ok(self) -> None:
+        if self.storage_error is not None:
+            self._log.info("diagnosis state storage recovered", state_dir=str(self.state_dir))
+            self.storage_error = None
 
     def observe(self, sample: Sample) -> Diagnosis:
         """Judge one sample; count, journal and persist what it brought."""
@@ -69,11 +95,17 @@ class DiagnosisRuntime:
             if e.kind == "reboot" and e.after_throttle:
                 self.counts["reboot_after_throttle"] += 1
             self._recent.append(e)
-            if self._journal is not None:
+        if self.state_dir is None:
+            return d
+        try:
+            for e in d.events:
                 self._journal.append(e)
-        if self.state_dir is not None:
             self._capture.push(sample, d)
             self._persist(sample.ts)
+        except OSError as exc:  # disk full, read-only remount: keep judging, say so once
+            self._storage_failed("write", exc)
+        else:
+            self._storage_ok()
         return d
 
     def _persist(self, ts: float) -> None:
@@ -94,6 +126,12 @@ class DiagnosisRuntime:
         self._saved_key = key
         self._saved_ts = ts
 
+    def update_thresholds(self, thresholds: Thresholds) -> None:
+        """Apply reloaded thresholds (SIGHUP) without losing windows, baselines or episodes."""
+        self.thresholds = thresholds
+        eng = self.engine
+        eng.th = eng.g3.th = eng.g4.th = eng.g6.th = thresholds
+
     def event_counts(self) -> dict[str, int]:
         """Cumulative counts per kind for sparkwatchd_events_total (carried across restarts)."""
         return dict(self.counts)
@@ -113,7 +151,10 @@ class DiagnosisRuntime:
         """Flush the state and close the journal and any capture in progress."""
         if self.state_dir is not None and self.engine.g4.last_ts is not None:
             self._saved_key = None
-            self._persist(self.engine.g4.last_ts)
+            try:
+                self._persist(self.engine.g4.last_ts)
+            except OSError as exc:
+                self._storage_failed("close", exc)
         if self._journal is not None:
             self._journal.close()
             self._journal = None

@@ -99,7 +99,7 @@ class Thresholds(BaseModel):
     # Power-delivery fault (field: clocks pinned 500-900 MHz at ~30 W and 50 C with no reason bits,
     # cured only by a full AC power cycle).
     pinned_clock_max_mhz: int = Field(900, description="SM clock at or under this counts as pinned low, MHz.")
-    pinned_power_max_w: float = Field(45.0, description="Power at or under this counts as low, W.")
+    pinned_power_max_w: float = Field(60.0, description="Power at or under this counts as low, W.")
     cool_margin_c: float = Field(15.0, description="Cooler than slowdown minus this counts as cool, C.")
     anomaly_min_s: float = Field(
         120.0, ge=0, description="A non-thermal anomaly must persist this long, seconds."
@@ -183,8 +183,9 @@ class Thresholds(BaseModel):
     eviction_min_loss_bytes: int = Field(
         1 * GIB, description="Smallest RSS loss that counts as eviction, bytes."
     )
+    # Ten minutes, so a victim squeezed out gradually (60 s sampling) is still seen losing its share.
     eviction_window_s: float = Field(
-        300.0, gt=0, description="Window over which RSS loss is measured, seconds."
+        600.0, gt=0, description="Window over which RSS loss is measured, seconds."
     )
     # A process that moved its weights to the GPU shows gpu_mem rising by about what RSS lost.
     gpu_move_ratio: float = Field(

@@ -17,6 +17,7 @@ class Host:
         self.boot_id = boot_id
         self.uptime = 10_000.0
         self.thermal_us = 0
+        self.slowdown_us = 0
         self.powercap_us = 0
         self.vm = {"pgmajfault": 1000, "pswpin": 0, "pswpout": 500, "oom_kill": 0}
         self.psi = {"some": 0, "full": 0}
@@ -38,6 +39,7 @@ class Host:
         mask=0,
         thermal_share=0.0,
         powercap_share=0.0,
+        hw_slowdown_share=0.0,
         slowdown=86.0,
         shutdown=90.0,
         counters=True,
@@ -62,6 +64,7 @@ class Host:
         self.uptime += dt
         self.thermal_us += int(thermal_share * dt * 1e6)
         self.powercap_us += int(powercap_share * dt * 1e6)
+        self.slowdown_us += int(hw_slowdown_share * dt * 1e6)
         self.vm["pgmajfault"] += int(majfault * dt)
         self.vm["pswpout"] += int(swapout * dt)
         self.vm["oom_kill"] += oom
@@ -73,7 +76,7 @@ class Host:
             if counters:
                 ctr = {
                     "sw_power_cap": self.powercap_us,
-                    "hw_slowdown": 0,
+                    "hw_slowdown": self.slowdown_us,
                     "sw_thermal": self.thermal_us,
                     "hw_thermal": 0,
                     "hw_power_brake": 0,

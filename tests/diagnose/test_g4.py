@@ -36,23 +36,30 @@ def test_counters_moving_just_below_rate_is_ok():
     assert g4.classify(win, th).severity == "ok"
 
 
-def test_temperature_margin_boundary():
-    host = Host()
+def test_hw_slowdown_alone_needs_the_temperature_margin():
     th = Thresholds()
     edge = 86.0 - th.slowdown_margin_c
-    above = _warm(host) + host.run(2, temp=edge + 0.1, thermal_share=0.3)
+    h1 = Host()
+    above = _warm(h1) + h1.run(2, temp=edge + 0.1, hw_slowdown_share=0.3)
     h2 = Host()
-    below = _warm(h2) + h2.run(2, temp=edge - 0.1, thermal_share=0.3)
+    below = _warm(h2) + h2.run(2, temp=edge - 0.1, hw_slowdown_share=0.3)
     assert g4.classify(above, th).severity == "warning"
     assert g4.classify(below, th).severity == "ok"
 
 
-def test_slowdown_threshold_is_read_from_the_sample():
-    host = Host()
+def test_sw_thermal_counters_are_heat_even_under_the_margin():
     th = Thresholds()
-    low = _warm(host, slowdown=80.0) + host.run(2, temp=78.5, slowdown=80.0, thermal_share=0.3)
+    h = Host()
+    win = _warm(h) + h.run(2, temp=80.0, thermal_share=0.3)
+    assert g4.classify(win, th).severity == "warning"
+
+
+def test_slowdown_threshold_is_read_from_the_sample():
+    th = Thresholds()
+    h1 = Host()
+    low = _warm(h1, slowdown=80.0) + h1.run(2, temp=78.5, slowdown=80.0, hw_slowdown_share=0.3)
     h2 = Host()
-    high = _warm(h2, slowdown=92.0) + h2.run(2, temp=78.5, slowdown=92.0, thermal_share=0.3)
+    high = _warm(h2, slowdown=92.0) + h2.run(2, temp=78.5, slowdown=92.0, hw_slowdown_share=0.3)
     assert g4.classify(low, th).severity == "warning"
     assert g4.classify(high, th).severity == "ok"
 
@@ -202,3 +209,45 @@ def test_uptime_going_backwards_is_a_reboot_without_boot_id():
     host.reboot()
     out = d.observe(host.sample(boot_id=False))
     assert [e.kind for e in out.events] == ["reboot"]
+
+
+def test_clock_stepping_back_restarts_windows_without_events():
+    th = Thresholds()
+    host = Host()
+    d = Diagnoser(th)
+    for s in host.run(5, temp=88.0, thermal_share=0.8):
+        d.observe(s)
+    host.ts -= 3600  # NTP step back by an hour
+    kinds = []
+    for s in host.run(int(th.throttle_end_quiet_s / host.interval) + 2, temp=70.0):
+        kinds += [e.kind for e in d.observe(s).events]
+    assert kinds == ["throttle_end"]  # the episode still ends on its quiet time; no reboot invented
+    assert len(d.g6.rss) == 0 or all(len(h) <= 20 for h in d.g6.rss.values())
+
+
+def test_early_heat_uses_the_warm_up_baseline_and_tokens_per_second():
+    th = Thresholds()
+    h = Host(interval=60.0)
+    # only 3 minutes of cool running (first report + warm-up), then a throttle slowing steps by 30 %
+    win = h.run(3, temp=80.0, step=1.0) + h.run(5, temp=87.5, thermal_share=0.6, step=1.3)
+    assert g4.classify(win, th).severity == "critical"
+
+
+def test_tokens_per_second_stands_in_for_step_time():
+    from dataclasses import replace
+
+    th = Thresholds()
+    h = Host()
+    win = h.run(30, temp=80.0, step=1.0) + h.run(8, temp=87.0, thermal_share=0.6, step=1.3)
+    # the trainer reports only tokens/s: 1000 tok/s cool, 770 tok/s throttled
+    win = [
+        replace(
+            s,
+            throughput=tuple(
+                replace(t, step_seconds=None, tokens_per_second=1000.0 / t.step_seconds) for t in s.throughput
+            ),
+        )
+        for s in win
+    ]
+    f = g4.classify(win, th)
+    assert f.severity == "critical" and f.evidence["step_time_ratio"] > 1.25

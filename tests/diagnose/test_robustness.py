@@ -31,9 +31,13 @@ sample = st.fixed_dictionaries(
         "boot_id": st.one_of(st.none(), st.sampled_from(["a", "b"])),
         "uptime_s": maybe_f,
         "gpus": st.lists(gpu, max_size=1),
-        "meminfo": st.dictionaries(st.sampled_from(["MemTotal", "MemAvailable", "Cached", "AnonPages"]), st.integers(0, 2**27)),
+        "meminfo": st.dictionaries(
+            st.sampled_from(["MemTotal", "MemAvailable", "Cached", "AnonPages"]), st.integers(0, 2**27)
+        ),
         "mem_available_min_kb": st.one_of(st.none(), st.integers(0, 2**27)),
-        "vmstat": st.dictionaries(st.sampled_from(["pgmajfault", "pswpout", "oom_kill"]), st.integers(0, 10**9)),
+        "vmstat": st.dictionaries(
+            st.sampled_from(["pgmajfault", "pswpout", "oom_kill"]), st.integers(0, 10**9)
+        ),
         "psi_memory": st.one_of(
             st.none(),
             st.fixed_dictionaries(
@@ -45,7 +49,9 @@ sample = st.fixed_dictionaries(
                 {
                     "pid": st.integers(1, 5),
                     "create_time": st.just(1.0),
-                    "cmdline": st.sampled_from([[], ["ollama", "serve"], ["vllm", "serve", "--gpu-memory-utilization", "x"]]),
+                    "cmdline": st.sampled_from(
+                        [[], ["ollama", "serve"], ["vllm", "serve", "--gpu-memory-utilization", "x"]]
+                    ),
                     "rss_bytes": st.integers(0, 2**36),
                     "gpu_mem_bytes": maybe_i,
                     "gpu_resident": st.booleans(),
@@ -54,7 +60,9 @@ sample = st.fixed_dictionaries(
             max_size=3,
         ),
         "throughput": st.lists(
-            st.fixed_dictionaries({"job": st.just("j"), "ts": maybe_f, "step": st.just(1), "step_seconds": maybe_f}),
+            st.fixed_dictionaries(
+                {"job": st.just("j"), "ts": maybe_f, "step": st.just(1), "step_seconds": maybe_f}
+            ),
             max_size=1,
         ),
     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -12,11 +13,13 @@ from diag_builders import Host
 from prometheus_client import CollectorRegistry, generate_latest
 
 from spark_watchd.diagnose import metrics
+from spark_watchd.diagnose.engine import Diagnoser
 from spark_watchd.diagnose.journal import EventJournal, read_events
 from spark_watchd.diagnose.runtime import DiagnosisRuntime
 from spark_watchd.diagnose.thresholds import Thresholds
 from spark_watchd.model import Event
 from spark_watchd.snapshot import Snapshot
+from spark_watchd.trace import read_trace
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -138,12 +141,7 @@ def test_metric_families_render():
     rt = DiagnosisRuntime(th, None)
     for s in host.run(3, temp=80.0) + host.run(3, temp=88.0, thermal_share=0.8):
         d = rt.observe(s)
-    snap = Snapshot(
-        sample=s,
-        diagnosis=d,
-        event_counts=rt.event_counts(),
-        extras={"throttle_seconds_total": rt.throttle_seconds()},
-    )
+    snap = Snapshot(sample=s, diagnosis=d, event_counts=rt.event_counts())
 
     class C:
         def collect(self):
@@ -157,4 +155,79 @@ def test_metric_families_render():
     assert "sparkwatchd_throttled_seconds_total 90.0" in text
     assert 'sparkwatchd_anomaly{kind="power_delivery"} 0.0' in text
     assert "sparkwatchd_thermal_throttle_active 1.0" in text
+    assert rt.throttle_seconds() == 90.0
     assert metrics.families(object()) != []  # no snapshot parts: unknown levels, zero counts
+    promtool = shutil.which("promtool")
+    if promtool:  # exposition lint, as CI runs it for the whole exporter
+        p = subprocess.run(
+            [promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30
+        )
+        assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_capture_replays_and_state_write_leaves_no_temp_file(tmp_path):
+    th = Thresholds()
+    host = Host()
+    rt = DiagnosisRuntime(th, tmp_path, capture_pre=4, capture_post=2)
+    for s in host.run(5) + host.run(3, temp=88.0, thermal_share=0.8):
+        rt.observe(s)
+    rt.close()
+    (cap,) = (tmp_path / "captures").glob("*.jsonl")
+    assert "G4" in cap.name
+    replayed = [d.findings["G4"].severity for d in Diagnoser(th).run(read_trace(cap))]
+    assert replayed[0] == "ok" and replayed[-1] == "warning"
+    assert not list(tmp_path.glob("*.tmp"))
+    assert json.loads((tmp_path / "state.json").read_text())["event_counts"]["throttle_start"] == 1
+
+
+def test_update_thresholds_applies_without_losing_state():
+    host = Host()
+    rt = DiagnosisRuntime(Thresholds(), None)
+    for s in host.run(3, psi_some=3.0):
+        assert rt.observe(s).findings["G3"].severity == "warning"
+    rt.update_thresholds(Thresholds(psi_some_warn_pct=5.0))
+    assert rt.observe(host.sample(psi_some=3.0)).findings["G3"].severity == "ok"
+
+
+def test_anomaly_gauge_follows_the_g4_finding():
+    host = Host()
+    rt = DiagnosisRuntime(Thresholds(), None)
+    for s in host.run(3) + host.run(6, temp=50.0, power=30.0, clk=700, util=99.0):
+        d = rt.observe(s)
+    assert d.findings["G4"].anomaly == "power_delivery"
+    fams = {m.name: m for m in metrics.families(Snapshot(sample=s, diagnosis=d))}
+    vals = {tuple(x.labels.values()): x.value for x in fams["sparkwatchd_anomaly"].samples}
+    assert vals == {("power_delivery",): 1.0, ("hung_engine",): 0.0}
+    assert fams["sparkwatchd_thermal_throttle_active"].samples[0].value == 0.0
+
+
+def test_unwritable_state_dir_keeps_judging(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    rt = DiagnosisRuntime(Thresholds(), blocker / "state")  # mkdir under a file fails
+    assert rt.storage_error is not None and rt.state_dir is None
+    host = Host()
+    d = rt.observe(host.sample(oom=0))
+    assert d.findings["G3"].severity == "ok"
+    rt.close()
+
+
+def test_write_failure_is_reported_once_and_recovers(tmp_path, monkeypatch):
+    host = Host()
+    rt = DiagnosisRuntime(Thresholds(), tmp_path)
+    rt.observe(host.sample())
+    import spark_watchd.diagnose.runtime as mod
+
+    def boom(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(mod, "write_state_atomic", boom)
+    rt._saved_key = None
+    d = rt.observe(host.sample(oom=1))  # an event, so the state must be written
+    assert [e.kind for e in d.events] == ["oom_kill"]
+    assert "No space left" in rt.storage_error and rt.storage_errors_total == 1
+    monkeypatch.undo()
+    rt.observe(host.sample())
+    assert rt.storage_error is None
+    assert json.loads((tmp_path / "state.json").read_text())["event_counts"]["oom_kill"] == 1
+    rt.close()

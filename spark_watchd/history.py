@@ -1,0 +1,296 @@
+"""Bounded in-memory history of published snapshots, for the status page and `GET /api/v1/history`.
+
+Each snapshot is reduced to one compact record (the numbers the page charts, the
+severities, the training jobs and the events), not kept whole: a Sample carries
+the full meminfo, vmstat and process list, which is ~50x larger. Numbers live in
+one ``array('d')`` per record (NaN for "not sampled"), so 12 h at 30 s (1440
+records) takes well under a megabyte.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from array import array
+from collections import deque
+from collections.abc import Mapping
+from typing import Any
+
+from spark_watchd.model import REASON_BITS, SEVERITY_LEVEL, Diagnosis, Event, Sample
+from spark_watchd.snapshot import Snapshot
+from spark_watchd.web.settings import WebSettings
+
+# Numeric fields of a record, in array order; the JSON keys of /api/v1/history.
+FIELDS = (
+    "ts",
+    "power_w",
+    "temp_c",
+    "slowdown_temp_c",
+    "sm_clock_mhz",
+    "app_clock_mhz",
+    "util_pct",
+    "reasons",
+    "throttle",
+    "mem_total_bytes",
+    "mem_available_bytes",
+    "mem_available_min_bytes",
+    "mem_budget_bytes",
+    "mem_cached_bytes",
+    "mem_anon_bytes",
+    "mem_gpu_attributed_bytes",
+    "swap_used_bytes",
+    "psi_some_avg60",
+    "psi_full_avg60",
+    "swap_out_pages_per_s",
+    "major_faults_per_s",
+    "G3",
+    "G4",
+    "G6",
+)
+_INT_FIELDS = frozenset(
+    {"sm_clock_mhz", "app_clock_mhz", "reasons", "throttle"} | {f for f in FIELDS if f.endswith("_bytes")}
+)
+_GOTCHA_FIELDS = ("G3", "G4", "G6")
+_LEVEL_SEVERITY = {v: k for k, v in SEVERITY_LEVEL.items()}
+# Thermal and power-brake reasons mark a throttle; the SW power cap (0x04) is GB10's normal state.
+_THROTTLE_MASK = (
+    REASON_BITS["hw_slowdown"]
+    | REASON_BITS["sw_thermal"]
+    | REASON_BITS["hw_thermal"]
+    | REASON_BITS["hw_power_brake"]
+)
+_THROTTLE_COUNTERS = ("hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
+_NAN = float("nan")
+_KIB = 1024
+
+
+class _Record:
+    """One compact history entry."""
+
+    __slots__ = ("events", "jobs", "values")
+
+    def __init__(self, values: array, jobs: tuple | None, events: tuple | None) -> None:
+        self.values = values
+        self.jobs = jobs  # ((job, step_seconds, tokens_per_second), ...) or None
+        self.events = events  # (event dict, ...) or None
+
+    @property
+    def ts(self) -> float:
+        return self.values[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {}
+        for name, v in zip(FIELDS, self.values, strict=True):
+            if name in _GOTCHA_FIELDS:
+                continue
+            if not math.isfinite(v):
+                d[name] = None
+            else:
+                d[name] = int(v) if name in _INT_FIELDS else v
+        d["findings"] = {
+            g: (None if math.isnan(v) else _LEVEL_SEVERITY.get(int(v), "unknown"))
+            for g, v in zip(_GOTCHA_FIELDS, self.values[-len(_GOTCHA_FIELDS) :], strict=True)
+        }
+        d["jobs"] = [{"job": j, "step_seconds": s, "tokens_per_second": t} for j, s, t in (self.jobs or ())]
+        d["events"] = [dict(e) for e in (self.events or ())]
+        return d
+
+
+def _num(v: Any) -> float:
+    if v is None or isinstance(v, bool):
+        return _NAN
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return _NAN
+
+
+def _kb(meminfo: Mapping[str, int], key: str) -> float:
+    v = meminfo.get(key)
+    return _NAN if v is None else float(v) * _KIB
+
+
+def _budget_bytes(available: float, diagnosis: Diagnosis | None, reserve_bytes: int | None) -> float:
+    """The G3 budget: the classifier's own figure when its evidence carries one, else MemAvailable minus the reserve."""
+    g3 = diagnosis.findings.get("G3") if diagnosis is not None else None
+    if g3 is not None:
+        for key in ("budget_bytes", "mem_budget_bytes"):
+            v = _num(g3.evidence.get(key))
+            if not math.isnan(v):
+                return v
+    if reserve_bytes is None or math.isnan(available):
+        return _NAN
+    return max(0.0, available - reserve_bytes)
+
+
+class History:
+    """Bounded, thread-safe window of compact records; call it with each published Snapshot."""
+
+    def __init__(self, settings: WebSettings | None = None, reserve_bytes: int | None = None) -> None:
+        self.settings = settings or WebSettings()
+        self.reserve_bytes = reserve_bytes
+        self._records: deque[_Record] = deque(maxlen=self.settings.history_max_records)
+        self._lock = threading.Lock()
+        # Bumped whenever the window is cleared (time went backwards: a looping replay, a clock step),
+        # so readers polling with ?since= know to start over.
+        self.generation = 0
+        self._prev: tuple[float, str | None, Mapping[str, int], Mapping[str, int] | None] | None = None
+
+    def __call__(self, snapshot: Snapshot) -> None:
+        """Subscriber entry point: record the snapshot (never raises into the daemon's tick)."""
+        self.observe(snapshot)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._records)
+
+    def observe(self, snapshot: Snapshot) -> bool:
+        """Add one snapshot; False when it carries no new sample (none yet, or the same tick again)."""
+        sample = snapshot.sample
+        if sample is None:
+            return False
+        with self._lock:
+            last_ts = self._records[-1].ts if self._records else None
+            if last_ts is not None and sample.ts == last_ts:
+                return False
+            if last_ts is not None and sample.ts < last_ts:
+                self._records.clear()
+                self._prev = None
+                self.generation += 1
+            rec = self._compact(sample, snapshot.diagnosis)
+            self._records.append(rec)
+            horizon = sample.ts - self.settings.history_hours * 3600.0
+            while self._records and self._records[0].ts < horizon:
+                self._records.popleft()
+        return True
+
+    def _compact(self, s: Sample, diagnosis: Diagnosis | None) -> _Record:
+        gpu = s.gpus[0] if s.gpus else None  # GB10 has one GPU; the page charts the first
+        mi = s.meminfo
+        available = _kb(mi, "MemAvailable")
+        swap_total, swap_free = mi.get("SwapTotal"), mi.get("SwapFree")
+        gpu_mems = [p.gpu_mem_bytes for p in s.processes if p.gpu_mem_bytes is not None]
+        psi = s.psi_memory or {}
+        counters = gpu.clocks_event_counters_us if gpu is not None else None
+        swap_rate = fault_rate = _NAN
+        counters_moved = False
+        if self._prev is not None:
+            p_ts, p_boot, p_vm, p_counters = self._prev
+            dt = s.ts - p_ts
+            # Counters restart at a reboot: no rate across a boot_id change or a counter going down.
+            if dt > 0 and p_boot == s.boot_id:
+                swap_rate = _rate(s.vmstat.get("pswpout"), p_vm.get("pswpout"), dt)
+                fault_rate = _rate(s.vmstat.get("pgmajfault"), p_vm.get("pgmajfault"), dt)
+                if counters and p_counters:
+                    counters_moved = any(
+                        (counters.get(k) or 0) > (p_counters.get(k) or 0) for k in _THROTTLE_COUNTERS
+                    )
+        self._prev = (s.ts, s.boot_id, s.vmstat, counters)
+        reasons = gpu.clocks_event_reasons if gpu is not None else None
+        g4 = diagnosis.findings.get("G4") if diagnosis is not None else None
+        throttling = (
+            bool(reasons is not None and reasons & _THROTTLE_MASK)
+            or counters_moved
+            or (g4 is not None and g4.anomaly is None and g4.severity in ("warning", "critical"))
+        )
+        values = array(
+            "d",
+            (
+                s.ts,
+                _num(gpu.power_w) if gpu else _NAN,
+                _num(gpu.temp_c) if gpu else _NAN,
+                _num(gpu.slowdown_temp_c) if gpu else _NAN,
+                _num(gpu.sm_clock_mhz) if gpu else _NAN,
+                _num(gpu.applications_clock_mhz) if gpu else _NAN,
+                _num(gpu.util_pct) if gpu else _NAN,
+                _num(reasons),
+                1.0 if throttling else 0.0,
+                _kb(mi, "MemTotal"),
+                available,
+                _num(s.mem_available_min_kb) * _KIB,
+                _budget_bytes(available, diagnosis, self.reserve_bytes),
+                _kb(mi, "Cached"),
+                _kb(mi, "AnonPages"),
+                float(sum(gpu_mems)) if gpu_mems else _NAN,
+                (swap_total - swap_free) * float(_KIB)
+                if swap_total is not None and swap_free is not None
+                else _NAN,
+                _num((psi.get("some") or {}).get("avg60")),
+                _num((psi.get("full") or {}).get("avg60")),
+                swap_rate,
+                fault_rate,
+                *(_level(diagnosis, g) for g in _GOTCHA_FIELDS),
+            ),
+        )
+        jobs = None
+        if s.throughput and self.settings.history_max_jobs:
+            kept = sorted(s.throughput, key=lambda t: -(_finite(t.tokens_per_second) or 0.0))[
+                : self.settings.history_max_jobs
+            ]
+            jobs = tuple(
+                (t.job, _finite(t.step_seconds), _finite(t.tokens_per_second))
+                for t in sorted(kept, key=lambda t: t.job)
+            )
+        events = (
+            tuple(_event_dict(e) for e in diagnosis.events)
+            if diagnosis is not None and diagnosis.events
+            else None
+        )
+        return _Record(values, jobs, events)
+
+    def records(
+        self, since: float | None = None, limit: int | None = None
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """Records with ts > since (all when None), oldest first, at most `limit` (the newest); and whether any were cut."""
+        limit = self.settings.history_api_max_records if limit is None else max(0, limit)
+        picked: list[_Record] = []
+        with self._lock:
+            for rec in reversed(self._records):
+                if since is not None and rec.ts <= since:
+                    break
+                picked.append(rec)
+        truncated = len(picked) > limit
+        picked = picked[:limit]
+        picked.reverse()
+        return [r.to_dict() for r in picked], truncated
+
+    def to_json(self, since: float | None = None, limit: int | None = None) -> dict[str, Any]:
+        """The GET /api/v1/history body."""
+        recs, truncated = self.records(since, limit)
+        with self._lock:
+            first = self._records[0].ts if self._records else None
+            last = self._records[-1].ts if self._records else None
+            size = len(self._records)
+        return {
+            "generation": self.generation,
+            "since": since,
+            "count": len(recs),
+            "truncated": truncated,
+            "held": size,
+            "first_ts": first,
+            "last_ts": last,
+            "records": recs,
+        }
+
+
+def _finite(v: Any) -> float | None:
+    f = _num(v)
+    return None if math.isnan(f) or math.isinf(f) else f
+
+
+def _rate(now: Any, before: Any, dt: float) -> float:
+    if now is None or before is None or now < before:
+        return _NAN
+    return (now - before) / dt
+
+
+def _level(diagnosis: Diagnosis | None, gotcha: str) -> float:
+    f = diagnosis.findings.get(gotcha) if diagnosis is not None else None
+    return float(f.level) if f is not None else _NAN
+
+
+def _event_dict(e: Event) -> dict[str, Any]:
+    d = {"kind": e.kind, "gotcha": e.gotcha, "ts": e.ts, "summary": e.summary}
+    if e.after_throttle is not None:
+        d["after_throttle"] = e.after_throttle
+    return d

@@ -1,0 +1,24 @@
+"""Host facts the operator commands read once (meminfo, container markers), under an injectable root."""
+
+from __future__ import annotations
+
+import os
+
+from spark_watchd.diagnose.thresholds import Thresholds
+from spark_watchd.sources.procfs import parse_meminfo
+
+KIB = 1024
+# The daemon's own G3 reserve (thresholds.os_reserve_bytes), so `plan` and the live budget agree.
+DEFAULT_OS_RESERVE_GB = Thresholds().os_reserve_bytes / 1e9
+
+
+def read_meminfo(root: str = "/") -> dict[str, int]:
+    """Parsed <root>/proc/meminfo; OSError or ValueError when unreadable or malformed."""
+    with open(os.path.join(root, "proc", "meminfo"), encoding="ascii", errors="replace") as f:
+        return parse_meminfo(f.read())
+
+
+def training_budget_gb(meminfo: dict[str, int], reserve_gb: float = DEFAULT_OS_RESERVE_GB) -> float:
+    """GB (10^9 B) a training job may take today: MemAvailable minus the OS reserve, never below 0."""
+    # NVML memory info is Not Supported on GB10; MemAvailable is the truth for the shared pool.
+    return max(0.0, meminfo["MemAvailable"] * KIB / 1e9 - reserve_gb)

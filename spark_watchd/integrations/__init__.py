@@ -1,0 +1,1 @@
+"""Framework callbacks that report training progress; each imports without its framework installed."""

@@ -1,0 +1,114 @@
+"""Hugging Face `transformers` callback: one line makes any Trainer (TRL, Unsloth, axolotl) report progress.
+
+    trainer = Trainer(..., callbacks=[SparkWatchdCallback()])
+
+The class is built on first access (a module `__getattr__`), so importing this
+module costs nothing until the callback is used; without transformers installed
+it then derives from `object`, which is enough for code that only checks it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from spark_watchd.client import ProgressReporter
+
+
+def _job_from_args(args: Any) -> str:
+    run_name = getattr(args, "run_name", None)
+    output_dir = getattr(args, "output_dir", None)
+    if run_name and run_name != output_dir:
+        return str(run_name)
+    if output_dir:
+        return os.path.basename(os.path.normpath(str(output_dir))) or "hf-trainer"
+    return "hf-trainer"
+
+
+class SparkWatchdMixin:
+    """The callback's logic, free of transformers: reports global_step and tokens after every optimizer step."""
+
+    def __init__(
+        self,
+        job: str | None = None,
+        url: str | None = None,
+        token: str | None = None,
+        tokens_per_step: int | None = None,
+        min_interval: float = 5.0,
+    ) -> None:
+        self.job = job
+        self.url = url
+        self.token = token
+        self.tokens_per_step = tokens_per_step
+        self.min_interval = min_interval
+        self.reporter: ProgressReporter | None = None
+
+    def _tokens(self, state: Any, args: Any = None) -> int | None:
+        # num_input_tokens_seen stays 0 unless TrainingArguments(include_num_input_tokens_seen=...) asks.
+        seen = getattr(state, "num_input_tokens_seen", 0) or 0
+        tracked = getattr(args, "include_num_input_tokens_seen", "no") not in ("no", False, None)
+        if seen > 0 or tracked:
+            return int(seen)
+        if self.tokens_per_step:
+            return int(state.global_step) * self.tokens_per_step
+        return None
+
+    @staticmethod
+    def _samples(args: Any, state: Any) -> int | None:
+        per_step = getattr(args, "train_batch_size", None)
+        if not per_step:
+            return None
+        accum = getattr(args, "gradient_accumulation_steps", 1) or 1
+        world = getattr(args, "world_size", 1) or 1
+        return int(state.global_step) * int(per_step) * int(accum) * int(world)
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if getattr(state, "is_world_process_zero", True) and self.reporter is None:
+            self.reporter = ProgressReporter(
+                self.job or _job_from_args(args),
+                url=self.url,
+                token=self.token,
+                min_interval=self.min_interval,
+            )
+            self.reporter.report(
+                int(state.global_step), self._tokens(state, args), self._samples(args, state)
+            )
+        return control
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if self.reporter is not None:
+            self.reporter.report(
+                int(state.global_step), self._tokens(state, args), self._samples(args, state)
+            )
+        return control
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if self.reporter is not None:
+            self.reporter.report(
+                int(state.global_step), self._tokens(state, args), self._samples(args, state)
+            )
+            self.reporter.close()
+            self.reporter = None
+        return control
+
+
+def _build() -> type:
+    try:  # transformers is optional: the base class only matters when a Trainer calls us
+        from transformers import TrainerCallback as base
+    except ImportError:
+        base = object
+    return type(
+        "SparkWatchdCallback",
+        (SparkWatchdMixin, base),
+        {
+            "__doc__": "Hugging Face TrainerCallback reporting training progress to spark-watchd.",
+            "__module__": __name__,
+        },
+    )
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SparkWatchdCallback":
+        cls = globals()["SparkWatchdCallback"] = _build()
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,64 @@
+"""Launch checks in the community's fixed line format: `G<n> <STATUS>: <message>`.
+
+`checks` judges (pure), `gather` reads the host and runs the probe, `probe` runs inside the
+interpreter under test. The report (`env-report.json`) and its verdict are built here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+STATUSES = ("PASS", "FAIL", "WARN", "SKIP", "INFO")
+LINE_RE = re.compile(r"^G\d+ (PASS|FAIL|WARN|SKIP|INFO): \S.*$")
+VERDICTS = ("ready", "ready-with-warnings", "blocked")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of preflight output."""
+
+    gotcha: str
+    status: str
+    message: str
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"check status {self.status!r}: expected one of {', '.join(STATUSES)}")
+
+    @property
+    def text(self) -> str:
+        """The message folded onto one line (the format is one check per line)."""
+        return " ".join(str(self.message).split()) or "(no detail)"
+
+    def line(self) -> str:
+        """The fixed-format line."""
+        return f"{self.gotcha} {self.status}: {self.text}"
+
+
+def verdict(checks: Iterable[Check]) -> str:
+    """blocked on any FAIL, ready-with-warnings on any WARN, else ready."""
+    statuses = {c.status for c in checks}
+    if "FAIL" in statuses:
+        return "blocked"
+    if "WARN" in statuses:
+        return "ready-with-warnings"
+    return "ready"
+
+
+def _gnum(gotcha: str) -> int:
+    return int(gotcha[1:]) if gotcha[1:].isdigit() else 999
+
+
+def build_report(
+    checks: list[Check], host: str, generated_at: str, extra: dict[str, Any] | None = None
+) -> dict:
+    """env-report.json: checks grouped per G-number (in order), verdict, host, generated_at."""
+    grouped: dict[str, list[dict[str, str]]] = {}
+    for c in sorted(checks, key=lambda c: _gnum(c.gotcha)):
+        grouped.setdefault(c.gotcha, []).append({"status": c.status, "message": c.text})
+    report = {"checks": grouped, "verdict": verdict(checks), "host": host, "generated_at": generated_at}
+    report.update(extra or {})
+    return report

@@ -1,0 +1,101 @@
+"""`POST /api/v1/progress`: a trainer's cumulative totals in, the derived values out."""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from typing import Any
+
+from pydantic import ValidationError
+
+from spark_watchd.throughput.models import ProgressReport, describe_errors
+from spark_watchd.throughput.service import attach
+from spark_watchd.throughput.settings import ProgressSettings
+from spark_watchd.throughput.tracker import JobTracker, ReportRejected, TooManyJobs
+from spark_watchd.web.http import Request, Response, Route
+
+log = logging.getLogger(__name__)
+
+PATH = "/api/v1/progress"
+JSON = "application/json"
+
+
+def _reply(status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
+    body = json.dumps(payload, separators=(",", ":"), allow_nan=False).encode()
+    return Response(status, body + b"\n", JSON, headers or {})
+
+
+def _error(status: int, message: str, **extra: Any) -> Response:
+    headers = {"WWW-Authenticate": 'Bearer realm="spark-watchd"'} if status == 401 else None
+    return _reply(status, {"error": message, **extra}, headers)
+
+
+def _authorise(req: Request, token: str | None) -> Response | None:
+    """None when the client may report; else the 401/403 to send."""
+    scheme, _, cred = req.headers.get("authorization", "").partition(" ")
+    # With exporter-toolkit basic auth on every endpoint, Authorization carries Basic credentials
+    # (checked by the server): the progress token then comes in X-Progress-Token.
+    presented = (
+        cred.strip() if scheme.lower() == "bearer" else req.headers.get("x-progress-token", "").strip()
+    )
+    if token is not None and presented:
+        # A wrong token is refused even from loopback: it means a misconfigured client.
+        if not hmac.compare_digest(presented.encode(), token.encode()):
+            return _error(401, "invalid bearer token")
+        return None
+    if req.from_loopback:
+        return None
+    if token is None:
+        return _error(
+            403, "progress reports are accepted from loopback only (set progress.token to allow others)"
+        )
+    return _error(401, "a bearer token is required from non-loopback clients (Authorization: Bearer ...)")
+
+
+def make_handler(tracker: JobTracker, settings: ProgressSettings):
+    """The request handler, bound to one tracker and its settings."""
+    token = settings.token_value()
+    limit = settings.max_body_bytes
+
+    def handle(req: Request) -> Response:
+        denied = _authorise(req, token)
+        if denied is not None:
+            return denied
+        if len(req.body) > limit:  # the server checks Content-Length first; chunked bodies end here
+            return _error(413, f"report body is {len(req.body)} bytes; the limit is {limit}")
+        try:
+            data = json.loads(req.body)
+        except (UnicodeDecodeError, ValueError) as e:
+            return _error(400, f"body is not JSON: {e}")
+        except RecursionError:
+            return _error(400, "body is not a progress report: JSON nested too deeply")
+        if not isinstance(data, dict):
+            return _error(400, f"body must be a JSON object, got {type(data).__name__}")
+        try:
+            report = ProgressReport.model_validate(data)
+        except ValidationError as e:
+            errors = describe_errors(e)
+            reason = "; ".join(f"{x['field']}: {x['reason']}" for x in errors)
+            return _error(400, f"invalid progress report: {reason}", errors=errors)
+        try:
+            stats = tracker.report(report)
+        except ReportRejected as e:
+            return _error(409, str(e))
+        except TooManyJobs as e:
+            return _error(429, str(e))
+        return _reply(200, {"accepted": True, **stats.to_dict()})
+
+    return handle
+
+
+def routes(daemon: Any) -> list[Route]:
+    """The progress route; wires the tracker, ledger and log tails into the daemon first (progress.enabled)."""
+    if getattr(daemon, "tracker", None) is None and hasattr(daemon, "subscribe"):
+        attach(daemon)
+    tracker = getattr(daemon, "tracker", None)
+    if tracker is None:
+        return []
+    settings = tracker.settings
+    # Route.max_body lets the server answer 413 from Content-Length without reading the body.
+    return [Route("POST", PATH, make_handler(tracker, settings), max_body=settings.max_body_bytes)]

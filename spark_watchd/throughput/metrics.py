@@ -1,0 +1,67 @@
+"""Training metrics rendered from the published snapshot (never from live state)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from spark_watchd.snapshot import Snapshot
+from spark_watchd.throughput.tracker import JobStats
+
+log = logging.getLogger(__name__)
+
+
+def _rows(snapshot: Snapshot) -> list[tuple[str, float, float | None, float | None, float | None]]:
+    """(job, last report ts, step seconds, tokens/s, slowdown) from the tracker, else from the sample."""
+    jobs = snapshot.extras.get("jobs") if snapshot.extras else None
+    if jobs:
+        return [
+            (j.job, j.ts, j.step_seconds, j.tokens_per_second, j.slowdown_ratio)
+            for j in jobs
+            if isinstance(j, JobStats)
+        ]
+    # No live jobs: replay and demo serve recorded samples, whose throughput[] is all there is (no baseline).
+    sample = snapshot.sample
+    if sample is None:
+        return []
+    return [(t.job, t.ts, t.step_seconds, t.tokens_per_second, None) for t in sample.throughput]
+
+
+def families(snapshot: Snapshot) -> Iterable[Metric]:
+    """sparkwatchd_training_* gauges, one series per tracked job; never raises."""
+    try:
+        rows = _rows(snapshot)
+    except Exception:  # a renderer never raises: a scrape must not fail over one area
+        log.exception("training metrics: cannot read the snapshot")
+        rows = []
+    step = GaugeMetricFamily(
+        "sparkwatchd_training_step_seconds",
+        "Mean seconds per training step over the job's latest reporting interval.",
+        labels=["job"],
+    )
+    tps = GaugeMetricFamily(
+        "sparkwatchd_training_tokens_per_second",
+        "Mean tokens per second over the job's latest reporting interval.",
+        labels=["job"],
+    )
+    slow = GaugeMetricFamily(
+        "sparkwatchd_training_slowdown_ratio",
+        "Current step time over the run's own baseline after warm-up (2 = steps take twice as long).",
+        labels=["job"],
+    )
+    last = GaugeMetricFamily(
+        "sparkwatchd_training_last_report_timestamp_seconds",
+        "Unix time of the job's latest progress report.",
+        labels=["job"],
+    )
+    for job, ts, step_s, tok_s, ratio in rows:
+        last.add_metric([job], float(ts))
+        if step_s is not None:
+            step.add_metric([job], float(step_s))
+        if tok_s is not None:
+            tps.add_metric([job], float(tok_s))
+        if ratio is not None:
+            slow.add_metric([job], float(ratio))
+    return [step, tps, slow, last]

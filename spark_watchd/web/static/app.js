@@ -1,0 +1,384 @@
+/* spark-watchd status page: polls the daemon (same origin only) and renders findings, charts, events. */
+"use strict";
+(function () {
+  const body = document.body;
+  const REFRESH_MS = Math.max(500, 1000 * (parseFloat(body.dataset.refreshS) || 10));
+  const GIB = 1024 * 1024 * 1024;
+  const MAX_RECORDS = 50000;
+  const TITLES = { G3: "Unified-memory pressure", G4: "Thermal throttling", G6: "Workload contention" };
+  const EVENT_CLASS = { eviction: "bad", oom_kill: "bad", reboot: "bad", throttle_start: "warn", throttle_end: "good" };
+  const EVENT_LABEL = { eviction: "eviction", oom_kill: "OOM kill", reboot: "reboot", throttle_start: "throttle start", throttle_end: "throttle end" };
+
+  const state = { records: [], generation: null, lastTs: null, status: null, workloads: null, hours: parseFloat(body.dataset.pageHours) || 12 };
+  try { const h = parseFloat(localStorage.getItem("sparkwatchd.hours")); if (h > 0) state.hours = h; } catch (e) { /* storage off */ }
+
+  const $ = (id) => document.getElementById(id);
+  function h(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = text;
+    return e;
+  }
+
+  function num(v, digits) {
+    if (v === null || v === undefined || !isFinite(v)) return "–";
+    const a = Math.abs(v);
+    const d = digits !== undefined ? digits : a >= 100 ? 0 : a >= 10 ? 1 : a >= 1 ? 2 : 3;
+    return Number(v).toLocaleString("en-US", { maximumFractionDigits: d, minimumFractionDigits: 0 });
+  }
+  const gib = (b) => (b === null || b === undefined ? "–" : num(b / GIB, 1) + " GiB");
+  function stamp(t) {
+    if (!t) return "–";
+    const d = new Date(t * 1000);
+    const p = (n) => (n < 10 ? "0" : "") + n;
+    return d.getFullYear() + "-" + p(d.getMonth() + 1) + "-" + p(d.getDate()) + " " + p(d.getHours()) + ":" + p(d.getMinutes()) + ":" + p(d.getSeconds());
+  }
+
+  /* ---- data ---------------------------------------------------------------------------------- */
+
+  async function getJSON(path) {
+    const r = await fetch(path, { cache: "no-store", credentials: "same-origin" });
+    if (!r.ok) throw new Error(path + ": HTTP " + r.status);
+    return r.json();
+  }
+
+  async function pollHistory() {
+    const q = state.lastTs === null ? "" : "?since=" + encodeURIComponent(state.lastTs);
+    let hist = await getJSON("/api/v1/history" + q);
+    if (state.generation !== null && hist.generation !== state.generation) {
+      // The daemon cleared its history (a looping replay restarted): start over.
+      state.records = [];
+      state.lastTs = null;
+      hist = await getJSON("/api/v1/history");
+    }
+    state.generation = hist.generation;
+    if (hist.records.length) {
+      state.records = state.records.concat(hist.records);
+      if (state.records.length > MAX_RECORDS) state.records = state.records.slice(-MAX_RECORDS);
+      state.lastTs = state.records[state.records.length - 1].ts;
+    }
+  }
+
+  async function tick() {
+    const results = await Promise.allSettled([getJSON("/api/v1/status"), pollHistory(), getJSON("/api/v1/workloads")]);
+    const errors = results.filter((r) => r.status === "rejected").map((r) => String(r.reason && r.reason.message || r.reason));
+    if (results[0].status === "fulfilled") state.status = normaliseStatus(results[0].value);
+    if (results[2].status === "fulfilled") state.workloads = results[2].value;
+    const banner = $("banner");
+    const st = state.status;
+    if (errors.length) {
+      banner.textContent = "Cannot reach the daemon (" + errors[0] + "); showing the last data received. Retrying every " + REFRESH_MS / 1000 + " s.";
+      banner.hidden = false;
+    } else if (st && !st.fresh && st.mode === "live" && st.ts) {
+      banner.textContent = "The last sample is " + (st.age !== null ? num(st.age, 0) + " s" : "too") + " old: the daemon is not sampling. Check its log (journalctl -u spark-watchd).";
+      banner.hidden = false;
+    } else {
+      banner.hidden = true;
+    }
+    render();
+  }
+
+  function loop() {
+    tick().catch(() => { /* rendered as a banner */ }).finally(() => setTimeout(loop, REFRESH_MS));
+  }
+
+  /* /api/v1/status belongs to the daemon; accept the reasonable shapes so a field rename never blanks the page. */
+  function normaliseStatus(s) {
+    const out = { findings: {}, events: [], sources: [], mode: "live", host: null, ts: null, published: null };
+    let f = s.findings || (s.diagnosis && s.diagnosis.findings) || {};
+    if (Array.isArray(f)) { const m = {}; for (const x of f) m[x.gotcha] = x; f = m; }
+    out.findings = f;
+    out.events = s.recent_events || s.events || (s.diagnosis && s.diagnosis.events) || [];
+    let src = s.sources || {};
+    if (!Array.isArray(src)) src = Object.keys(src).map((k) => Object.assign({ name: k }, typeof src[k] === "object" ? src[k] : { up: !!src[k] }));
+    out.sources = src;
+    out.mode = String(s.mode || "live").toLowerCase();
+    out.demo = (s.extras && s.extras.demo) || s.demo || null;
+    if (out.demo) out.mode = "demo";
+    const sample = s.sample || {};
+    out.host = s.host || sample.host || null;
+    out.ts = s.ts || s.sample_ts || s.last_sample_ts || sample.ts || null;
+    out.published = s.published_at || null;
+    out.fresh = s.fresh !== false;
+    out.age = typeof s.age_seconds === "number" ? s.age_seconds : null;
+    return out;
+  }
+
+  /* ---- rendering ----------------------------------------------------------------------------- */
+
+  function render() {
+    const st = state.status;
+    if (st) {
+      renderHeader(st);
+      renderFindings(st.findings);
+      renderSources(st.sources);
+    }
+    renderCharts();
+    renderEvents();
+    renderWorkloads();
+  }
+
+  function renderHeader(st) {
+    $("host").textContent = st.host ? "· " + st.host : "";
+    const mode = $("mode");
+    if (st.mode === "replay" || st.mode === "demo") {
+      mode.hidden = false;
+      mode.textContent = st.mode.toUpperCase();
+      mode.title = st.demo
+        ? "Demo: the bundled " + st.demo + " scenario, replayed (no Spark needed)."
+        : "Replaying a recorded trace.";
+    } else {
+      mode.hidden = true;
+    }
+    const ts = st.ts || state.lastTs;
+    let text = ts ? "Last sample " + stamp(ts) : "No sample yet";
+    if (st.published && st.mode === "live") {
+      const age = Math.max(0, Date.now() / 1000 - st.published);
+      text += " (" + num(age, 0) + " s ago)";
+    }
+    $("freshness").textContent = text + " · refreshes every " + num(REFRESH_MS / 1000) + " s";
+  }
+
+  function renderFindings(findings) {
+    const root = $("findings");
+    const order = ["G3", "G4", "G6"].concat(Object.keys(findings).filter((g) => !["G3", "G4", "G6"].includes(g)).sort());
+    root.textContent = "";
+    for (const g of order) {
+      const f = findings[g] || { severity: "unknown", summary: "Not judged yet." };
+      const sev = String(f.severity || "unknown");
+      const art = h("article", "finding sev-" + sev);
+      art.dataset.gotcha = g;
+      art.dataset.severity = sev;
+      art.setAttribute("aria-labelledby", "f-" + g);
+      const head = h("header");
+      const title = h("h3", null, g + " " + (TITLES[g] || ""));
+      title.id = "f-" + g;
+      head.appendChild(title);
+      const badge = h("span", "sev", sev);
+      badge.setAttribute("aria-label", "severity " + sev);
+      head.appendChild(badge);
+      art.appendChild(head);
+      art.appendChild(h("p", "summary", f.summary || ""));
+      if (f.anomaly) {
+        const what = { power_delivery: "a power-delivery fault (needs a full AC power cycle)", hung_engine: "a hung GPU engine" }[f.anomaly] || f.anomaly;
+        art.appendChild(h("p", "anomaly", "Not thermal: " + what + "."));
+      }
+      const ev = f.evidence || {};
+      const keys = Object.keys(ev);
+      if (keys.length) {
+        const dl = h("dl", "evidence");
+        for (const k of keys) {
+          dl.appendChild(h("dt", null, evidenceLabel(k)));
+          dl.appendChild(h("dd", null, evidenceValue(k, ev[k])));
+        }
+        art.appendChild(dl);
+      }
+      const advice = Array.isArray(f.advice) ? f.advice : f.advice ? [f.advice] : [];
+      if (advice.length) {
+        art.appendChild(h("p", "advice-title", "What to do"));
+        const ul = h("ul", "advice");
+        for (const a of advice) ul.appendChild(h("li", null, a));
+        art.appendChild(ul);
+      }
+      root.appendChild(art);
+    }
+  }
+
+  /* Evidence keys carry their unit as a suffix (memory_bytes, psi_some_avg60_pct...): show it on the value. */
+  const UNITS = [
+    [/_bytes$/, (v) => gib(v)], [/_kb$/, (v) => gib(v * 1024)], [/_pct$/, (v) => num(v) + " %"],
+    [/_per_s$/, (v) => num(v) + "/s"], [/_w$/, (v) => num(v) + " W"], [/_c$/, (v) => num(v) + " °C"],
+    [/_mhz$/, (v) => num(v, 0) + " MHz"], [/_(s|seconds)$/, (v) => num(v) + " s"], [/_ts$/, (v) => stamp(v)],
+  ];
+  function evidenceLabel(k) {
+    const u = UNITS.find((x) => x[0].test(k));
+    return (u ? k.replace(u[0], "") : k).replace(/_/g, " ");
+  }
+  function evidenceValue(k, v) {
+    if (v === null || v === undefined) return "–";
+    if (typeof v === "number") {
+      if (k === "pid") return String(v);
+      const u = UNITS.find((x) => x[0].test(k));
+      return u ? u[1](v) : num(v);
+    }
+    if (typeof v === "boolean") return v ? "yes" : "no";
+    if (Array.isArray(v)) return v.map((x) => evidenceValue(k, x)).join("\n");
+    if (typeof v === "object") {
+      return Object.keys(v).filter((x) => v[x] !== null && v[x] !== undefined)
+        .map((x) => evidenceLabel(x) + " " + evidenceValue(x, v[x])).join(", ");
+    }
+    return String(v);
+  }
+
+  function renderSources(sources) {
+    const ul = $("sources");
+    ul.textContent = "";
+    if (!sources.length) { ul.appendChild(h("li", "up", "no source status yet")); return; }
+    for (const s of sources.slice().sort((a, b) => String(a.name).localeCompare(String(b.name)))) {
+      const up = s.up !== false;
+      const li = h("li", up ? "up" : "down", s.name + (up ? " up" : " down" + (s.error ? ": " + s.error : "")));
+      li.dataset.source = s.name;
+      ul.appendChild(li);
+    }
+  }
+
+  function seriesOf(key, scale, floor) {
+    return state.records.map((r) => {
+      const v = r[key];
+      if (v === null || v === undefined) return [r.ts, null];
+      return [r.ts, floor !== undefined ? Math.max(floor, v * (scale || 1)) : v * (scale || 1)];
+    });
+  }
+
+  function throttleBands() {
+    const bands = [];
+    let start = null, prev = null;
+    for (const r of state.records) {
+      if (r.throttle) { if (start === null) start = prev !== null ? (prev + r.ts) / 2 : r.ts; }
+      else if (start !== null) { bands.push([start, (prev + r.ts) / 2]); start = null; }
+      prev = r.ts;
+    }
+    if (start !== null) bands.push([start, prev]);
+    return bands;
+  }
+
+  function renderCharts() {
+    for (const b of document.querySelectorAll(".range button")) b.setAttribute("aria-pressed", String(parseFloat(b.dataset.hours) === state.hours));
+    const recs = state.records;
+    const t1 = recs.length ? recs[recs.length - 1].ts : Date.now() / 1000;
+    const t0 = recs.length ? Math.max(t1 - state.hours * 3600, Math.min(recs[0].ts, t1 - 60)) : t1 - 3600;
+    const steps = [];
+    for (let i = Math.max(1, recs.length - 50); i < recs.length; i++) steps.push(recs[i].ts - recs[i - 1].ts);
+    steps.sort((a, b) => a - b);
+    const gap = Math.max(5, 5 * (steps.length ? steps[steps.length >> 1] : 30));
+    const bands = throttleBands();
+    const base = { t0: t0, t1: t1, gap: gap };
+    const W = (v) => num(v, 0) + " W", C = (v) => num(v, 1) + " °C", MHZ = (v) => num(v, 0) + " MHz";
+    const G = (v) => num(v, 1) + " GiB", PCT = (v) => num(v, 2) + " %", RATE = (v) => num(v) + "/s";
+
+    SparkChart.draw($("chart-power"), Object.assign({}, base, {
+      bands: bands,
+      left: { fmt: (v) => num(v, 0) + " W", zero: true }, right: { fmt: (v) => num(v, 0) + "°" },
+      series: [
+        { label: "Power", k: 0, points: seriesOf("power_w"), fmt: W },
+        { label: "Temperature", k: 1, axis: "r", points: seriesOf("temp_c"), fmt: C },
+        { label: "Slowdown", k: 1, axis: "r", dash: true, points: seriesOf("slowdown_temp_c"), fmt: C },
+      ],
+    }));
+    SparkChart.draw($("chart-clock"), Object.assign({}, base, {
+      bands: bands, left: { fmt: (v) => num(v, 0) },
+      series: [
+        { label: "SM clock", k: 0, points: seriesOf("sm_clock_mhz"), fmt: MHZ },
+        { label: "Applications clock", k: 6, dash: true, points: seriesOf("app_clock_mhz"), fmt: MHZ },
+      ],
+    }));
+    SparkChart.draw($("chart-memory"), Object.assign({}, base, {
+      left: { fmt: (v) => num(v, 0), zero: true },
+      series: [
+        { label: "Available", k: 0, points: seriesOf("mem_available_bytes", 1 / GIB), fmt: G },
+        { label: "Available (window min)", k: 5, thin: true, points: seriesOf("mem_available_min_bytes", 1 / GIB), fmt: G },
+        // An overdrawn budget (negative) is drawn at 0: the G3 card gives the figure.
+        { label: "Budget", k: 3, dash: true, points: seriesOf("mem_budget_bytes", 1 / GIB, 0), fmt: G },
+        { label: "Page cache", k: 4, points: seriesOf("mem_cached_bytes", 1 / GIB), fmt: G },
+        { label: "Anon", k: 2, points: seriesOf("mem_anon_bytes", 1 / GIB), fmt: G },
+        { label: "GPU-attributed", k: 1, points: seriesOf("mem_gpu_attributed_bytes", 1 / GIB), fmt: G },
+        { label: "Total", k: 6, dash: true, thin: true, points: seriesOf("mem_total_bytes", 1 / GIB), fmt: G },
+      ],
+    }));
+    SparkChart.draw($("chart-psi"), Object.assign({}, base, {
+      left: { fmt: (v) => num(v) + "%", zero: true, max: 1 },
+      series: [
+        { label: "some", k: 4, points: seriesOf("psi_some_avg60"), fmt: PCT },
+        { label: "full", k: 1, points: seriesOf("psi_full_avg60"), fmt: PCT },
+      ],
+    }));
+    SparkChart.draw($("chart-paging"), Object.assign({}, base, {
+      left: { fmt: (v) => num(v), zero: true }, right: { fmt: (v) => num(v), zero: true },
+      series: [
+        { label: "Swap-out pages", k: 2, points: seriesOf("swap_out_pages_per_s"), fmt: RATE },
+        { label: "Major faults (right)", k: 1, axis: "r", points: seriesOf("major_faults_per_s"), fmt: RATE },
+      ],
+    }));
+    const jobs = [];
+    for (const r of recs) for (const j of r.jobs || []) if (!jobs.includes(j.job)) jobs.push(j.job);
+    const training = [];
+    jobs.slice(0, 3).forEach((job, i) => {
+      const pick = (field) => recs.map((r) => { const j = (r.jobs || []).find((x) => x.job === job); return [r.ts, j ? j[field] : null]; });
+      const name = jobs.length > 1 ? job + " " : "";
+      training.push({ label: name + "step time", k: i * 2, points: pick("step_seconds"), fmt: (v) => num(v) + " s" });
+      training.push({ label: name + "tokens/s (right)", k: i * 2 + 1, axis: "r", dash: true, points: pick("tokens_per_second"), fmt: (v) => num(v, 0) });
+    });
+    SparkChart.draw($("chart-training"), Object.assign({}, base, {
+      bands: bands, left: { fmt: (v) => num(v) + " s", zero: true }, right: { fmt: (v) => num(v / 1000, 1) + "k", zero: true },
+      series: training, empty: "No training job has reported progress (POST /api/v1/progress)",
+    }));
+  }
+
+  function renderEvents() {
+    const seen = new Set(), all = [];
+    const add = (e) => {
+      const key = e.kind + "@" + e.ts;
+      if (seen.has(key)) return;
+      seen.add(key);
+      all.push(e);
+    };
+    for (const r of state.records) for (const e of r.events || []) add(e);
+    for (const e of (state.status && state.status.events) || []) add(e);
+    all.sort((a, b) => b.ts - a.ts);
+    const ol = $("events");
+    ol.textContent = "";
+    if (!all.length) { ol.appendChild(h("li", "empty", "No throttle, eviction, OOM kill or reboot seen.")); return; }
+    for (const e of all.slice(0, 100)) {
+      const li = h("li");
+      li.dataset.kind = e.kind;
+      const t = h("time", null, stamp(e.ts));
+      t.setAttribute("datetime", new Date(e.ts * 1000).toISOString());
+      li.appendChild(t);
+      let label = EVENT_LABEL[e.kind] || e.kind;
+      if (e.kind === "reboot" && e.after_throttle) label = "reboot after throttle";
+      li.appendChild(h("span", "kind " + (EVENT_CLASS[e.kind] || ""), (e.gotcha ? e.gotcha + " " : "") + label));
+      li.appendChild(h("span", "what", e.summary || ""));
+      ol.appendChild(li);
+    }
+  }
+
+  function renderWorkloads() {
+    const tb = $("workloads");
+    const rows = (state.workloads && state.workloads.workloads) || [];
+    tb.textContent = "";
+    if (!rows.length) {
+      const tr = h("tr"), td = h("td", "empty", state.workloads ? "No GPU-resident or known workload process." : "No sample yet.");
+      td.colSpan = 5;
+      tr.appendChild(td);
+      tb.appendChild(tr);
+      return;
+    }
+    for (const w of rows) {
+      const tr = h("tr");
+      tr.dataset.kind = w.kind;
+      const name = h("th", null, w.name + " ");
+      name.scope = "row";
+      name.appendChild(h("span", "pid", "(" + w.pid + ")"));
+      name.appendChild(h("span", "cmd", w.cmdline));
+      name.querySelector(".cmd").title = w.cmdline;
+      tr.appendChild(name);
+      tr.appendChild(h("td", null, w.kind));
+      const cap = w.capped === true ? "yes" + (w.cap !== null && w.cap !== undefined ? " (" + w.cap + ")" : "") : w.capped === false ? "no" : "–";
+      tr.appendChild(h("td", w.capped === false ? "uncapped" : null, cap));
+      tr.appendChild(h("td", "num", w.gpu_mem_bytes === null ? "n/a" : gib(w.gpu_mem_bytes)));
+      tr.appendChild(h("td", "num", gib(w.rss_bytes)));
+      tb.appendChild(tr);
+    }
+  }
+
+  for (const b of document.querySelectorAll(".range button")) {
+    b.addEventListener("click", () => {
+      state.hours = parseFloat(b.dataset.hours);
+      try { localStorage.setItem("sparkwatchd.hours", String(state.hours)); } catch (e) { /* storage off */ }
+      renderCharts();
+    });
+  }
+  let resizeTimer = null;
+  window.addEventListener("resize", () => { clearTimeout(resizeTimer); resizeTimer = setTimeout(renderCharts, 150); });
+  loop();
+})();

@@ -1,0 +1,316 @@
+"""`spark-watchd preflight`: fixed-format lines, the report and verdict, probes of another interpreter."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import subprocess
+
+import pytest
+
+from spark_watchd import cli
+from spark_watchd.preflight import LINE_RE, VERDICTS, Check, build_report, checks, gather, verdict
+from tests.conftest import FIXTURES, run_cli
+
+HOSTS = FIXTURES / "hosts"
+BARE = HOSTS / "gb10-operator-bare"
+
+
+def _fake_python(tmp_path, torch=None, flash_attn=None, cudart12=(), name="python"):
+    """An executable that answers like probe.py would in a training venv (canned JSON)."""
+    payload = {
+        "python": "3.12.3",
+        "executable": f"/opt/venv/bin/{name}",
+        "machine": "aarch64",
+        "torch": torch,
+        "torch_error": None if torch else "ModuleNotFoundError: No module named 'torch'",
+        "flash_attn": flash_attn if torch else None,
+        "cudart12": list(cudart12),
+    }
+    path = tmp_path / name
+    path.write_text(f"#!/bin/sh\ncat <<'EOF'\n{json.dumps(payload)}\nEOF\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def _torch(cuda="13.0", cap=(12, 1), archs=("sm_80", "sm_90", "sm_100", "sm_120", "sm_121a"), available=True):
+    return {
+        "version": f"2.9.0+cu{cuda.replace('.', '')}" if cuda else "2.9.0+cpu",
+        "cuda": cuda,
+        "cuda_available": available,
+        "device_count": 1,
+        "device_name": "NVIDIA GB10",
+        "capability": list(cap),
+        "arch_list": list(archs),
+    }
+
+
+@pytest.fixture
+def preflight(capsys):
+    """Run `spark-watchd preflight --root ROOT ARGS` in this process; returns (exit code, stdout lines)."""
+
+    def call(*args, root=BARE):
+        code = cli.main(["preflight", "--root", str(root), *args])
+        return code, capsys.readouterr().out.splitlines()
+
+    return call
+
+
+def _lines_for(lines, gotcha):
+    return [ln for ln in lines if ln.startswith(gotcha + " ")]
+
+
+def test_plain_machine_prints_every_required_gotcha_in_the_fixed_format(tmp_path):
+    report_path = tmp_path / "env-report.json"
+    proc = run_cli("preflight", "--report", str(report_path))
+    assert proc.returncode in (0, 1, 3), proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines and all(LINE_RE.match(ln) for ln in lines), lines
+    for g in ("G1", "G3", "G4", "G7", "G9"):
+        assert _lines_for(lines, g), f"no {g} line in {lines}"
+    report = json.loads(report_path.read_text())
+    assert report["verdict"] in VERDICTS
+    assert {"G1", "G3", "G4", "G7", "G9"} <= report["checks"].keys()
+    assert report["host"] and report["generated_at"]
+    # The report and the printed lines say the same thing.
+    flat = [f"{g} {c['status']}: {c['message']}" for g, cs in report["checks"].items() for c in cs]
+    assert sorted(flat) == sorted(lines)
+    assert {0: "ready", 1: "ready-with-warnings", 3: "blocked"}[proc.returncode] == report["verdict"]
+    # The real probe ran in this interpreter and saw its torch (if any), without importing it here.
+    try:
+        torch_version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        assert report["checks"]["G1"][0]["message"].startswith("torch not installed")
+    else:
+        assert f"torch {torch_version}" in report["checks"]["G1"][0]["message"]
+
+
+def test_cuda13_build_on_gb10_passes_g1_and_g7(preflight, tmp_path):
+    py = _fake_python(tmp_path, torch=_torch(), flash_attn={"installed": True, "version": "2.8.3"})
+    code, lines = preflight("--python", py)
+    assert "G1 PASS: torch 2.9.0+cu130 built for CUDA 13.0" in lines
+    assert "G7 PASS: NVIDIA GB10 compute capability 12.1" in lines
+    assert "G7 PASS: torch kernels target sm_121a" in lines
+    assert "G2 PASS: flash-attn 2.8.3 imports" in lines
+    assert "G9 INFO: bare host" in " ".join(lines)
+    assert code == 0, lines  # nothing else on the fixture host warns
+
+
+def test_cuda12_build_blocks_the_launch(preflight, tmp_path):
+    py = _fake_python(tmp_path, torch=_torch(cuda="12.8", archs=("sm_80", "sm_90", "sm_120")))
+    code, lines = preflight("--python", py, "--report", str(tmp_path / "r.json"))
+    assert _lines_for(lines, "G1")[0].startswith("G1 FAIL: torch 2.9.0+cu128 built for CUDA 12.8")
+    assert _lines_for(lines, "G7")[1].startswith("G7 WARN: no sm_121 kernels: running sm_120 binaries")
+    assert code == 3
+    assert json.loads((tmp_path / "r.json").read_text())["verdict"] == "blocked"
+
+
+def test_no_kernels_for_sm121_fails_g7_and_stray_cudart12_warns(preflight, tmp_path):
+    py = _fake_python(
+        tmp_path,
+        torch=_torch(archs=("sm_80", "sm_90")),
+        cudart12=["/opt/venv/lib/python3.12/site-packages/nvidia/cuda_runtime/lib/libcudart.so.12"],
+    )
+    code, lines = preflight("--python", py)
+    assert any(ln.startswith("G7 FAIL: torch has no kernels for sm_121") for ln in lines)
+    assert any(ln.startswith("G1 WARN: stray libcudart.so.12 at /opt/venv/") for ln in lines)
+    assert code == 3
+
+
+def test_stray_cudart12_alone_is_ready_with_warnings(preflight, tmp_path):
+    py = _fake_python(tmp_path, torch=_torch(), cudart12=["/usr/local/cuda-12.8/lib64/libcudart.so.12"])
+    code, lines = preflight("--python", py, "--json")
+    report = json.loads("\n".join(lines))
+    assert report["verdict"] == "ready-with-warnings"
+    assert code == 1
+    assert [c["status"] for c in report["checks"]["G1"]] == ["PASS", "WARN"]
+
+
+def test_without_torch_the_torch_checks_skip(preflight, tmp_path):
+    code, lines = preflight("--python", _fake_python(tmp_path, torch=None))
+    assert _lines_for(lines, "G1")[0].startswith("G1 SKIP: torch not installed")
+    assert _lines_for(lines, "G7") == ["G7 SKIP: torch not installed"]
+    assert _lines_for(lines, "G2") == ["G2 SKIP: torch not installed"]
+    assert all(LINE_RE.match(ln) for ln in lines)
+
+
+def test_cuda_not_available_skips_g7(preflight, tmp_path):
+    torch = _torch(available=False)
+    torch["cuda_error"] = "RuntimeError: Found no NVIDIA driver on your system"
+    _, lines = preflight("--python", _fake_python(tmp_path, torch=torch))
+    assert _lines_for(lines, "G7") == [
+        "G7 SKIP: torch.cuda not available (RuntimeError: Found no NVIDIA driver on your system)"
+    ]
+
+
+@pytest.mark.parametrize("bad", ["/nonexistent/python3", "/etc/hostname"])
+def test_a_named_interpreter_that_cannot_run_fails_g1(preflight, bad):
+    code, lines = preflight("--python", bad)
+    assert _lines_for(lines, "G1")[0].startswith("G1 FAIL: could not run the probe: " + bad)
+    assert code == 3
+
+
+@pytest.mark.parametrize(
+    ("host", "marker"),
+    [
+        ("gb10-operator-docker", "/.dockerenv"),
+        ("gb10-operator-podman", "/run/.containerenv"),
+        ("gb10-operator-k8s", "kubepods"),
+    ],
+)
+def test_container_fixture_roots_flip_g9(preflight, host, marker):
+    _, lines = preflight("--python", "/nonexistent", root=HOSTS / host)
+    (g9,) = _lines_for(lines, "G9")
+    assert g9.startswith("G9 INFO: container (") and marker in g9
+
+
+def test_ldconfig_cache_lines_are_parsed():
+    out = (
+        "1234 libs found in cache `/etc/ld.so.cache'\n"
+        "\tlibcudart.so.12 (libc6,AArch64) => /usr/local/cuda-12.8/targets/sbsa-linux/lib/libcudart.so.12\n"
+        "\tlibcudart.so.13 (libc6,AArch64) => /usr/local/cuda-13.0/targets/sbsa-linux/lib/libcudart.so.13\n"
+        "\tlibc.so.6 (libc6,AArch64) => /lib/aarch64-linux-gnu/libc.so.6\n"
+    )
+    calls = []
+
+    def runner(argv, timeout):
+        calls.append(list(argv))
+        return subprocess.CompletedProcess(argv, 0, out, "")
+
+    assert gather.ldconfig_cudart12(runner) == ["/usr/local/cuda-12.8/targets/sbsa-linux/lib/libcudart.so.12"]
+    assert calls == [["ldconfig", "-p"]]
+
+
+def _proc_tree(tmp_path, cmdlines):
+    root = tmp_path / "proc"
+    for pid, argv in cmdlines.items():
+        (root / str(pid)).mkdir(parents=True)
+        (root / str(pid) / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+    return str(root)
+
+
+def test_workload_scan_judges_kind_and_cap_like_the_daemon(tmp_path):
+    root = _proc_tree(
+        tmp_path,
+        {
+            4101: ["/opt/vllm/bin/python3", "/opt/vllm/bin/vllm", "serve", "Qwen/Qwen3-32B"],
+            4202: ["python3", "-m", "vllm.entrypoints.openai.api_server", "--gpu-memory-utilization", "0.3"],
+            4303: ["/usr/local/bin/ollama", "serve"],
+            4404: ["python3", "train.py"],
+            4505: ["bash"],
+            4606: ["python3", "sft_train.py"],  # not on the GPU yet: not a workload
+        },
+    )
+    found, err = gather.scan_workloads(root, nvml_processes=[(4404, 19135 * 2**20)])
+    assert err is None
+    by_pid = {w["pid"]: w for w in found}
+    assert set(by_pid) == {4101, 4202, 4303, 4404}
+    assert by_pid[4101]["kind"] == "vllm" and by_pid[4101]["capped"] is False
+    assert by_pid[4202]["capped"] is True and by_pid[4202]["cap"] == "utilisation 0.3"
+    assert by_pid[4303]["kind"] == "ollama" and by_pid[4303]["capped"] is False
+    assert by_pid[4404]["kind"] == "trainer" and by_pid[4404]["gpu_memory_bytes"] == 19135 * 2**20
+    lines = [c.line() for c in checks.g6_contention(found)]
+    assert lines[0].startswith("G6 WARN: vllm (pid 4101) is uncapped: vLLM takes 0.9 of the whole pool")
+    assert "G6 INFO: vllm (pid 4202) running, capped: utilisation 0.3" in lines
+    assert lines[2].startswith("G6 WARN: ollama (pid 4303) is uncapped: Ollama takes what it finds")
+    assert "G6 INFO: trainer (pid 4404, 18.7 GiB) running" in lines
+
+
+def test_g4_snapshot_warns_when_already_near_slowdown():
+    gb10 = {
+        "index": 0,
+        "name": "NVIDIA GB10",
+        "temp_c": 45,
+        "power_w": 11.17,
+        "slowdown_temp_c": 86,
+        "sm_clock_mhz": 2418,
+    }
+    assert (
+        checks.g4_thermal([gb10])[0].line()
+        == "G4 INFO: GPU 0 NVIDIA GB10: 45 C 11.2 W (slowdown at 86 C) SM 2418 MHz"
+    )
+    hot = checks.g4_thermal([{**gb10, "temp_c": 79}])[0]
+    assert hot.status == "WARN" and "within 10 C of slowdown" in hot.message
+    assert (
+        checks.g4_thermal(None, "NVMLError_DriverNotLoaded")[0].line()
+        == "G4 SKIP: NVML unavailable (NVMLError_DriverNotLoaded)"
+    )
+
+
+def test_g3_low_available_warns():
+    mi = {
+        "MemTotal": 127600748,
+        "MemAvailable": 20000000,
+        "Cached": 9000000,
+        "Buffers": 0,
+        "Shmem": 1000000,
+        "SwapTotal": 16777216,
+        "SwapFree": 8388608,
+    }
+    found = checks.g3_memory(mi)
+    assert found[1].message.startswith("page cache a drop would free: about 7.6 GiB")
+    assert found[2].message == "swap: 8.0 GiB used of 16.0 GiB"
+    assert found[-1].status == "WARN"
+
+
+def test_g10_tensor_parallel_across_two_sparks(preflight, tmp_path):
+    cfg = tmp_path / "launch.sh"
+    cfg.write_text(
+        "ray start --address=10.0.0.1:6379\nvllm serve meta-llama/Llama-3.1-70B --tensor-parallel-size 2\n"
+    )
+    _, lines = preflight("--python", "/nonexistent", "--launch-config", str(cfg))
+    g10 = _lines_for(lines, "G10")
+    assert g10[0] == f"G10 INFO: tensor parallel size 2 in {cfg}: spans 2 Sparks over the network"
+    assert any("NCCL_SOCKET_IFNAME not set" in ln for ln in g10)
+    single = checks.g10_tensor_parallel("vllm serve x --tensor-parallel-size=1", {})
+    assert single[0].status == "PASS"
+    assert checks.g10_tensor_parallel(None, {})[0].status == "SKIP"
+
+
+def test_verdict_and_report_grouping():
+    found = [
+        Check("G3", "INFO", "a"),
+        Check("G1", "PASS", "b\nc"),
+        Check("G10", "WARN", "d"),
+        Check("G1", "WARN", "e"),
+    ]
+    report = build_report(found, "spark-01", "2026-11-29T08:00:00+00:00")
+    assert list(report["checks"]) == ["G1", "G3", "G10"]
+    assert report["checks"]["G1"][0] == {"status": "PASS", "message": "b c"}
+    assert report["verdict"] == "ready-with-warnings"
+    assert verdict([Check("G1", "FAIL", "x"), Check("G3", "WARN", "y")]) == "blocked"
+    assert verdict([Check("G1", "SKIP", "x"), Check("G3", "INFO", "y")]) == "ready"
+    with pytest.raises(ValueError):
+        Check("G1", "OK", "x")
+
+
+@pytest.mark.parametrize(
+    ("fake", "expected"),
+    [
+        ("gb10", "G4 INFO: GPU 0 NVIDIA GB10: 38 C 11.2 W (slowdown at 86 C) SM 2405 MHz"),
+        (
+            '{"temp_c": 80, "power_mw": 92000}',
+            "G4 WARN: GPU 0 NVIDIA GB10: 80 C 92.0 W (slowdown at 86 C) SM 2405 MHz",
+        ),
+        ("fail-init", "G4 SKIP: NVML unavailable (NVMLError_DriverNotLoaded: Driver Not Loaded)"),
+        ("none", "G4 SKIP: NVML reports no GPU"),
+    ],
+)
+def test_g4_reads_nvml_through_the_fake_gb10(preflight, monkeypatch, fake, expected):
+    monkeypatch.setenv("SPARK_WATCHD_FAKE_NVML", fake)
+    _, lines = preflight("--python", "/nonexistent")
+    (g4,) = _lines_for(lines, "G4")
+    assert g4.startswith(expected)
+
+
+def test_hidepid_on_proc_warns_that_other_users_processes_are_hidden(tmp_path):
+    (tmp_path / "self").mkdir()
+    (tmp_path / "self" / "mountinfo").write_text(
+        "21 26 0:5 / /dev rw,nosuid - devtmpfs udev rw,size=65536k\n"
+        "22 27 0:21 / /proc rw,nosuid,nodev,noexec,relatime shared:12 - proc proc rw,hidepid=invisible\n"
+    )
+    assert gather.proc_hidepid(str(tmp_path)) == "invisible"
+    first = checks.g6_contention([], hidepid="invisible")[0]
+    assert first.line() == "G6 WARN: /proc is mounted hidepid=invisible: other users' processes are hidden"
+    (tmp_path / "self" / "mountinfo").write_text("22 27 0:21 / /proc rw,relatime - proc proc rw\n")
+    assert gather.proc_hidepid(str(tmp_path)) is None

@@ -1,0 +1,221 @@
+"""`spark-watchd status` against a loopback HTTP server answering like the daemon's /api/v1/status."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from spark_watchd import cli
+from spark_watchd.model import Event, Finding
+from tests.conftest import free_port, run_cli
+
+GIB = 1024**3
+
+
+def _doc(g3="ok", g4="ok", g6="ok", fresh=True):
+    findings = {
+        "G3": Finding(
+            "G3",
+            g3,
+            "MemAvailable 14.2 GiB, PSI full 3.1%" if g3 != "ok" else "memory comfortable",
+            {"mem_available_bytes": 15_200_000_000, "psi_full_avg10": 3.1},
+            ("Drop the page cache before loading (sync; echo 3 > /proc/sys/vm/drop_caches).",),
+        ),
+        "G4": Finding(
+            "G4",
+            g4,
+            "GPU at 85 C with power flat at 31 W: thermal throttling" if g4 != "ok" else "cool",
+            {"temp_c": 85.0, "power_w": 31.0, "sm_clock_mhz": 1402},
+            ("Improve airflow around the Spark; keep the vents clear.",),
+        ),
+        "G6": Finding(
+            "G6",
+            g6,
+            "vLLM uncapped next to a trainer" if g6 != "ok" else "no contention",
+            {"kinds": ["vllm", "trainer"]},
+            ("Start vLLM with --gpu-memory-utilization 0.3.",),
+        ),
+    }
+    return {
+        "version": "0.1.0",
+        "mode": "live",
+        "fresh": fresh,
+        "age_seconds": 12.0 if fresh else 600.0,
+        "ts": 1764403200.0,
+        "host": "spark-01",
+        "memory": {
+            "total_bytes": 127600748 * 1024,
+            "available_bytes": 100 * GIB,
+            "budget_bytes": 92 * GIB,
+            "swap_used_bytes": 0,
+        },
+        "gpus": [
+            {
+                "index": 0,
+                "name": "NVIDIA GB10",
+                "temp_c": 67.0,
+                "power_w": 16.0,
+                "sm_clock_mhz": 2418,
+                "slowdown_temp_c": 86.0,
+            }
+        ],
+        "worst": max((g3, g4, g6), key=["unknown", "ok", "warning", "critical"].index),
+        "findings": {g: f.to_dict() for g, f in findings.items()},
+        "recent_events": [
+            Event("eviction", "G6", 1764403100.0, "trainer pid gone while vLLM grew").to_dict()
+        ],
+        "sources": {"meminfo": {"up": True, "error": None}, "nvml": {"up": False, "error": "GPU is lost"}},
+    }
+
+
+@pytest.fixture
+def status(capsys, monkeypatch):
+    """Run `spark-watchd status ARGS` in this process; returns (exit code, stdout, stderr)."""
+    for var in (
+        "SPARK_WATCHD_URL",
+        "SPARK_WATCHD_USER",
+        "SPARK_WATCHD_PASSWORD",
+        "SPARK_WATCHD_TOKEN",
+        "NO_COLOR",
+    ):
+        monkeypatch.delenv(var, raising=False)
+
+    def call(*argv, env=None):
+        for k, v in (env or {}).items():
+            monkeypatch.setenv(k, v)
+        code = cli.main(["status", *argv])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return call
+
+
+class _Server:
+    def __init__(self, body, status=200, user=None, password=None):
+        self.body, self.status, self.seen_auth = body, status, []
+        outer = self
+        expected = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode() if user else None
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 - http.server's name
+                outer.seen_auth.append(self.headers.get("Authorization"))
+                if self.path != "/api/v1/status":
+                    self.send_error(404)
+                    return
+                if expected and self.headers.get("Authorization") != expected:
+                    self.send_response(401)
+                    self.send_header("WWW-Authenticate", 'Basic realm="spark-watchd"')
+                    self.end_headers()
+                    return
+                payload = outer.body if isinstance(outer.body, bytes) else json.dumps(outer.body).encode()
+                self.send_response(outer.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *a):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.mark.parametrize(
+    ("severities", "code"),
+    [
+        (("ok", "ok", "ok"), 0),
+        (("warning", "ok", "ok"), 1),
+        (("ok", "critical", "warning"), 2),
+        (("unknown", "unknown", "unknown"), 3),
+    ],
+)
+def test_exit_code_is_the_worst_severity(status, severities, code):
+    with _Server(_doc(*severities)) as srv:
+        got, out, err = status("--url", srv.url)
+    assert got == code, err
+    assert out.splitlines()[-1] == "overall: " + ["ok", "warning", "critical", "unknown"][code]
+
+
+def test_the_installed_command_exits_with_the_severity():
+    with _Server(_doc(g6="critical")) as srv:
+        proc = run_cli("status", "--url", srv.url)
+    assert proc.returncode == 2, proc.stderr
+    assert "G6 CRITICAL vLLM uncapped next to a trainer" in proc.stdout
+
+
+def test_prints_findings_with_evidence_and_advice_but_not_for_ok(status):
+    with _Server(_doc(g4="critical")) as srv:
+        code, out, _ = status("--url", srv.url)
+    assert code == 2
+    assert "spark-watchd 0.1.0 on spark-01 (live, sample 12 s ago, fresh)" in out
+    assert "GPU 0 NVIDIA GB10: 67 C (slowdown 86 C) 16.0 W SM 2418 MHz" in out
+    assert "G4 CRITICAL GPU at 85 C with power flat at 31 W: thermal throttling" in out
+    assert "    evidence: temp_c 85; power_w 31; sm_clock_mhz 1402" in out
+    assert "    advice: Improve airflow around the Spark; keep the vents clear." in out
+    assert "G3 OK       memory comfortable" in out
+    assert "Drop the page cache" not in out  # advice only where something is wrong
+    assert "source down: nvml (GPU is lost)" in out
+    assert "eviction G6: trainer pid gone while vLLM grew" in out
+    assert "\033[" not in out  # not a terminal: no colour
+
+
+def test_colour_on_request(status):
+    with _Server(_doc(g6="warning")) as srv:
+        _, out, _ = status("--url", srv.url, "--color", "always")
+    assert "\033[33mWARNING \033[0m" in out
+
+
+def test_stale_sample_is_unknown_even_when_findings_look_fine(status):
+    with _Server(_doc(fresh=False)) as srv:
+        code, out, _ = status("--url", srv.url)
+    assert code == 3
+    assert "overall: unknown (sample is stale)" in out
+
+
+def test_json_passes_the_document_through(status):
+    with _Server(_doc(g3="warning")) as srv:
+        code, out, _ = status("--url", srv.url, "--json")
+    assert code == 1
+    assert json.loads(out)["findings"]["G3"]["severity"] == "warning"
+
+
+def test_basic_auth_from_user_flag_and_password_environment(status):
+    with _Server(_doc(), user="ops", password="s3cret") as srv:
+        denied = status("--url", srv.url)
+        allowed = status("--url", srv.url, "--user", "ops", env={"SPARK_WATCHD_PASSWORD": "s3cret"})
+    assert denied[0] == 3 and "HTTP 401" in denied[2] and "--user" in denied[2]
+    assert allowed[0] == 0, allowed[2]
+
+
+def test_bearer_token_from_environment(status):
+    with _Server(_doc()) as srv:
+        status("--url", srv.url, env={"SPARK_WATCHD_TOKEN": "tok-123"})
+    assert srv.seen_auth == ["Bearer tok-123"]
+
+
+def test_unreachable_daemon_is_unknown(status):
+    code, _, err = status("--url", f"http://127.0.0.1:{free_port()}", "--timeout", "2")
+    assert code == 3
+    assert err.startswith("spark-watchd status: UNKNOWN: http://127.0.0.1:")
+
+
+@pytest.mark.parametrize("body", [b"<html>hello</html>", b'{"metrics": 1}', b"[1, 2]"])
+def test_something_that_is_not_spark_watchd_is_unknown(status, body):
+    with _Server(body) as srv:
+        code, _, err = status("--url", srv.url)
+    assert code == 3
+    assert "UNKNOWN" in err

@@ -1,0 +1,218 @@
+"""The bounded history: compact records, rates, bounds, since/limit reads, resets, thread safety."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+import spark_watchd
+from spark_watchd.history import History
+from spark_watchd.model import Diagnosis, Event, Finding, GpuReading, Sample, ThroughputReading
+from spark_watchd.snapshot import Snapshot
+from spark_watchd.trace import read_trace
+from spark_watchd.web.settings import WebSettings
+
+GIB = 2**30
+SCENARIOS = Path(spark_watchd.__file__).parent / "scenarios"
+
+
+def _gpu(**kw) -> GpuReading:
+    base = dict(
+        index=0,
+        name="NVIDIA GB10",
+        uuid="GPU-x",
+        power_w=92.0,
+        temp_c=79.0,
+        sm_clock_mhz=2418,
+        clocks_event_reasons=0,
+        applications_clock_mhz=2418,
+        slowdown_temp_c=86.0,
+        util_pct=96.0,
+    )
+    base.update(kw)
+    return GpuReading(**base)
+
+
+def _sample(ts: float, *, boot="b1", pswpout=0, pgmajfault=0, gpu=None, **kw) -> Sample:
+    meminfo = {
+        "MemTotal": 127_600_748,
+        "MemAvailable": 50_000_000,
+        "Cached": 10_000_000,
+        "AnonPages": 18_000_000,
+        "SwapTotal": 16_000_000,
+        "SwapFree": 15_000_000,
+    }
+    return Sample(
+        ts=ts,
+        boot_id=boot,
+        gpus=(gpu or _gpu(),),
+        meminfo=meminfo,
+        psi_memory={"some": {"avg60": 1.5}, "full": {"avg60": 0.25}},
+        vmstat={"pswpout": pswpout, "pgmajfault": pgmajfault},
+        mem_available_min_kb=40_000_000,
+        **kw,
+    )
+
+
+def _diag(ts: float, g3="ok", g4="ok", g6="ok", events=(), g3_evidence=None, g4_anomaly=None) -> Diagnosis:
+    return Diagnosis(
+        ts,
+        {
+            "G3": Finding("G3", g3, "g3", g3_evidence or {}),
+            "G4": Finding("G4", g4, "g4", anomaly=g4_anomaly),
+            "G6": Finding("G6", g6, "g6"),
+        },
+        events,
+    )
+
+
+def _snap(sample: Sample, diag: Diagnosis | None = None) -> Snapshot:
+    return Snapshot(sample, diag if diag is not None else _diag(sample.ts))
+
+
+def test_record_holds_chart_fields_in_base_units_and_severities():
+    h = History(WebSettings(), reserve_bytes=4 * GIB)
+    ev = Event("eviction", "G6", 100.0, "trainer lost half its RSS")
+    tp = (ThroughputReading("job-a", 99.0, 10, 1.5, 11000.0),)
+    h(_snap(_sample(100.0, throughput=tp), _diag(100.0, g3="critical", g6="critical", events=(ev,))))
+    (rec,), truncated = h.records()
+    assert not truncated
+    assert rec["ts"] == 100.0 and rec["power_w"] == 92.0 and rec["sm_clock_mhz"] == 2418
+    assert rec["mem_available_bytes"] == 50_000_000 * 1024
+    assert rec["mem_available_min_bytes"] == 40_000_000 * 1024
+    assert rec["mem_budget_bytes"] == 50_000_000 * 1024 - 4 * GIB
+    assert rec["mem_cached_bytes"] == 10_000_000 * 1024 and rec["mem_anon_bytes"] == 18_000_000 * 1024
+    assert rec["swap_used_bytes"] == 1_000_000 * 1024
+    assert rec["psi_some_avg60"] == 1.5 and rec["psi_full_avg60"] == 0.25
+    assert rec["findings"] == {"G3": "critical", "G4": "ok", "G6": "critical"}
+    assert rec["events"] == [
+        {"kind": "eviction", "gotcha": "G6", "ts": 100.0, "summary": "trainer lost half its RSS"}
+    ]
+    assert rec["jobs"] == [{"job": "job-a", "step_seconds": 1.5, "tokens_per_second": 11000.0}]
+    # First sample: no previous counters, so no rates yet.
+    assert rec["swap_out_pages_per_s"] is None and rec["major_faults_per_s"] is None
+
+
+def test_budget_prefers_the_classifiers_own_figure():
+    h = History(reserve_bytes=4 * GIB)
+    h(_snap(_sample(1.0), _diag(1.0, g3_evidence={"budget_bytes": 7 * GIB})))
+    assert h.records()[0][0]["mem_budget_bytes"] == 7 * GIB
+
+
+def test_rates_come_from_counter_deltas_and_stop_at_a_reboot():
+    h = History()
+    h(_snap(_sample(0.0, pswpout=1000, pgmajfault=500)))
+    h(_snap(_sample(30.0, pswpout=4000, pgmajfault=2000)))
+    h(_snap(_sample(60.0, boot="b2", pswpout=10, pgmajfault=5)))  # counters restarted
+    h(_snap(_sample(90.0, boot="b2", pswpout=10, pgmajfault=65)))
+    recs, _ = h.records()
+    assert [r["swap_out_pages_per_s"] for r in recs] == [None, 100.0, None, 0.0]
+    assert [r["major_faults_per_s"] for r in recs] == [None, 50.0, None, 2.0]
+
+
+def test_no_gpu_and_missing_psi_serialise_as_null():
+    h = History()
+    s = dataclasses.replace(_sample(5.0), gpus=(), psi_memory=None, meminfo={})
+    h(Snapshot(s, None))
+    body = json.dumps(h.to_json(), allow_nan=False)  # raises on NaN
+    rec = json.loads(body)["records"][0]
+    assert rec["power_w"] is None and rec["psi_full_avg60"] is None and rec["mem_available_bytes"] is None
+    assert rec["findings"] == {"G3": None, "G4": None, "G6": None}
+
+
+@pytest.mark.parametrize(
+    ("reasons", "counters", "g4", "anomaly", "expected"),
+    [
+        (0x04, None, "ok", None, 0),  # SW power cap alone is GB10's normal state
+        (0x40, None, "ok", None, 1),  # HW thermal slowdown
+        (0x00, {"sw_thermal": 5_000_000}, "ok", None, 1),  # mask 0 between samples, counter moved
+        (0x00, None, "warning", None, 1),
+        (0x00, None, "warning", "power_delivery", 0),  # not thermal, never shaded as a throttle
+    ],
+)
+def test_throttle_flag(reasons, counters, g4, anomaly, expected):
+    h = History()
+    base = {"sw_power_cap": 0, "hw_slowdown": 0, "sw_thermal": 0, "hw_thermal": 0, "hw_power_brake": 0}
+    h(_snap(_sample(0.0, gpu=_gpu(clocks_event_counters_us=base))))
+    moved = {**base, **(counters or {})}
+    s = _sample(30.0, gpu=_gpu(clocks_event_reasons=reasons, clocks_event_counters_us=moved))
+    h(_snap(s, _diag(30.0, g4=g4, g4_anomaly=anomaly)))
+    assert h.records()[0][-1]["throttle"] == expected
+
+
+def test_bounded_by_count_and_by_age():
+    h = History(WebSettings(history_max_records=50, history_hours=1.0))
+    for i in range(80):
+        h(_snap(_sample(i * 30.0)))
+    recs, _ = h.records()
+    assert len(recs) == 50 and recs[-1]["ts"] == 79 * 30.0
+    h(_snap(_sample(79 * 30.0 + 3600 + 45)))  # 1 h 45 s later: all but the newest are too old
+    recs, _ = h.records()
+    assert [r["ts"] for r in recs] == [79 * 30.0 + 3600 + 45]
+
+
+def test_since_and_limit_return_the_newest_in_time_order():
+    h = History(WebSettings(history_api_max_records=3))
+    for i in range(10):
+        h(_snap(_sample(float(i))))
+    recs, truncated = h.records(since=5.0, limit=10)
+    assert [r["ts"] for r in recs] == [6.0, 7.0, 8.0, 9.0] and not truncated
+    recs, truncated = h.records()  # default limit from settings
+    assert [r["ts"] for r in recs] == [7.0, 8.0, 9.0] and truncated
+    assert h.records(since=9.0)[0] == []
+    body = h.to_json(since=8.0)
+    assert body["count"] == 1 and body["held"] == 10 and body["first_ts"] == 0.0 and body["last_ts"] == 9.0
+
+
+def test_repeated_tick_is_ignored_and_time_going_back_starts_over():
+    h = History()
+    assert h.observe(Snapshot(None, None)) is False
+    for ts in (10.0, 20.0, 20.0):
+        h(_snap(_sample(ts)))
+    assert len(h) == 2 and h.generation == 0
+    h(_snap(_sample(5.0)))  # a looping replay restarted
+    assert len(h) == 1 and h.generation == 1
+    assert h.to_json()["generation"] == 1
+
+
+def test_concurrent_reads_during_writes_see_consistent_ordered_windows():
+    h = History(WebSettings(history_max_records=200))
+    errors = []
+
+    def reader():
+        try:
+            for _ in range(300):
+                ts = [r["ts"] for r in h.records()[0]]
+                assert ts == sorted(ts) and len(ts) <= 200
+        except Exception as e:  # surfaced below
+            errors.append(e)
+
+    threads = [threading.Thread(target=reader) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for i in range(1000):
+        h(_snap(_sample(float(i))))
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(h) == 200
+
+
+def test_twelve_hours_of_real_samples_stay_small():
+    """1440 compact records of the eviction trace (12 h at 30 s) must take well under a megabyte."""
+    samples = list(read_trace(SCENARIOS / "eviction.jsonl"))
+    tracemalloc.start()
+    h = History()
+    before = tracemalloc.get_traced_memory()[0]
+    for i in range(1440):
+        s = samples[i % len(samples)]
+        h(_snap(dataclasses.replace(s, ts=1.0e9 + 30.0 * i)))
+    used = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert len(h) == 1440
+    assert used < 1_000_000, f"{used} bytes for 1440 records"

@@ -1,0 +1,166 @@
+"""Fixtures for the throughput tests: a fake clock and a loopback server running the real progress handler."""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from spark_watchd.throughput.api import PATH, make_handler
+from spark_watchd.throughput.settings import ProgressSettings
+from spark_watchd.throughput.tracker import JobTracker
+from spark_watchd.web.http import Request
+
+T0 = 1764403200.0  # 2025-11-29T08:00:00Z, the traces' epoch
+
+
+class FakeClock:
+    def __init__(self, t: float = T0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, s: float) -> None:
+        self.t += s
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+class ProgressServer:
+    """A loopback HTTP server serving only POST /api/v1/progress through the real handler."""
+
+    def __init__(self, settings: ProgressSettings | None = None) -> None:
+        self.tracker = JobTracker(settings or ProgressSettings())
+        self.bodies: list[bytes] = []
+        self.headers: list[dict] = []
+        self.got = threading.Condition()
+        handler = make_handler(self.tracker, self.tracker.settings)
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server API
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                req = Request(
+                    "POST", self.path, {}, {k.lower(): v for k, v in self.headers.items()}, body,
+                    self.client_address[0],
+                )  # fmt: skip
+                resp = handler(req) if self.path == PATH else None
+                status = resp.status if resp else 404
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                if resp:
+                    self.wfile.write(resp.body)
+                with outer.got:
+                    outer.bodies.append(body)
+                    outer.headers.append(dict(req.headers))
+                    outer.got.notify_all()
+
+            def log_message(self, *a):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
+        self.thread.start()
+
+    def wait_for(self, n: int, timeout: float = 10.0) -> list[bytes]:
+        with self.got:
+            self.got.wait_for(lambda: len(self.bodies) >= n, timeout)
+            return list(self.bodies)
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def progress_server():
+    srv = ProgressServer()
+    yield srv
+    srv.close()
+
+
+class DaemonProcess:
+    """A real `spark-watchd run` on loopback with a fake GB10 (no GPU here), for end-to-end tests."""
+
+    def __init__(self, state_dir, port: int) -> None:
+        import subprocess
+        import sys
+
+        from tests.conftest import REPO, cli_env
+
+        self.state_dir = state_dir
+        self.url = f"http://127.0.0.1:{port}"
+        self.train_log = state_dir / "train.log"
+        self.train_log.write_text("")
+        config = state_dir / "config.toml"
+        config.write_text(
+            "[progress]\nlog_tail_poll_s = 0.1\nlog_tail_min_interval_s = 0\n\n"
+            f'[[progress.log_tail]]\npath = "{self.train_log}"\njob = "tailed-run"\npattern = "hf"\n'
+        )
+        self.log = open(state_dir / "daemon.log", "w")  # noqa: SIM115 - closed in stop()
+        env = cli_env({"SPARK_WATCHD_FAKE_NVML": '{"temp_c": 81}'})
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "spark_watchd", "run", "--listen", f"127.0.0.1:{port}", "--interval", "1",
+             "--state-dir", str(state_dir), "--config", str(config)],
+            cwd=REPO, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+    def request(self, method: str, path: str, body: bytes | None = None, timeout: float = 10):
+        """(status, body bytes) of one request; HTTP errors are answers, not exceptions."""
+        import urllib.error
+        import urllib.request
+
+        req = urllib.request.Request(self.url + path, data=body, method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                return resp.status, resp.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    def wait_until(self, predicate, what: str, timeout: float = 30.0):
+        import time
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, f"daemon exited: {self.read_log()}"
+            try:
+                value = predicate()
+            except OSError:
+                value = None
+            if value:
+                return value
+            time.sleep(0.1)
+        raise AssertionError(f"timed out waiting for {what}; daemon log:\n{self.read_log()}")
+
+    def read_log(self) -> str:
+        return (self.state_dir / "daemon.log").read_text(errors="replace")[-4000:]
+
+    def stop(self) -> None:
+        import subprocess
+
+        self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+        self.log.close()
+
+
+@pytest.fixture(scope="session")
+def daemon(tmp_path_factory):
+    from tests.conftest import free_port
+
+    d = DaemonProcess(tmp_path_factory.mktemp("daemon-state"), free_port())
+    try:
+        d.wait_until(lambda: d.request("GET", "/healthz", timeout=2)[0] == 200, "/healthz 200")
+        yield d
+    finally:
+        d.stop()

@@ -1,0 +1,144 @@
+"""The run ledger: throttle seconds, energy, peak temperature, MemAvailable, evictions per run, on disk."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from spark_watchd.model import Diagnosis, Event, GpuReading, Sample
+from spark_watchd.snapshot import Snapshot
+from spark_watchd.throughput.ledger import RunLedger, read_runs
+from spark_watchd.throughput.models import ProgressReport
+from spark_watchd.throughput.service import Throughput
+from spark_watchd.throughput.settings import ProgressSettings
+from spark_watchd.throughput.tracker import JobTracker
+from tests.conftest import run_cli
+
+from .conftest import T0
+
+
+def snap(ts, temp=70.0, energy=0.0, thermal_us=0, cap_us=0, avail_kb=50_000_000, events=(), jobs=None):
+    gpu = GpuReading(
+        0, "NVIDIA GB10", "GPU-x", temp_c=temp, energy_j=energy,
+        clocks_event_counters_us={"sw_power_cap": cap_us, "hw_slowdown": 0, "sw_thermal": thermal_us,
+                                  "hw_thermal": 0, "hw_power_brake": 0},
+    )  # fmt: skip
+    sample = Sample(ts=ts, gpus=(gpu,), mem_available_min_kb=avail_kb)
+    diag = Diagnosis(ts, {}, tuple(Event(k, "G6", ts, k) for k in events))
+    return Snapshot(sample, diag, extras={} if jobs is None else {"jobs": jobs})
+
+
+def six_report_run(t: JobTracker, start: float) -> None:
+    for i in range(6):
+        t.report(
+            ProgressReport(
+                job="sft", step=10 * i, tokens=40960 * i, ts=start + 20 * i, event="end" if i == 5 else None
+            )
+        )
+
+
+def test_finished_run_is_written_with_its_figures(tmp_path, clock):
+    clock.t = T0 + 300
+    tp = Throughput(ProgressSettings(), tmp_path, clock)
+    # Samples every 30 s from T0-30; the run spans T0+30 .. T0+130.
+    energy, thermal = 1000.0, 0
+    for k in range(-1, 6):
+        ts = T0 + 30 * k
+        thermal += 15_000_000 if k >= 3 else 0  # 15 s of sw_thermal per 30 s interval from T0+90
+        tp.observe(snap(ts, temp=70 + k, energy=energy, thermal_us=thermal, cap_us=30_000_000 * (k + 1),
+                        avail_kb=40_000_000 - k * 1_000_000, events=("eviction",) if k == 2 else ()))  # fmt: skip
+        energy += 3000.0  # 100 W
+    six_report_run(tp.tracker, T0 + 30)
+    (run,) = read_runs(tmp_path / "runs.jsonl")[0]
+    assert (run["job"], run["end_reason"], run["duration_s"], run["steps"], run["tokens"]) == (
+        "sft", "end", 100.0, 50, 204800,
+    )  # fmt: skip
+    assert run["mean_tokens_per_second"] == 2048.0 and run["mean_step_seconds"] == 2.0
+    assert run["start"] == "2025-11-29T08:00:30Z" and run["end"] == "2025-11-29T08:02:10Z"
+    # Intervals (30,60],(60,90],(90,120] whole + 1/3 of (120,150]: 100 s at 100 W.
+    assert run["energy_j"] == pytest.approx(10_000.0)
+    # sw_thermal moved 15 s in each of (60,90], (90,120], (120,150]; the last overlaps the run by 1/3.
+    assert run["throttle_seconds"]["sw_thermal"] == pytest.approx(15 + 15 + 5)
+    assert run["throttle_seconds"]["power_cap"] == pytest.approx(100.0)
+    assert run["throttle_seconds"]["hw_thermal"] == 0
+    assert run["peak_temp_c"] == 75.0  # the sample at T0+150 covers the run's last 10 s
+    assert run["mem_available_min_bytes"] == 35_000_000 * 1024
+    assert run["evictions"] == 1 and run["oom_kills"] == 0
+
+
+def test_run_waits_for_the_sample_that_covers_its_end(tmp_path, clock):
+    clock.t = T0 + 200
+    tp = Throughput(ProgressSettings(), tmp_path, clock)
+    tp.observe(snap(T0, energy=0.0))
+    six_report_run(tp.tracker, T0 + 10)  # ends at T0+110, after the latest sample
+    assert read_runs(tmp_path / "runs.jsonl")[0] == []
+    tp.observe(snap(T0 + 120, energy=12_000.0, temp=88.0))
+    (run,) = read_runs(tmp_path / "runs.jsonl")[0]
+    assert run["energy_j"] == pytest.approx(10_000.0) and run["peak_temp_c"] == 88.0
+
+
+def test_close_writes_open_and_pending_runs(tmp_path, clock):
+    tp = Throughput(ProgressSettings(), tmp_path, clock)
+    tp.tracker.report(ProgressReport(job="a", step=1, ts=T0))
+    tp.tracker.report(ProgressReport(job="a", step=9, ts=T0 + 8))
+    tp.close()
+    (run,) = read_runs(tmp_path / "runs.jsonl")[0]
+    assert (run["job"], run["end_reason"], run["steps"], run["energy_j"], run["sample_intervals"]) == (
+        "a", "shutdown", 8, None, 0,
+    )  # fmt: skip
+
+
+def test_long_runs_keep_the_intervals_that_left_the_ring(tmp_path, clock):
+    t = JobTracker(ProgressSettings(), clock)
+    ledger = RunLedger(tmp_path / "runs.jsonl", recent_samples=16)
+    t.add_run_listener(ledger.on_run_end)
+    clock.t = T0
+    t.report(ProgressReport(job="long", step=0, ts=T0))
+    for k in range(1, 101):  # 100 samples, 30 s, 100 W; only 16 stay in the ring
+        clock.t = T0 + 30 * k
+        t.report(ProgressReport(job="long", step=k, ts=clock.t))
+        ledger.observe(snap(clock.t, energy=3000.0 * k, jobs=t.stats()))
+    t.report(ProgressReport(job="long", step=100, ts=clock.t, event="end"))
+    (run,) = read_runs(tmp_path / "runs.jsonl")[0]
+    assert run["energy_j"] == pytest.approx(3000.0 * 99)  # first sample has no previous one to diff
+    assert run["duration_s"] == 3000.0
+
+
+def test_counter_reset_is_not_negative_energy(tmp_path, clock):
+    tp = Throughput(ProgressSettings(), tmp_path, clock)
+    for ts, e in [(T0, 5000.0), (T0 + 30, 8000.0), (T0 + 60, 100.0), (T0 + 90, 3100.0)]:  # driver reload
+        tp.observe(snap(ts, energy=e))
+    tp.tracker.report(ProgressReport(job="a", step=0, ts=T0))
+    tp.tracker.report(ProgressReport(job="a", step=9, ts=T0 + 90, event="end"))
+    (run,) = read_runs(tmp_path / "runs.jsonl")[0]
+    assert run["energy_j"] == pytest.approx(6000.0)
+
+
+def test_unwritable_state_dir_is_logged_not_raised(tmp_path, clock, caplog):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    tp = Throughput(ProgressSettings(), blocker / "sub", clock)
+    tp.tracker.report(ProgressReport(job="a", step=1, event="end"))
+    tp.tracker.report(ProgressReport(job="b", step=1, event="end"))
+    tp.close()
+    assert sum("cannot write the run ledger" in r.message for r in caplog.records) == 1
+
+
+def test_runs_verb_lists_the_ledger_as_json_and_table(tmp_path, clock):
+    tp = Throughput(ProgressSettings(), tmp_path, clock)
+    tp.observe(snap(T0 + 200))
+    six_report_run(tp.tracker, T0 + 30)
+    with open(tmp_path / "runs.jsonl", "a") as fh:
+        fh.write('{"job": "torn", "dur')  # a torn last line (killed mid-write) is skipped with a warning
+    out = run_cli("runs", "--json", "--state-dir", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    (run,) = json.loads(out.stdout)
+    assert (run["job"], run["mean_tokens_per_second"], run["steps"]) == ("sft", 2048.0, 50)
+    assert "skipped 1 unreadable line" in out.stderr
+    out = run_cli("runs", "--state-dir", str(tmp_path))
+    header, row = out.stdout.splitlines()
+    assert header.split()[:3] == ["START", "(UTC)", "JOB"]
+    assert "sft" in row.split() and "2048" in row.split() and "1m40s" in row.split()
+    empty = run_cli("runs", "--state-dir", str(tmp_path / "none"))
+    assert empty.returncode == 0 and "no finished runs" in empty.stderr

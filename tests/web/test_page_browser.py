@@ -1,0 +1,257 @@
+"""The status page in headless Chromium (one launch for the module).
+
+Against real daemons: two replaying the eviction and throttle traces, each cut
+where the story is told (a replay that has ended keeps serving its last
+snapshot, so what the page must show is steady), and one sampling this machine
+live with an NVML that cannot initialise. Against a stand-in server fed
+hand-made snapshots: what a test must steer, new samples arriving while the page
+is open and the history starting over.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from spark_watchd.config import Settings
+from spark_watchd.model import Diagnosis, Finding
+from spark_watchd.trace import read_trace
+from spark_watchd.web.page import routes
+from spark_watchd.web.settings import WebSettings
+from tests.conftest import REPO, cli_env, free_port, require_binary
+from tests.web.browser import launch, open_page
+from tests.web.standin import SCENARIOS, FakeDaemon, RouteServer, diagnose_by_hand, snapshot_of
+
+pytestmark = pytest.mark.e2e
+SPEED = "100000"  # as fast as the daemon ticks: the classifiers judge recorded time, not replay time
+
+
+@pytest.fixture(scope="module")
+def browser():
+    require_binary("chromium")
+    with launch() as b:
+        yield b
+
+
+def _get(url: str) -> dict | None:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return json.load(r)
+    except OSError:
+        return None
+
+
+# (trace, samples replayed): the eviction is at sample 130 and G6 stays critical past 250;
+# the throttle trace is G4 critical from sample 130 on.
+CUTS = {"eviction": 250, "throttle": 200}
+
+
+# The live daemon samples this machine's /proc with an NVML whose init fails as on a box without
+# the NVIDIA driver (the fake NVML keeps it so on a machine that has one).
+LIVE_SAMPLES = 2
+
+
+def _start(name: str, n: int, tmp: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    env = cli_env({"SPARK_WATCHD_WEB__PAGE_REFRESH_SECONDS": "1"})
+    if name == "live":
+        cmd = [sys.executable, "-m", "spark_watchd", "run"]
+        env["SPARK_WATCHD_FAKE_NVML"] = "fail-init"
+    else:
+        trace = tmp / f"{name}.jsonl"
+        trace.write_text("".join((SCENARIOS / f"{name}.jsonl").read_text().splitlines(keepends=True)[:n]))
+        cmd = [sys.executable, "-m", "spark_watchd", "run", "--replay", str(trace), "--speed", SPEED]
+    cmd += ["--listen", f"127.0.0.1:{port}", "--interval", "1", "--state-dir", str(tmp / "state")]
+    proc = subprocess.Popen(cmd, env=env, cwd=str(REPO), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="module")
+def daemons(tmp_path_factory):
+    """Both replaying daemons, started together; yields {trace: origin} once each has served all its samples."""
+    wanted = {**CUTS, "live": LIVE_SAMPLES}
+    started = {name: _start(name, n, tmp_path_factory.mktemp(name)) for name, n in wanted.items()}
+    try:
+        deadline = time.monotonic() + 60
+        pending = dict(wanted)
+        while pending and time.monotonic() < deadline:
+            for name in list(pending):
+                proc, origin = started[name]
+                body = _get(origin + "/api/v1/history?limit=1")
+                if body and body["held"] >= pending[name]:
+                    del pending[name]
+                elif proc.poll() is not None:
+                    pytest.fail(f"daemon replaying {name} exited: {proc.stderr.read().decode()[-2000:]}")
+            time.sleep(0.1)
+        if pending:
+            pytest.fail(f"daemons did not serve all samples in time: {sorted(pending)}")
+        yield {name: origin for name, (_, origin) in started.items()}
+    finally:
+        for proc, _ in started.values():
+            proc.terminate()
+        for proc, _ in started.values():
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def _severity(page, gotcha: str) -> str:
+    return page.locator(f'.finding[data-gotcha="{gotcha}"]').get_attribute("data-severity")
+
+
+def test_eviction_replay_shows_all_findings_a_critical_g6_and_the_eviction(browser, daemons):
+    origin = daemons["eviction"]
+    with open_page(browser, origin) as (page, log):
+        page.wait_for_selector('#events li[data-kind="eviction"]')
+        page.wait_for_selector('.finding[data-gotcha="G6"][data-severity="critical"]')
+        for gotcha in ("G3", "G4", "G6"):
+            card = page.locator(f'.finding[data-gotcha="{gotcha}"]')
+            assert card.locator("h3").inner_text().startswith(gotcha)
+            assert card.locator(".sev").inner_text().lower() == _severity(page, gotcha)
+            assert card.locator(".summary").inner_text().strip()
+        assert _severity(page, "G3") == "critical"
+        assert page.locator('.finding[data-gotcha="G6"] .evidence dt').count() >= 1
+        assert page.locator('.finding[data-gotcha="G6"] .advice li').count() >= 1
+        assert page.locator("#mode").inner_text() == "REPLAY"
+        event = page.locator('#events li[data-kind="eviction"]')
+        assert "G6" in event.inner_text() and event.locator("time").inner_text()
+        # Every chart with data in this trace is drawn with (nearly) every sample.
+        for chart, series in [
+            ("power", "Power"),
+            ("clock", "SM clock"),
+            ("memory", "Available"),
+            ("psi", "some"),
+            ("paging", "Swap-out pages"),
+            ("training", "step time"),
+        ]:
+            path = page.locator(f'#chart-{chart} path[data-series="{series}"]')
+            assert int(path.get_attribute("data-points")) >= CUTS["eviction"] - 10, chart
+            assert page.locator(f"#chart-{chart} svg").get_attribute("aria-label")
+        # Hovering a chart reads every series at that moment in its legend.
+        page.locator("#chart-power svg").hover(position={"x": 300, "y": 80})
+        expect(page.locator("#chart-power .legend li").last).to_have_text(re.compile(r"^at \d\d:\d\d$"))
+        kinds = page.locator("#workloads tr").evaluate_all("rows => rows.map(r => r.dataset.kind)")
+        assert sorted(kinds) == ["trainer", "vllm"]
+        vllm = page.locator('#workloads tr[data-kind="vllm"]')
+        assert vllm.locator("td").nth(1).inner_text() == "no"  # --kv-cache-memory-bytes: not capped
+        # Accessible structure: headings, named chart images, a table with header cells.
+        for name in ("Findings", "Last hours", "Events", "Workloads", "Sources"):
+            assert page.get_by_role("heading", name=name).count() == 1
+        assert (
+            page.get_by_role(
+                "img", name=re.compile(r"^Unified memory \(GiB\) from .*latest: Available")
+            ).count()
+            == 1
+        )
+        assert page.get_by_role("columnheader", name="Kind").count() == 1
+        assert page.get_by_role("rowheader").count() == 2
+        # Reads on a laptop screen: nothing wider than the window at 1280 px either.
+        for width in (1440, 1280):
+            page.set_viewport_size({"width": width, "height": 800})
+            page.wait_for_timeout(300)  # charts redraw after a resize
+            assert page.evaluate("document.documentElement.scrollWidth") <= width
+        assert log.errors == []
+        assert log.requests and log.off_origin == []
+
+
+def test_throttle_replay_shows_g4_the_throttle_and_shaded_periods(browser, daemons):
+    origin = daemons["throttle"]
+    with open_page(browser, origin) as (page, log):
+        page.wait_for_selector('.finding[data-gotcha="G4"][data-severity="critical"]')
+        page.wait_for_selector('#events li[data-kind="throttle_start"]')
+        assert page.locator("#chart-training rect.band").count() >= 1
+        assert page.locator("#chart-power rect.band").count() >= 1
+        assert {_severity(page, "G3"), _severity(page, "G6")} == {"ok"}
+        # No swapping in this trace: the flat zero line sits on the axis, which starts at 0.
+        assert page.locator("#chart-paging text.axis").first.text_content() == "0"
+        assert log.errors == [] and log.off_origin == []
+
+
+def test_dark_mode_renders_the_dark_palette(browser, daemons):
+    origin = daemons["eviction"]
+    with open_page(browser, origin, color_scheme="dark") as (page, log):
+        page.wait_for_selector("#chart-memory path.line")
+        bg = page.evaluate("getComputedStyle(document.body).backgroundColor")
+        fg = page.evaluate("getComputedStyle(document.body).color")
+        assert bg == "rgb(15, 18, 22)" and fg == "rgb(230, 233, 238)"
+        card_bg = page.locator('.finding[data-gotcha="G4"]').evaluate(
+            "e => getComputedStyle(e).backgroundColor"
+        )
+        assert card_bg == "rgb(23, 27, 33)"
+        assert log.errors == [] and log.off_origin == []
+
+
+def test_live_daemon_without_a_gpu_says_nvml_is_down_and_why(browser, daemons):
+    origin = daemons["live"]
+    error = _get(origin + "/api/v1/status")["sources"]["nvml"]["error"]
+    assert "Driver Not Loaded" in error
+    with open_page(browser, origin) as (page, log):
+        down = page.wait_for_selector('#sources li[data-source="nvml"].down')
+        # The reason as the daemon gives it (its retry countdown may have moved on since).
+        assert down.inner_text().startswith("nvml down: " + error.split("(")[0].strip())
+        assert page.locator("#sources li.up").count() >= 1  # /proc is read all the same
+        assert _severity(page, "G4") == "unknown"
+        assert page.locator("#chart-power .nodata").text_content() == "No data yet"
+        page.wait_for_selector('#chart-memory path[data-series="Available"]')
+        assert page.locator("#mode").is_hidden()  # live, not a replay
+        assert log.errors == [] and log.off_origin == []
+
+
+def test_page_follows_new_samples_in_place_and_starts_over_with_the_history(browser):
+    traces = {name: list(read_trace(SCENARIOS / f"{name}.jsonl")) for name in ("eviction", "throttle")}
+    daemon = FakeDaemon(Settings(web=WebSettings(page_refresh_seconds=0.5)))
+
+    def feed(samples, extras=None):
+        recent = ()
+        for s in samples:
+            diag = diagnose_by_hand(s, evicted_at=1764407100.0)
+            recent = (recent + diag.events)[-20:]
+            daemon.publish(snapshot_of(s, diag, recent, extras=extras))
+
+    power = '#chart-power path[data-series="Power"]'
+    table = routes(daemon)  # subscribes the history
+    feed(traces["eviction"][:100])
+    with RouteServer(table, daemon) as srv, open_page(browser, srv.origin) as (page, log):
+        page.wait_for_selector('.finding[data-gotcha="G6"][data-severity="warning"]')
+        assert page.locator('#events li[data-kind="eviction"]').count() == 0
+        assert page.locator("#mode").inner_text() == "REPLAY"
+        page.evaluate("window.__sameDocument = true")
+        feed(traces["eviction"][100:200])
+        page.wait_for_selector('#events li[data-kind="eviction"]', timeout=10_000)
+        page.wait_for_selector('.finding[data-gotcha="G6"][data-severity="critical"]')
+        expect(page.locator(power)).to_have_attribute("data-points", "200")
+        # A trace starting earlier (time went back): the history starts over, and so does the page.
+        feed(traces["throttle"][:50], extras={"demo": "throttle"})
+        expect(page.locator(power)).to_have_attribute("data-points", "50")
+        expect(page.locator("#mode")).to_have_text("DEMO")
+        assert page.evaluate("window.__sameDocument") is True  # all updated in place, never reloaded
+        assert log.errors == [] and log.off_origin == []
+
+
+def test_stale_live_daemon_and_a_non_thermal_anomaly_are_spelled_out(browser):
+    sample = next(iter(read_trace(SCENARIOS / "throttle.jsonl")))
+    g4 = Finding(
+        "G4", "warning", "Clocks pinned at 600 MHz, cool, low power, no reasons", anomaly="power_delivery"
+    )
+    diag = diagnose_by_hand(sample, evicted_at=float("inf"))
+    diag = Diagnosis(diag.ts, {**diag.findings, "G4": g4})
+    daemon = FakeDaemon()
+    table = routes(daemon)
+    daemon.publish(snapshot_of(sample, diag, mode="live"))
+    daemon.fresh = False
+    with RouteServer(table, daemon) as srv, open_page(browser, srv.origin) as (page, log):
+        card = page.wait_for_selector('.finding[data-gotcha="G4"][data-severity="warning"]')
+        assert "Not thermal: a power-delivery fault" in card.inner_text()
+        expect(page.locator("#banner")).to_have_text(re.compile(r"^The last sample is 300 s old"))
+        assert page.locator("#chart-power rect.band").count() == 0  # not shaded as a throttle
+        assert page.locator("#mode").is_hidden()
+        assert log.errors == [] and log.off_origin == []

@@ -17,7 +17,7 @@ from spark_watchd import __version__
 from spark_watchd.logging import get_logger
 from spark_watchd.model import REASON_BITS, REASON_COUNTER_KEYS, Sample
 from spark_watchd.snapshot import Snapshot
-from spark_watchd.workloads import classify, read_caps
+from spark_watchd.workloads import classify, is_capped, read_caps
 
 P = "sparkwatchd_"
 KB = 1024
@@ -180,7 +180,10 @@ def workload_table(sample: Sample) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     engines: list[tuple[str, Any]] = []
     for proc in sample.processes:
-        kind = classify(proc.cmdline, proc.name, proc.gpu_resident)
+        try:
+            kind = classify(proc.cmdline, proc.name, proc.gpu_resident)
+        except ValueError:
+            kind = "other"
         if kind == "other" and not proc.gpu_resident:
             continue  # matched a pattern scan but is no workload
         mem = max(proc.rss_bytes or 0, proc.gpu_mem_bytes or 0)
@@ -189,8 +192,10 @@ def workload_table(sample: Sample) -> list[dict[str, Any]]:
         if title.startswith(_ENGINE_TITLES) or proc.name.startswith(_ENGINE_TITLES):
             engines.append((kind, proc))
             continue
-        caps = read_caps(proc.cmdline)
-        capped = any(v is not None for v in caps.values())
+        try:
+            capped = bool(is_capped(kind, read_caps(proc.cmdline)))
+        except ValueError:  # an unparseable cap is no cap
+            capped = False
         rows.append({"kind": kind, "capped": capped, "memory_bytes": mem, "pids": [proc.pid]})
     for kind, proc in engines:
         mem = max(proc.rss_bytes or 0, proc.gpu_mem_bytes or 0)
@@ -214,7 +219,7 @@ def workload_families(sample: Sample) -> Iterator[Metric]:
         mem[key] += row["memory_bytes"]
     wl = _g(
         "workloads",
-        "Workloads by kind and memory cap (engine sub-processes count with their launcher).",
+        "Workloads by kind; capped: memory bounded on the command line (engines count with their launcher).",
         ["kind", "capped"],
     )
     wm = _g(
@@ -242,7 +247,16 @@ class SnapshotCollector:
         self.renderers = self._load_renderers()
 
     def _load_renderers(self) -> list[tuple[str, Callable]]:
-        out: list[tuple[str, Callable]] = [("core", self._core)]
+        # Each part guarded on its own: a bug in one costs its families, never the whole scrape.
+        out: list[tuple[str, Callable]] = [
+            ("core", self._core),
+            ("gpu", lambda snap: gpu_families(snap.sample) if snap.sample is not None else ()),
+            (
+                "memory",
+                lambda snap: memory_families(snap.sample, self._reserve()) if snap.sample is not None else (),
+            ),
+            ("workloads", lambda snap: workload_families(snap.sample) if snap.sample is not None else ()),
+        ]
         for modname in AREA_RENDERERS:
             try:
                 mod = importlib.import_module(modname)
@@ -259,11 +273,6 @@ class SnapshotCollector:
     def _core(self, snap: Snapshot) -> Iterator[Metric]:
         info = {"overruns": self.daemon.overruns} if self.daemon is not None else None
         yield from core_families(snap, info)
-        if snap.sample is None:
-            return
-        yield from gpu_families(snap.sample)
-        yield from memory_families(snap.sample, self._reserve())
-        yield from workload_families(snap.sample)
 
     def _reserve(self) -> int:
         settings = self.settings_fn() if self.settings_fn else None

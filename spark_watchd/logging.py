@@ -12,7 +12,7 @@ LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNI
 
 def configure_logging(level: str = "info", fmt: str = "auto", stream=None) -> None:
     """Configure structlog for the process; fmt is auto, json or console."""
-    stream = stream if stream is not None else sys.stderr
+    stream = stream if stream is not None else _Stderr()
     use_json = fmt == "json" or (fmt == "auto" and not _isatty(stream))
     processors: list = [
         structlog.contextvars.merge_contextvars,
@@ -37,6 +37,19 @@ def configure_logging(level: str = "info", fmt: str = "auto", stream=None) -> No
 def get_logger(name: str = "spark_watchd"):
     """A structlog logger bound to a component name."""
     return structlog.get_logger(component=name)
+
+
+class _Stderr:
+    """Whatever sys.stderr is at write time (tests and embedders swap it after configuration)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return _isatty(sys.stderr)
 
 
 def _isatty(stream) -> bool:

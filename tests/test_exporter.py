@@ -169,3 +169,44 @@ def test_golden_metrics_pass_promtool(scenario):
     ours = [ln for ln in (res.stdout + res.stderr).splitlines() if "sparkwatchd_" in ln]
     assert ours == []
     assert res.returncode in (0, 3), res.stderr
+
+
+def test_workloads_group_engines_with_their_launcher_and_read_caps():
+    gib = 1024**3
+    procs = (
+        ProcessInfo(10, 1.0, "python3", ("vllm", "serve", "m", "--gpu-memory-utilization", "0.5"), 2 * gib),
+        ProcessInfo(
+            11,
+            1.0,
+            "VLLM::EngineCore",
+            ("VLLM::EngineCore",),
+            1 * gib,
+            gpu_mem_bytes=50 * gib,
+            gpu_resident=True,
+        ),
+        ProcessInfo(
+            20,
+            1.0,
+            "ollama",
+            ("/usr/bin/ollama", "serve"),
+            3 * gib,
+            gpu_mem_bytes=20 * gib,
+            gpu_resident=True,
+        ),
+        ProcessInfo(
+            30, 1.0, "python", ("python", "train.py"), 9 * gib, gpu_mem_bytes=8 * gib, gpu_resident=True
+        ),
+        ProcessInfo(40, 1.0, "bash", ("bash",), gib),  # scanned but no workload
+        ProcessInfo(
+            50, 1.0, "python3", ("vllm", "serve", "--kv-cache-memory-bytes", "²"), gib
+        ),  # garbage cap
+    )
+    m = _render(Snapshot(sample=Sample(ts=1.0, processes=procs), diagnosis=None))
+    assert value(m, "sparkwatchd_workloads", kind="vllm", capped="true") == 1
+    assert value(m, "sparkwatchd_workload_memory_bytes", kind="vllm", capped="true") == 52 * gib
+    assert value(m, "sparkwatchd_workloads", kind="vllm", capped="false") == 1  # the garbage one
+    assert value(m, "sparkwatchd_workloads", kind="ollama", capped="false") == 1
+    assert value(m, "sparkwatchd_workloads", kind="trainer", capped="false") == 1
+    assert value(m, "sparkwatchd_workload_memory_bytes", kind="trainer", capped="false") == 9 * gib
+    assert value(m, "sparkwatchd_workloads", kind="other", capped="false") == 0
+    assert value(m, "sparkwatchd_memory_gpu_attributed_bytes") == 78 * gib

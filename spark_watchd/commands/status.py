@@ -124,6 +124,13 @@ def render(doc: dict[str, Any], colour: bool) -> str:
         if g.get("sm_clock_mhz") is not None:
             parts.append(f"SM {g['sm_clock_mhz']} MHz")
         out.append(" ".join(parts))
+    for t in doc.get("throughput") or ():
+        parts = [f"training {t.get('job', '?')}: step {t.get('step', '?')}"]
+        if t.get("step_seconds") is not None:
+            parts.append(f"{t['step_seconds']:.3g} s/step")
+        if t.get("tokens_per_second") is not None:
+            parts.append(f"{t['tokens_per_second']:,.0f} tokens/s")
+        out.append(", ".join(parts))
     out.append("")
     for gotcha, f in sorted((doc.get("findings") or {}).items()):
         sev = str(f.get("severity", "unknown"))

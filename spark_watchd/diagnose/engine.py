@@ -52,6 +52,10 @@ class Diagnoser:
             "reboot_hold_until": g4.reboot_hold_until,
         }
 
+    def set_thresholds(self, th: Thresholds) -> None:
+        """Use new thresholds from the next sample on, keeping every window, baseline and episode."""
+        self.th = self.g3.th = self.g4.th = self.g6.th = self.g4.anomalies.th = th
+
     @property
     def throttle_seconds(self) -> float:
         """Seconds spent in thermal throttle per the G4 classifier."""

@@ -183,20 +183,21 @@ def compute(prev: Features | None, cur: Sample, th) -> Features:
                 full.get("avg60"), f.psi_full_total, prev.psi_full_total if dt else None, dt
             )
     vm = cur.vmstat
-    f.pswpout = vm.get("pswpout")
-    f.pgmajfault = vm.get("pgmajfault")
-    f.oom_kill = vm.get("oom_kill")
+    swo = f.pswpout = vm.get("pswpout")
+    maj = f.pgmajfault = vm.get("pgmajfault")
+    oom = f.oom_kill = vm.get("oom_kill")
+    # Inlined deltas (hot path); a counter that went backwards was reset, so no rate.
     if dt is not None:
-        d = _delta(f.pswpout, prev.pswpout)
-        if d is not None:
-            f.swapout_per_s = d / dt
-        d = _delta(f.pgmajfault, prev.pgmajfault)
-        if d is not None:
-            f.majfault_per_s = d / dt
+        b = prev.pswpout
+        if swo is not None and b is not None and swo >= b:
+            f.swapout_per_s = (swo - b) / dt
+        b = prev.pgmajfault
+        if maj is not None and b is not None and maj >= b:
+            f.majfault_per_s = (maj - b) / dt
     if prev is not None and not f.reboot:
-        d = _delta(f.oom_kill, prev.oom_kill)
-        if d:
-            f.oom_delta = d
+        b = prev.oom_kill
+        if oom is not None and b is not None and oom > b:
+            f.oom_delta = oom - b
     return f
 
 

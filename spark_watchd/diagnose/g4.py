@@ -10,6 +10,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from spark_watchd.diagnose import features as feat
+from spark_watchd.diagnose.anomaly import ADVICE_HUNG, ADVICE_POWER, AnomalyWatch
 from spark_watchd.model import Event, Finding, Sample
 
 ADVICE_THROTTLE = (
@@ -23,14 +24,6 @@ ADVICE_DAMAGE = (
 ADVICE_REBOOT = (
     "The unit rebooted after a thermal throttle: check airflow before restarting the job, "
     "and cap clocks (nvidia-smi -lgc) for long runs.",
-)
-ADVICE_POWER = (
-    "Clocks pinned low at cool temperature with no throttle reason: a power-delivery fault, not heat.",
-    "Do a full AC power cycle: shut down, unplug the power brick for 60 s, plug back in.",
-)
-ADVICE_HUNG = (
-    "The GPU reports full utilisation at idle power while cooling down: the engine looks hung.",
-    "Check the job (py-spy dump / NCCL timeouts); kill and restart it, reboot if the GPU stays stuck.",
 )
 
 
@@ -70,9 +63,7 @@ class G4Tracker:
         self.reboot_hold_until = None
         self.throttle_s = 0.0
         self.jobs: dict[str, _Job] = {}
-        self.temps = deque()  # (ts, temp) over the anomaly window
-        self.pd_since = None
-        self.hung_since = None
+        self.anomalies = AnomalyWatch(th)
 
     def throttle_recent(self, at_ts: float) -> bool:
         """Whether a throttle was active, or ended within the reboot window, as of at_ts."""
@@ -111,15 +102,14 @@ class G4Tracker:
         self.critical = False
         self.episode_start = None
         self.jobs.clear()
-        self.temps.clear()
-        self.pd_since = self.hung_since = None
+        self.anomalies.reset()
         if after:
             self.reboot_hold_until = ts + th.reboot_critical_hold_s
         return events
 
     def time_jump(self, ts: float) -> None:
         """The clock stepped back to ts: restart time windows, keep the episode."""
-        self.temps.clear()
+        self.anomalies.reset()
         for j in self.jobs.values():
             j.recent.clear()
             j.recent_sum = 0.0
@@ -128,7 +118,6 @@ class G4Tracker:
             self.last_thermal_ts = ts
         if self.episode_start is not None and self.episode_start > ts:
             self.episode_start = ts
-        self.pd_since = self.hung_since = None
         self.reboot_hold_until = None
 
     def _step_ratio(self, sample: Sample, ts: float, thermal_now: bool):
@@ -257,7 +246,7 @@ class G4Tracker:
 
         worst = self._step_ratio(sample, ts, thermal_now)
         self.last_ts = ts
-        anomaly = None if (self.episode or thermal_now) else self._anomaly(f, loaded)
+        anomaly = None if (self.episode or thermal_now) else self.anomalies.update(f, loaded)
 
         ev = {
             "temp_c": temp,
@@ -269,14 +258,14 @@ class G4Tracker:
             "applications_clock_mhz": f.app_clock_mhz,
             "util_pct": util,
             "thermal_reasons_active": f.thermal_bits,
-            "thermal_counter_share": round(rate, 4) if rate is not None else None,
+            "thermal_counter_share": rate,
             # cumulative, for sparkwatchd_throttled_seconds_total (the runtime restores it after restarts)
-            "throttled_seconds_total": round(self.throttle_s, 1),
+            "throttled_seconds_total": self.throttle_s,
         }
         if worst is not None:
-            ev["step_seconds_recent"] = round(worst[2], 4)
-            ev["step_seconds_baseline"] = round(worst[3], 4)
-            ev["step_time_ratio"] = round(worst[0], 3)
+            ev["step_seconds_recent"] = worst[2]
+            ev["step_seconds_baseline"] = worst[3]
+            ev["step_time_ratio"] = worst[0]
         if self.episode:
             ratio = worst[0] if worst is not None else 0.0
             damaged = (
@@ -285,7 +274,7 @@ class G4Tracker:
                 or (self.critical and ratio >= th.step_recover_ratio)
             )
             self.critical = damaged
-            ev["throttle_duration_s"] = round(ts - self.episode_start, 1)
+            ev["throttle_duration_s"] = ts - self.episode_start
             if at_shutdown:
                 return Finding(
                     "G4",
@@ -352,51 +341,6 @@ class G4Tracker:
             ev or {},
             ADVICE_REBOOT,
         )
-
-    def _anomaly(self, f: feat.Features, loaded: bool) -> str | None:
-        """Power-delivery fault or hung engine, once persistent; None otherwise."""
-        th = self.th
-        ts = f.ts
-        temp, power, clk, util = f.temp_c, f.power_w, f.sm_clock_mhz, f.util_pct
-        temps = self.temps
-        if temp is not None:
-            temps.append((ts, temp))
-            while temps and ts - temps[0][0] > th.window_s:
-                temps.popleft()
-        pd = (
-            loaded
-            and clk is not None
-            and clk <= th.pinned_clock_max_mhz
-            and power is not None
-            and power <= th.pinned_power_max_w
-            and temp is not None
-            and temp < f.slowdown_c - th.cool_margin_c
-            and not f.thermal_bits
-        )
-        hung = False
-        pinned = clk is not None and clk <= th.pinned_clock_max_mhz
-        if (
-            not pinned
-            and util is not None
-            and util >= th.hung_util_pct
-            and power is not None
-            and power <= th.hung_power_max_w
-        ):
-            hot = max(t for _, t in temps) if temps else None
-            hung = hot is not None and temp is not None and hot - temp >= th.hung_temp_drop_c
-        if pd:
-            self.pd_since = self.pd_since if self.pd_since is not None else ts - (f.dt or 0)
-        else:
-            self.pd_since = None
-        if hung:
-            self.hung_since = self.hung_since if self.hung_since is not None else ts - (f.dt or 0)
-        else:
-            self.hung_since = None
-        if self.pd_since is not None and ts - self.pd_since >= th.anomaly_min_s:
-            return "power_delivery"
-        if self.hung_since is not None and ts - self.hung_since >= th.anomaly_min_s:
-            return "hung_engine"
-        return None
 
 
 def classify(window: Sequence[Sample], th) -> Finding:

@@ -10,13 +10,8 @@ from collections.abc import Sequence
 
 from spark_watchd.diagnose import features as feat
 from spark_watchd.model import Event, Finding, Sample
-
-try:  # the shared classifier (sources area); the private copy keeps G6 working without it
-    from spark_watchd.workloads import classify as classify_workload
-    from spark_watchd.workloads import read_caps
-except ImportError:  # pragma: no cover - depends on what is merged
-    from spark_watchd.diagnose._workloads import classify as classify_workload
-    from spark_watchd.diagnose._workloads import read_caps
+from spark_watchd.workloads import classify as classify_workload
+from spark_watchd.workloads import read_caps
 
 GIB = 1024**3
 SERVER_KINDS = frozenset(("vllm", "sglang", "ollama", "llamacpp"))
@@ -45,7 +40,6 @@ class _Workload:
 def describe(cmdline, name, gpu_resident, th) -> _Workload:
     """Kind of a process and whether its memory is capped (None for non-servers)."""
     kind = classify_workload(cmdline, name, gpu_resident)
-    kind = kind if isinstance(kind, str) else getattr(kind, "kind", str(kind))
     capped = None
     cap = None
     if kind in SERVER_KINDS:
@@ -55,9 +49,7 @@ def describe(cmdline, name, gpu_resident, th) -> _Workload:
         elif caps.get("kv_cache_memory_bytes"):
             capped = False  # a KV budget in bytes bypasses the utilisation cap
         else:
-            cap = caps.get("gpu_memory_utilization")
-            if cap is None:
-                cap = caps.get("mem_fraction_static")  # SGLang's name, kept apart by the private copy
+            cap = caps.get("gpu_memory_utilization")  # SGLang's --mem-fraction-static lands here too
             # vLLM defaults to 0.9 of the whole pool, SGLang to ~0.88
             capped = cap is not None and cap <= th.capped_utilization_max
     return _Workload(kind, capped, cap)
@@ -126,18 +118,21 @@ class G6Tracker:
                 hists.pop(key, None)
                 self.fired.pop(key, None)
 
+        if len(heavy) > 1:
+            heavy = _one_per_server(heavy)
         sharing = len(heavy) >= 2
-        uncapped = [
-            (p, w)
-            for p, w, foot in heavy
-            if w.capped is False or (w.kind not in SERVER_KINDS and foot >= th.large_trainer_bytes)
-        ]
-        total_foot = sum(foot for _, _, foot in heavy)
+        n_uncapped = 0
+        total_foot = 0
+        large = th.large_trainer_bytes
+        for _, w, foot in heavy:
+            total_foot += foot
+            if w.capped is False or (w.kind not in SERVER_KINDS and foot >= large):
+                n_uncapped += 1
         near_cap = f.mem_total_b is not None and total_foot >= th.near_capacity_ratio * f.mem_total_b
         hold = self.hold_until is not None and ts < self.hold_until
         ev = {
             "heavy_workloads": len(heavy),
-            "uncapped_workloads": len(uncapped),
+            "uncapped_workloads": n_uncapped,
             "workloads_footprint_bytes": total_foot,
             "psi_some_avg60_pct": some,
             "major_faults_per_s": f.majfault_per_s,
@@ -170,8 +165,8 @@ class G6Tracker:
                 ev,
                 ADVICE_EVICT,
             ), events
-        if sharing and (uncapped or near_cap):
-            why = "uncapped" if uncapped else "near capacity"
+        if sharing and (n_uncapped or near_cap):
+            why = "uncapped" if n_uncapped else "near capacity"
             return Finding(
                 "G6",
                 "warning",
@@ -194,6 +189,12 @@ class G6Tracker:
             return None
         if gpu - peak[2] >= th.gpu_move_ratio * loss:
             return None  # it moved its own weights into GPU memory
+        if p.gpu_mem_bytes is None and p.gpu_resident:
+            # No per-process GPU memory to check: a GPU process that climbed to its peak within the window
+            # and fell back is loading weights and handing them to the GPU, not a settled victim.
+            before = [e[1] for e in hist if e[0] < peak[0]]
+            if before and min(before) <= peak[1] - th.gpu_move_ratio * loss:
+                return None
         last = self.fired.get(key)
         if last is not None and ts - last < th.eviction_rearm_s:
             return None
@@ -221,6 +222,19 @@ class G6Tracker:
                 "swap_out_pages_per_s": f.swapout_per_s,
             },
         )
+
+
+def _one_per_server(heavy):
+    """Drop a server's helper process (an API front end holding a CUDA context but no weights) when another
+    process of the same kind holds the memory, so one vLLM is not counted as two tenants."""
+    big = {w.kind for p, w, _ in heavy if w.kind in SERVER_KINDS and (p.gpu_mem_bytes or 0) >= GIB}
+    if not big:
+        return heavy
+    return [
+        h
+        for h in heavy
+        if not (h[1].kind in big and h[0].gpu_mem_bytes is not None and h[0].gpu_mem_bytes < GIB)
+    ]
 
 
 def _rss(e):

@@ -129,8 +129,7 @@ class DiagnosisRuntime:
     def update_thresholds(self, thresholds: Thresholds) -> None:
         """Apply reloaded thresholds (SIGHUP) without losing windows, baselines or episodes."""
         self.thresholds = thresholds
-        eng = self.engine
-        eng.th = eng.g3.th = eng.g4.th = eng.g6.th = thresholds
+        self.engine.set_thresholds(thresholds)
 
     def event_counts(self) -> dict[str, int]:
         """Cumulative counts per kind for sparkwatchd_events_total (carried across restarts)."""

@@ -150,8 +150,10 @@ class Thresholds(BaseModel):
     transient_window_s: float = Field(
         90.0, gt=0, description="Window over which the load transient is judged, s."
     )
+    # Three minutes ahead (3-6 samples): the 56 GiB load ran out of budget ~95 s after it became visible,
+    # while a 20 GiB load into an empty pool, also fast, stops long before the limit.
     transient_horizon_s: float = Field(
-        300.0, gt=0, description="Warn when the falling budget would be exhausted within this, seconds."
+        180.0, gt=0, description="Warn when the falling budget would be exhausted within this, seconds."
     )
     oom_critical_hold_s: float = Field(
         300.0, ge=0, description="G3 stays critical this long after an OOM kill, s."

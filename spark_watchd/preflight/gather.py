@@ -6,8 +6,10 @@ missing driver, tool, interpreter or file. Roots and the command runner are inje
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -24,8 +26,27 @@ Runner = Callable[[Sequence[str], float], subprocess.CompletedProcess]
 
 
 def run_command(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess:
-    """Run argv (never through a shell), capturing text output."""
-    return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
+    """Run argv (never through a shell) in its own process group, capturing text output.
+
+    At the timeout the whole group is killed: a probe whose CUDA init hangs, or that left children
+    holding the pipes, must not hang preflight. Raises subprocess.TimeoutExpired then.
+    """
+    proc = subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
 
 
 def run_probe(python: str | None = None, runner: Runner = run_command, timeout: float = PROBE_TIMEOUT_S):

@@ -31,7 +31,7 @@ def _error(status: int, message: str, **extra: Any) -> Response:
     return _reply(status, {"error": message, **extra}, headers)
 
 
-def _authorise(req: Request, token: str | None) -> Response | None:
+def _authorise(req: Request, token: str | None, trust_loopback: bool = True) -> Response | None:
     """None when the client may report; else the 401/403 to send."""
     scheme, _, cred = req.headers.get("authorization", "").partition(" ")
     # With exporter-toolkit basic auth on every endpoint, Authorization carries Basic credentials
@@ -44,13 +44,13 @@ def _authorise(req: Request, token: str | None) -> Response | None:
         if not hmac.compare_digest(presented.encode(), token.encode()):
             return _error(401, "invalid bearer token")
         return None
-    if req.from_loopback:
+    if req.from_loopback and trust_loopback:
         return None
     if token is None:
         return _error(
             403, "progress reports are accepted from loopback only (set progress.token to allow others)"
         )
-    return _error(401, "a bearer token is required from non-loopback clients (Authorization: Bearer ...)")
+    return _error(401, "a bearer token is required (Authorization: Bearer ...)")
 
 
 def make_handler(tracker: JobTracker, settings: ProgressSettings):
@@ -59,7 +59,7 @@ def make_handler(tracker: JobTracker, settings: ProgressSettings):
     limit = settings.max_body_bytes
 
     def handle(req: Request) -> Response:
-        denied = _authorise(req, token)
+        denied = _authorise(req, token, settings.trust_loopback)
         if denied is not None:
             return denied
         if len(req.body) > limit:  # the server checks Content-Length first; chunked bodies end here

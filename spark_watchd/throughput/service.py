@@ -67,8 +67,11 @@ def attach(daemon: Any) -> Throughput | None:
     settings = daemon.settings.progress
     if not settings.enabled:
         return None
-    state_dir = getattr(daemon, "state_dir", None) or daemon.settings.daemon.state_dir
-    tp = Throughput(settings, state_dir, getattr(daemon, "clock", time.time))
+    # The daemon's state_dir is None in replay mode: nothing from a replay may land next to the live state.
+    state_dir = getattr(daemon, "state_dir", daemon.settings.daemon.state_dir)
+    if state_dir is None:
+        settings = settings.model_copy(update={"ledger": False})
+    tp = Throughput(settings, state_dir or ".", getattr(daemon, "clock", time.time))
     daemon.tracker = tp.tracker
     providers = getattr(daemon, "extras_providers", None)
     if providers is not None:

@@ -28,7 +28,7 @@ class LogTailSettings(BaseModel):
         "group `step` and optional `tokens`, `samples`, `total`.",
     )
     tokens_per_step: int | None = Field(
-        None, ge=1, description="When the log has no token count: tokens = step x this."
+        None, ge=1, description="When the log has no token count: tokens are step times this."
     )
     from_start: bool = Field(
         False,
@@ -51,13 +51,19 @@ class LogTailSettings(BaseModel):
 
 
 class ProgressSettings(BaseModel):
+    """Progress reports from trainers (POST /api/v1/progress, log tails), per-job metrics, the run ledger."""
+
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = Field(True, description="Accept progress reports and export training metrics.")
     token: SecretStr | None = Field(
         None,
-        description="Bearer token that lets non-loopback clients report. None: loopback only "
-        "(a reverse proxy on the same host makes every client look like loopback).",
+        description="Bearer token that lets non-loopback clients report. None: loopback only.",
+    )
+    trust_loopback: bool = Field(
+        True,
+        description="Loopback clients report without the token. Turn off behind a reverse proxy on this "
+        "host (every proxied client arrives from loopback) and set `token`.",
     )
     max_body_bytes: int = Field(
         65536,
@@ -97,12 +103,19 @@ class ProgressSettings(BaseModel):
         description="Samples kept to cover runs whose reports carry earlier timestamps (a day at 30 s).",
     )
     log_tail: list[LogTailSettings] = Field(
-        default_factory=list, description="Log files to follow (`[[progress.log_tail]]` tables)."
+        default_factory=list,
+        description="Log files to follow: `[[progress.log_tail]]` tables with path, job, pattern (hf, tqdm or a regex).",
     )
     log_tail_poll_s: float = Field(1.0, gt=0, le=60, description="How often followed logs are read.")
     log_tail_min_interval_s: float = Field(
         5.0, ge=0, description="Least time between two reports derived from one log (tqdm redraws ~10x/s)."
     )
+
+    @model_validator(mode="after")
+    def _token_when_loopback_untrusted(self) -> ProgressSettings:
+        if not self.trust_loopback and not self.token_value():
+            raise ValueError("trust_loopback = false needs a token, or no client could ever report")
+        return self
 
     @model_validator(mode="after")
     def _unique_tail_jobs(self) -> ProgressSettings:

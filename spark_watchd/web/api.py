@@ -65,7 +65,7 @@ def status_dict(daemon) -> dict[str, Any]:
         "gpus": [g.to_dict() for g in s.gpus] if s is not None else [],
         "psi_memory": s.psi_memory if s is not None else None,
         "processes": [p.to_dict() for p in s.processes] if s is not None else [],
-        "workloads": workload_table(s) if s is not None else [],
+        "workloads": _safe(workload_table, s) if s is not None else [],
         "throughput": [t.to_dict() for t in s.throughput] if s is not None else [],
         "worst": diag.worst() if diag is not None else "unknown",
         "findings": {g: f.to_dict() for g, f in diag.findings.items()} if diag is not None else {},
@@ -85,16 +85,23 @@ def status_dict(daemon) -> dict[str, Any]:
     }
 
 
+def _safe(fn, *args) -> Any:
+    try:
+        return fn(*args)
+    except Exception as exc:  # one odd process must not cost the whole status document
+        return {"error": str(exc)}
+
+
 def _jsonable(obj: Any) -> Any:
     """Extras as JSON: objects with to_dict() or dataclasses become dicts, anything else its str()."""
     if obj is None or isinstance(obj, (str, int, float, bool)):
         return obj
+    if hasattr(obj, "to_dict"):  # first: a tuple subclass may define its own JSON view
+        return _jsonable(obj.to_dict())
     if isinstance(obj, Mapping):
         return {str(k): _jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple, set, frozenset)):
         return [_jsonable(v) for v in obj]
-    if hasattr(obj, "to_dict"):
-        return _jsonable(obj.to_dict())
     if dataclasses.is_dataclass(obj):
         return _jsonable(dataclasses.asdict(obj))
     return str(obj)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from diag_builders import Host, proc
 
 from spark_watchd.diagnose import g6
@@ -101,3 +103,32 @@ def test_major_fault_storm_with_stalls_while_sharing_is_critical():
     procs = [proc(1, VLLM_KV, 3.0, 40.0), proc(2, TRAINER, 14.0, 38.0)]
     storm = host.run(3, processes=procs, majfault=th.majfault_storm_per_s + 50, psi_some=10.0)
     assert g6.classify(storm, th).severity == "critical"
+
+
+def test_one_vllm_with_a_front_end_process_is_not_two_tenants():
+    th = Thresholds()
+    h = Host()
+    front = proc(1, ["vllm", "serve", "Qwen/Qwen3-32B"], 2.0, 0.4)  # API server: a CUDA context only
+    engine = proc(2, ["VLLM::EngineCore"], 3.0, 100.0)  # holds the weights and KV cache
+    assert g6.classify(h.run(3, processes=[front, engine]), th).severity == "ok"
+    trainer = proc(3, TRAINER, 14.0, 38.0)
+    assert g6.classify(Host().run(3, processes=[front, engine, trainer]), th).severity == "warning"
+
+
+def test_without_gpu_memory_a_load_then_shrink_is_not_eviction_but_a_settled_victim_is():
+    th = Thresholds()
+    h = Host()
+    d = Diagnoser(th)
+    srv = proc(1, VLLM_KV, 3.0, 40.0)
+
+    def p(pid, rss):  # NVML reports no per-process memory (gpu_mem_bytes None)
+        return replace(proc(pid, TRAINER, rss), gpu_mem_bytes=None)
+
+    # process 2 loads (0.5 -> 20 GiB) then hands its weights to the GPU (-> 3 GiB) under pressure
+    for rss in (0.5, 7.0, 14.0, 20.0):
+        d.observe(h.sample(processes=[srv, p(2, rss), p(3, 14.0)]))
+    out = d.observe(h.sample(processes=[srv, p(2, 3.0), p(3, 14.0)], psi_some=20.0, swapout=3000))
+    assert out.events == ()
+    # process 3 sat at 14 GiB and loses half of it under pressure: an eviction
+    out = d.observe(h.sample(processes=[srv, p(2, 3.0), p(3, 7.0)], psi_some=20.0, swapout=3000))
+    assert [(e.kind, e.details["pid"]) for e in out.events] == [("eviction", 3)]

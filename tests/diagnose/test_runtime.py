@@ -231,3 +231,11 @@ def test_write_failure_is_reported_once_and_recovers(tmp_path, monkeypatch):
     assert rt.storage_error is None
     assert json.loads((tmp_path / "state.json").read_text())["event_counts"]["oom_kill"] == 1
     rt.close()
+
+
+def test_update_thresholds_reaches_every_classifier():
+    rt = DiagnosisRuntime(Thresholds(), None)
+    new = Thresholds(anomaly_min_s=1.0)
+    rt.update_thresholds(new)
+    e = rt.engine
+    assert e.th is e.g3.th is e.g4.th is e.g6.th is e.g4.anomalies.th is new

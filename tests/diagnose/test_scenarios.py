@@ -9,18 +9,14 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import TRACES
 
 from spark_watchd.diagnose.engine import Diagnoser
 from spark_watchd.trace import read_trace
 
 RANK = {"ok": 0, "unknown": 0, "warning": 1, "critical": 2}
 OWN = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
-REPO = Path(__file__).resolve().parents[2]
-# ../shared beside the checkout (or beside the worktrees directory in the team layout)
-SHARED = next(
-    (d for d in (REPO.parent / "shared" / "traces", REPO.parents[1] / "shared" / "traces") if d.is_dir()),
-    None,
-)
+SHARED = TRACES if TRACES.is_dir() else None  # ../shared/traces (or SPARK_WATCHD_SHARED), when present
 
 
 def _allowed(spec):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 
 from spark_watchd import configdoc, unitfile
@@ -154,9 +155,9 @@ def test_generated_config_is_accepted_by_the_daemon_and_uncommented_is_exactly_t
     path.write_text(text)
     defaults = load_settings(None, environ={}).model_dump()
     assert load_settings(str(path), environ={}).model_dump() == defaults
+    value_line = re.compile(r"^# [a-z_][a-z0-9_]* = ")  # descriptions are prose, value lines `# key = ...`
     uncommented = "\n".join(
-        ln[2:] if ln.startswith("# ") and " = " in ln and "(unset" not in ln else ln
-        for ln in text.splitlines()
+        ln[2:] if value_line.match(ln) and "(unset" not in ln else ln for ln in text.splitlines()
     )
     path.write_text(uncommented)
     assert load_settings(str(path), environ={}).model_dump() == defaults

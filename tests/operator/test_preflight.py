@@ -314,3 +314,13 @@ def test_hidepid_on_proc_warns_that_other_users_processes_are_hidden(tmp_path):
     assert first.line() == "G6 WARN: /proc is mounted hidepid=invisible: other users' processes are hidden"
     (tmp_path / "self" / "mountinfo").write_text("22 27 0:21 / /proc rw,relatime - proc proc rw\n")
     assert gather.proc_hidepid(str(tmp_path)) is None
+
+
+def test_a_probe_that_hangs_is_killed_with_its_children_and_reported(preflight, tmp_path):
+    hang = tmp_path / "python"
+    # The child `sleep` inherits the pipes: killing only the shell would leave preflight waiting.
+    hang.write_text("#!/bin/sh\nsleep 600 &\nsleep 600\n")
+    hang.chmod(0o755)
+    code, lines = preflight("--python", str(hang), "--probe-timeout", "1")
+    assert _lines_for(lines, "G1") == [f"G1 FAIL: could not run the probe: {hang}: probe timed out after 1 s"]
+    assert code == 3

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from spark_watchd import cli
-from spark_watchd.model import Event, Finding
+from spark_watchd.model import Event, Finding, ThroughputReading
 from tests.conftest import free_port, run_cli
 
 GIB = 1024**3
@@ -63,6 +63,7 @@ def _doc(g3="ok", g4="ok", g6="ok", fresh=True):
                 "slowdown_temp_c": 86.0,
             }
         ],
+        "throughput": [ThroughputReading("qlora-70b", 1764403195.0, 1200, 1.024, 4000.0).to_dict()],
         "worst": max((g3, g4, g6), key=["unknown", "ok", "warning", "critical"].index),
         "findings": {g: f.to_dict() for g, f in findings.items()},
         "recent_events": [
@@ -163,6 +164,7 @@ def test_prints_findings_with_evidence_and_advice_but_not_for_ok(status):
     assert code == 2
     assert "spark-watchd 0.1.0 on spark-01 (live, sample 12 s ago, fresh)" in out
     assert "GPU 0 NVIDIA GB10: 67 C (slowdown 86 C) 16.0 W SM 2418 MHz" in out
+    assert "training qlora-70b: step 1200, 1.02 s/step, 4,000 tokens/s" in out
     assert "G4 CRITICAL GPU at 85 C with power flat at 31 W: thermal throttling" in out
     assert "    evidence: temp_c 85; power_w 31; sm_clock_mhz 1402" in out
     assert "    advice: Improve airflow around the Spark; keep the vents clear." in out

@@ -86,5 +86,6 @@ def test_configured_log_tail_feeds_the_running_daemon(daemon):
     )
     status, body = daemon.request("GET", "/api/v1/status")
     assert status == 200
-    job = json.loads(body)["extras"]["jobs"]["tailed-run"]
+    jobs = json.loads(body)["extras"]["jobs"]
+    (job,) = [j for j in (jobs.values() if isinstance(jobs, dict) else jobs) if j["job"] == "tailed-run"]
     assert (job["step"], job["tokens"]) == (100, 409600)

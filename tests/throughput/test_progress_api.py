@@ -112,6 +112,15 @@ def test_bearer_token_lets_remote_clients_in_and_a_wrong_one_gets_401(clock):
     )
 
 
+def test_untrusted_loopback_needs_the_token_too(clock):
+    tracker = JobTracker(ProgressSettings(token="s3cret-token", trust_loopback=False), clock)
+    h = make_handler(tracker, tracker.settings)
+    assert post(h, {"job": "sft", "step": 1})[0] == 401  # a reverse proxy's clients all come from loopback
+    assert post(h, {"job": "sft", "step": 1}, headers={"authorization": "Bearer s3cret-token"})[0] == 200
+    with pytest.raises(ValueError, match="needs a token"):
+        ProgressSettings(trust_loopback=False)
+
+
 def test_contradicting_report_gets_409_and_job_cap_429(clock):
     tracker = JobTracker(ProgressSettings(max_jobs=1), clock)
     h = make_handler(tracker, tracker.settings)

@@ -1,0 +1,76 @@
+"""Non-thermal GPU anomalies reported under G4 but never called a throttle: power-delivery fault, hung engine."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from spark_watchd.diagnose import features as feat
+
+ADVICE_POWER = (
+    "Clocks pinned low at cool temperature with no throttle reason: a power-delivery fault, not heat.",
+    "Do a full AC power cycle: shut down, unplug the power brick for 60 s, plug back in.",
+)
+ADVICE_HUNG = (
+    "The GPU reports full utilisation at idle power while cooling down: the engine looks hung.",
+    "Check the job (py-spy dump / NCCL timeouts); kill and restart it, reboot if the GPU stays stuck.",
+)
+
+
+class AnomalyWatch:
+    """Tracks how long a power-delivery or hung-engine pattern has persisted (time from sample.ts)."""
+
+    def __init__(self, th):
+        self.th = th
+        self.temps = deque()  # (ts, temp) over the window, for "temperature falling"
+        self.pd_since = None
+        self.hung_since = None
+
+    def reset(self) -> None:
+        """Forget the window (reboot, clock step)."""
+        self.temps.clear()
+        self.pd_since = self.hung_since = None
+
+    def update(self, f: feat.Features, loaded: bool) -> str | None:
+        """`power_delivery` or `hung_engine` once the pattern persisted anomaly_min_s, else None."""
+        th = self.th
+        ts = f.ts
+        temp, power, clk, util = f.temp_c, f.power_w, f.sm_clock_mhz, f.util_pct
+        temps = self.temps
+        if temp is not None:
+            temps.append((ts, temp))
+            while temps and ts - temps[0][0] > th.window_s:
+                temps.popleft()
+        pd = (
+            loaded
+            and clk is not None
+            and clk <= th.pinned_clock_max_mhz
+            and power is not None
+            and power <= th.pinned_power_max_w
+            and temp is not None
+            and temp < f.slowdown_c - th.cool_margin_c
+            and not f.thermal_bits
+        )
+        hung = False
+        pinned = clk is not None and clk <= th.pinned_clock_max_mhz
+        if (
+            not pinned
+            and util is not None
+            and util >= th.hung_util_pct
+            and power is not None
+            and power <= th.hung_power_max_w
+        ):
+            hot = max(t for _, t in temps) if temps else None
+            hung = hot is not None and temp is not None and hot - temp >= th.hung_temp_drop_c
+        if pd:
+            self.pd_since = self.pd_since if self.pd_since is not None else ts - (f.dt or 0)
+        else:
+            self.pd_since = None
+        if hung:
+            self.hung_since = self.hung_since if self.hung_since is not None else ts - (f.dt or 0)
+        else:
+            self.hung_since = None
+        if self.pd_since is not None and ts - self.pd_since >= th.anomaly_min_s:
+            return "power_delivery"
+        if self.hung_since is not None and ts - self.hung_since >= th.anomaly_min_s:
+            return "hung_engine"
+        return None

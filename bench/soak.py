@@ -76,12 +76,17 @@ def build_week_trace(dst: Path, traces: Iterable[Path], samples: int, churn: boo
     return passes
 
 
-def vm_rss_kib(pid: int) -> int:
+def proc_status(pid: int, key: str) -> int:
+    """An integer field of /proc/PID/status (VmRSS in KiB, Threads)."""
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(key + ":"):
                 return int(line.split()[1])
     return 0
+
+
+def vm_rss_kib(pid: int) -> int:
+    return proc_status(pid, "VmRSS")
 
 
 def series_count(base: str) -> int:
@@ -166,7 +171,7 @@ def soak(
     keep_state: bool = True,
 ) -> list[dict]:
     """Replay `trace` through a daemon; a row per `every` simulated seconds (a day by default):
-    {day, wall_s, rss_kib, series, jobs_posted}, day counting periods of `every`."""
+    {day, wall_s, rss_kib, series, threads, fds, jobs_posted}, day counting periods of `every`."""
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="soak-state-") as state:
         # The tracker drops a job after progress.job_expiry_s (900 s) of *wall* time without reports; at
@@ -206,7 +211,7 @@ def soak(
                     rows.append(r)
                     log(
                         f"  day {r['day']}: wall {r['wall_s']:.1f} s, RSS {r['rss_kib'] / 1024:.1f} MiB, "
-                        f"{r['series']} series, {r['jobs_posted']} jobs posted"
+                        f"{r['series']} series, {r['threads']} threads, {r['fds']} fds, {r['jobs_posted']} jobs posted"
                     )
                     next_day += 1
                 done = sim >= (samples - 1) * STEP - 1
@@ -230,6 +235,8 @@ def row(day: int, t_wall: float, pid: int, base: str, jobs: int) -> dict:
         "day": day,
         "wall_s": time.monotonic() - t_wall,
         "rss_kib": vm_rss_kib(pid),
+        "threads": proc_status(pid, "Threads"),
+        "fds": len(os.listdir(f"/proc/{pid}/fd")),
         "series": series_count(base),
         "jobs_posted": jobs,
     }
@@ -271,6 +278,7 @@ def main() -> None:
           f"growth {slope(rows, 'rss_kib'):+.0f} KiB per simulated day")  # fmt: skip
     print(f"series: {rows[0]['series']} at start, {first['series']} after day 1, {last['series']} after day "
           f"{last['day']}; growth {slope(rows, 'series'):+.1f} per simulated day")  # fmt: skip
+    print(f"threads: {rows[0]['threads']} -> {last['threads']}, fds: {rows[0]['fds']} -> {last['fds']}")
     print(f"wall: {last['wall_s']:.0f} s for {last['day']} simulated days; load now {os.getloadavg()[0]:.2f}")
 
 

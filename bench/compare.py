@@ -235,8 +235,7 @@ def replay_rates() -> None:
         total, wall, cpu = total + n, wall + w, cpu + c
     print(f"replay --format jsonl, {len(paths)} traces, {total:.0f} samples: {wall:.2f} s wall in all, "
           f"{total / wall:,.0f} samples/s ({len(paths)} process starts of ~{start_wall:.2f} s wall, "
-          f"{start_cpu:.2f} s CPU each included); {total / max(cpu - len(paths) * start_cpu, 1e-9):,.0f} samples "
-          f"per CPU-second past start-up")  # fmt: skip
+          f"{start_cpu:.2f} s CPU each, included)")  # fmt: skip
     # The same verb in this process (no start-up): parse, classify, encode, write to /dev/null.
     import argparse as _ap
 

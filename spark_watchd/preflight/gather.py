@@ -6,18 +6,18 @@ missing driver, tool, interpreter or file. Roots and the command runner are inje
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-# The daemon's own G6 judgement of kind and cap, so preflight and the live finding agree.
 from spark_watchd.diagnose.g6 import describe
 from spark_watchd.diagnose.thresholds import Thresholds
+
+# The daemon's own G6 judgement of kind and cap, so preflight and the live finding agree.
+from spark_watchd.procutil import run_argv
 
 PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "probe.py")
 PROBE_TIMEOUT_S = 120.0  # importing torch and initialising CUDA can take a while on a cold cache
@@ -25,28 +25,9 @@ PROBE_TIMEOUT_S = 120.0  # importing torch and initialising CUDA can take a whil
 Runner = Callable[[Sequence[str], float], subprocess.CompletedProcess]
 
 
-def run_command(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess:
-    """Run argv (never through a shell) in its own process group, capturing text output.
-
-    At the timeout the whole group is killed: a probe whose CUDA init hangs, or that left children
-    holding the pipes, must not hang preflight. Raises subprocess.TimeoutExpired then.
-    """
-    proc = subprocess.Popen(
-        list(argv),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise
-    return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
+# Never through a shell, in its own process group, the whole group killed at the timeout: a probe
+# whose CUDA init hangs, or that left children holding the pipes, must not hang preflight.
+run_command = run_argv
 
 
 def run_probe(python: str | None = None, runner: Runner = run_command, timeout: float = PROBE_TIMEOUT_S):

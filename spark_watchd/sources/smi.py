@@ -12,13 +12,13 @@ from __future__ import annotations
 import csv
 import os
 import re
-import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from spark_watchd.model import GpuReading
+from spark_watchd.procutil import run_argv
 from spark_watchd.sources.base import SourceUnavailable
 
 _NA = {
@@ -152,30 +152,14 @@ def parse_smi_performance(text: str) -> list[dict[str, int | None]]:
 def run_command(argv: Sequence[str], timeout: float) -> str:
     """stdout of argv; SourceUnavailable on timeout (process group killed), failure or missing binary."""
     try:
-        proc = subprocess.Popen(
-            list(argv),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            start_new_session=True,  # its own group: the kill reaches any child it spawned too
-        )
+        proc = run_argv(argv, timeout)
     except OSError as exc:
         raise SourceUnavailable(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
-    try:
-        out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        try:
-            proc.communicate(timeout=2)
-        except subprocess.TimeoutExpired:
-            pass  # stuck in the driver (D state): abandoned, reaped by a later wait
         raise SourceUnavailable(
             f"{os.path.basename(argv[0])} timed out after {round(timeout, 1):g} s (killed)"
         ) from None
+    out, err = proc.stdout, proc.stderr
     if proc.returncode != 0:
         detail = (err.strip() or out.strip()).splitlines()
         raise SourceUnavailable(

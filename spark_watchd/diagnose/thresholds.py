@@ -189,6 +189,17 @@ class Thresholds(BaseModel):
     eviction_window_s: float = Field(
         600.0, gt=0, description="Window over which RSS loss is measured, seconds."
     )
+    # A level counts once the process has held it this long: torch.save staging a state dict lifts a
+    # trainer's RSS (10 -> 22 GiB) for one 30-60 s sample and returns; evicted trainers and servers sat at
+    # their level for minutes (the field victim held 14 GiB for the whole run before halving).
+    eviction_level_hold_s: float = Field(
+        90.0, ge=0, description="How long an RSS level must be held to be the reference of a loss, seconds."
+    )
+    # Pressure signals flicker between samples during one squeeze (PSI avg60 dips under 2 % for a sample);
+    # a quiet spell this long ends the episode, so the next one measures from fresh reference levels.
+    eviction_episode_gap_s: float = Field(
+        300.0, ge=0, description="Quiet time without memory pressure that ends a pressure episode, seconds."
+    )
     # A process that moved its weights to the GPU shows gpu_mem rising by about what RSS lost.
     gpu_move_ratio: float = Field(
         0.5, gt=0, description="GPU memory gain (share of the RSS loss) that explains a shrink as a move."

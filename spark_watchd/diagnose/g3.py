@@ -45,9 +45,17 @@ class G3Tracker:
         self.oom_total = 0
 
     def reboot(self) -> None:
-        """Forget windowed memory state across a reboot."""
+        """Forget windowed memory state across a reboot (a fresh boot is not still OOM-critical)."""
         self.hist.clear()
         self.full_since = None
+        self.oom_hold_until = None
+
+    def time_jump(self, ts: float) -> None:
+        """The clock stepped back: restart the windows; an OOM hold still lasts at most its length from now."""
+        hold = self.oom_hold_until
+        self.reboot()
+        if hold is not None:
+            self.oom_hold_until = min(hold, ts + self.th.oom_critical_hold_s)
 
     def _transient(self, f: feat.Features, budget: int):
         """Seconds until the budget is gone if a model-load transient is under way, else None."""

@@ -65,7 +65,9 @@ class G6Tracker:
         self.fired: dict[tuple, float] = {}
         # Per process, the reference level of the current pressure episode: [rss, ts, gpu_mem, fired].
         self.ref: dict[tuple, list] = {}
-        self.pressure_last = None  # last sample with pressure: a gap longer than eviction_episode_gap_s ends it
+        self.pressure_last = (
+            None  # last sample with pressure: a gap longer than eviction_episode_gap_s ends it
+        )
         self.hold_until = None
         self.last_eviction = None
         self._heavy_ident = None

@@ -80,6 +80,34 @@ def test_oom_kill_is_an_event_and_critical():
     assert out.findings["G3"].severity == "critical"
 
 
+def test_a_reboot_clears_the_oom_hold():
+    th = Thresholds()
+    host = Host()
+    d = Diagnoser(th)
+    for s in host.run(3):
+        d.observe(s)
+    d.observe(host.sample(oom=1))
+    # without a reboot the host is still OOM-critical within the hold...
+    assert d.observe(host.sample()).findings["G3"].severity == "critical"
+    # ...but a fresh boot 2 minutes later (well inside oom_critical_hold_s) at 112 GiB available is not
+    host.reboot(gap=120.0)
+    assert th.oom_critical_hold_s > 120.0
+    out = d.observe(host.sample(avail_gib=112.0))
+    assert [e.kind for e in out.events] == ["reboot"]
+    assert out.findings["G3"].severity == "ok"
+
+
+def test_a_clock_step_back_keeps_the_oom_hold():
+    th = Thresholds()
+    host = Host()
+    d = Diagnoser(th)
+    for s in host.run(3):
+        d.observe(s)
+    d.observe(host.sample(oom=1))
+    host.ts -= 3600.0  # NTP steps the clock back an hour: still the same boot, still right after the kill
+    assert d.observe(host.sample()).findings["G3"].severity == "critical"
+
+
 def test_model_load_transient_warns_before_the_limit():
     host = Host()
     th = Thresholds()

@@ -133,7 +133,7 @@ class G6Tracker:
                 hist.popleft()
             r = refs.get(key)
             if r is not None:
-                if held is not None and held > r[0]:
+                if held is not None and held >= r[0]:
                     r[0], r[1], r[2] = held, ts, gpu
             elif pressure:
                 r = _window_reference(hist)
@@ -171,16 +171,17 @@ class G6Tracker:
             "major_faults_per_s": f.majfault_per_s,
         }
         if heavy:
-            # The list and names only change when the set of heavy processes does: reuse them.
-            ident = tuple((p.pid, p.create_time) for p, _, _ in heavy)
+            # The list and names only change when the set of heavy processes (or a trainer's whole-GiB
+            # footprint, which the summary shows) does: reuse them.
+            ident = tuple(
+                (p.pid, p.create_time, 0 if w.kind in SERVER_KINDS else foot >> 30) for p, w, foot in heavy
+            )
             if ident != self._heavy_ident:
                 self._heavy_ident = ident
                 self._heavy_list = [
                     {"pid": p.pid, "name": p.name, "kind": w.kind, "capped": w.capped} for p, w, _ in heavy
                 ]
-                self._heavy_names = ", ".join(
-                    f"{w.kind}{'' if w.capped is not False else ' (uncapped)'}" for _, w, _ in heavy
-                )
+                self._heavy_names = _names(heavy, th)
             ev["workloads"] = self._heavy_list
             names = self._heavy_names
         else:
@@ -199,17 +200,19 @@ class G6Tracker:
                 ADVICE_EVICT,
             ), events
         if sharing and (n_uncapped or near_cap):
-            why = "uncapped" if n_uncapped else "near capacity"
+            why = ""
+            if not n_uncapped:
+                why = f", together near capacity ({total_foot / GIB:.0f} of {f.mem_total_b / GIB:.0f} GiB)"
             return Finding(
                 "G6",
                 "warning",
-                f"{len(heavy)} heavy GPU workloads share the pool ({names}); {why}",
+                f"{len(heavy)} heavy GPU workloads share the pool: {names}{why}",
                 ev,
                 ADVICE_SHARE,
             ), events
         if sharing:
             return Finding(
-                "G6", "ok", f"{len(heavy)} GPU workloads share the pool, all capped ({names})", ev
+                "G6", "ok", f"{len(heavy)} GPU workloads share the pool, all capped: {names}", ev
             ), events
         return Finding("G6", "ok", "No contention: at most one heavy GPU workload", ev), events
 
@@ -247,8 +250,8 @@ class G6Tracker:
         self.hold_until = ts + th.eviction_hold_s
         span = ts - ref_ts
         msg = (
-            f"{p.name} (pid {p.pid}, {w.kind}) lost {loss / GIB:.1f} of {ref_rss / GIB:.1f} GiB resident "
-            f"({100 * loss / ref_rss:.0f}%) in {span:.0f} s under memory pressure while still running"
+            f"{p.name} (pid {p.pid}, {w.kind}) lost {loss / GIB:.1f} GiB of the {ref_rss / GIB:.1f} GiB resident "
+            f"it held {span:.0f} s ago ({100 * loss / ref_rss:.0f}%) under memory pressure, still running"
         )
         self.last_eviction = msg
         return Event(
@@ -280,6 +283,27 @@ def _one_per_server(heavy):
         for h in heavy
         if not (h[1].kind in big and h[0].gpu_mem_bytes is not None and h[0].gpu_mem_bytes < GIB)
     ]
+
+
+def _names(heavy, th) -> str:
+    """Who shares the pool, the uncapped or large ones first: 'trainer (30 GiB, large) beside vllm (capped 0.5)'."""
+    bad, good = [], []
+    large = th.large_trainer_bytes
+    for _, w, foot in heavy:
+        if w.kind in SERVER_KINDS:
+            if w.capped:
+                good.append(f"{w.kind} (capped {w.cap:g})")
+            elif w.cap is not None:
+                bad.append(f"{w.kind} (cap {w.cap:g}, above {th.capped_utilization_max:g})")
+            else:
+                bad.append(f"{w.kind} (uncapped)")
+        elif foot >= large:
+            bad.append(f"{w.kind} ({foot / GIB:.0f} GiB, large)")
+        else:
+            good.append(f"{w.kind} ({foot / GIB:.0f} GiB)")
+    if bad and good:
+        return f"{' and '.join(bad)} beside {' and '.join(good)}"
+    return " and ".join(bad or good)
 
 
 def _window_reference(hist):

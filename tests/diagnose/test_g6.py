@@ -189,3 +189,16 @@ def test_a_quiet_spell_ends_the_pressure_episode():
     assert _squeeze([0.4] * 10 + [0.0] * 6 + [0.4] * 5, quiet_after=(10, 16)) == []
     # the same losses with pressure throughout are one squeeze from 16 GiB
     assert _squeeze([0.4] * 10 + [0.0] * 6 + [0.4] * 5) == ["eviction"]
+
+
+def test_the_summary_names_the_uncapped_or_large_workload():
+    th = Thresholds()
+    capped = proc(1, ["vllm", "serve", "m", "--gpu-memory-utilization", "0.5"], 3.0, 60.0)
+    big = g6.classify(Host().run(2, processes=[capped, proc(2, TRAINER, 14.0, 30.0)]), th)
+    assert big.severity == "warning"
+    assert big.summary.endswith(": trainer (30 GiB, large) beside vllm (capped 0.5)")
+    over = ["vllm", "serve", "m", "--gpu-memory-utilization", "0.9"]
+    f = g6.classify(Host().run(2, processes=[proc(1, over, 3.0, 60.0), proc(2, TRAINER, 5.0, 6.0)]), th)
+    assert f.summary.endswith(": vllm (cap 0.9, above 0.5) beside trainer (6 GiB)")
+    f = g6.classify(Host().run(2, processes=[proc(1, OLLAMA, 3.0, 30.0), proc(2, TRAINER, 14.0, 38.0)]), th)
+    assert f.summary.endswith(": ollama (uncapped) and trainer (38 GiB, large)")

@@ -86,24 +86,26 @@ class GpuReading:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> GpuReading:
+        # Positional construction, conversions only where the type differs: this runs once per sample in replay.
         g = d.get
+        index, name, uuid = g("index", 0), g("name", ""), g("uuid", "")
         return cls(
-            index=int(g("index", 0)),
-            name=str(g("name", "")),
-            uuid=str(g("uuid", "")),
-            power_w=g("power_w"),
-            temp_c=g("temp_c"),
-            sm_clock_mhz=g("sm_clock_mhz"),
-            clocks_event_reasons=g("clocks_event_reasons"),
-            clocks_event_counters_us=g("clocks_event_counters_us"),
-            applications_clock_mhz=g("applications_clock_mhz"),
-            slowdown_temp_c=g("slowdown_temp_c"),
-            shutdown_temp_c=g("shutdown_temp_c"),
-            energy_j=g("energy_j"),
-            util_pct=g("util_pct"),
-            mem_used_bytes=g("mem_used_bytes"),
-            mem_total_bytes=g("mem_total_bytes"),
-            driver_version=g("driver_version"),
+            index if type(index) is int else int(index),
+            name if type(name) is str else str(name),
+            uuid if type(uuid) is str else str(uuid),
+            g("power_w"),
+            g("temp_c"),
+            g("sm_clock_mhz"),
+            g("clocks_event_reasons"),
+            g("clocks_event_counters_us"),
+            g("applications_clock_mhz"),
+            g("slowdown_temp_c"),
+            g("shutdown_temp_c"),
+            g("energy_j"),
+            g("util_pct"),
+            g("mem_used_bytes"),
+            g("mem_total_bytes"),
+            g("driver_version"),
         )
 
 
@@ -136,14 +138,17 @@ class ProcessInfo:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ProcessInfo:
+        g = d.get
+        pid, ct, name, rss = d["pid"], g("create_time"), g("name", ""), g("rss_bytes")
+        argv = g("cmdline") or ()
         return cls(
-            pid=int(d["pid"]),
-            create_time=float(d.get("create_time") or 0.0),
-            name=str(d.get("name", "")),
-            cmdline=tuple(str(a) for a in (d.get("cmdline") or ())),
-            rss_bytes=int(d.get("rss_bytes") or 0),
-            gpu_mem_bytes=d.get("gpu_mem_bytes"),
-            gpu_resident=bool(d.get("gpu_resident", False)),
+            pid if type(pid) is int else int(pid),
+            ct if type(ct) is float else float(ct or 0.0),
+            name if type(name) is str else str(name),
+            tuple(argv) if all(type(a) is str for a in argv) else tuple(str(a) for a in argv),
+            rss if type(rss) is int else int(rss or 0),
+            g("gpu_mem_bytes"),
+            bool(g("gpu_resident", False)),
         )
 
 
@@ -189,7 +194,14 @@ class Sensor:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Sensor:
-        return cls(str(d.get("chip", "")), str(d.get("label", "")), d.get("temp_c"), d.get("crit_c"))
+        g = d.get
+        chip, label = g("chip", ""), g("label", "")
+        return cls(
+            chip if type(chip) is str else str(chip),
+            label if type(label) is str else str(label),
+            g("temp_c"),
+            g("crit_c"),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,23 +245,42 @@ class Sample:
 
         Raises TypeError/ValueError naming the key when a field has the wrong shape.
         """
-        for key, kind in _SAMPLE_SHAPES:
-            val = d.get(key)
-            if val is not None and not isinstance(val, kind):
-                raise TypeError(f"'{key}' must be {_KIND_NAMES[kind]}, got {type(val).__name__}")
+        g = d.get
+        gpus, meminfo, psi, vmstat = g("gpus"), g("meminfo"), g("psi_memory"), g("vmstat")
+        sensors, procs, tp = g("sensors"), g("processes"), g("throughput")
+        host, boot_id, uptime, mn = g("host"), g("boot_id"), g("uptime_s"), g("mem_available_min_kb")
+        # One cheap exact-type test on the common path; the full check (and its message) only on a mismatch.
+        if not (
+            (gpus is None or type(gpus) is list)
+            and (meminfo is None or type(meminfo) is dict)
+            and (psi is None or type(psi) is dict)
+            and (vmstat is None or type(vmstat) is dict)
+            and (sensors is None or type(sensors) is list)
+            and (procs is None or type(procs) is list)
+            and (tp is None or type(tp) is list)
+            and (host is None or type(host) is str)
+            and (boot_id is None or type(boot_id) is str)
+            and (uptime is None or type(uptime) is float or type(uptime) is int)
+            and (mn is None or type(mn) is int or type(mn) is float)
+        ):
+            for key, kind in _SAMPLE_SHAPES:
+                val = g(key)
+                if val is not None and not isinstance(val, kind):
+                    raise TypeError(f"'{key}' must be {_KIND_NAMES[kind]}, got {type(val).__name__}")
+        gfd, sfd, pfd = GpuReading.from_dict, Sensor.from_dict, ProcessInfo.from_dict
         return cls(
-            ts=float(d["ts"]),
-            host=d.get("host"),
-            boot_id=d.get("boot_id"),
-            uptime_s=d.get("uptime_s"),
-            gpus=tuple(GpuReading.from_dict(g) for g in (d.get("gpus") or ())),
-            meminfo=d.get("meminfo") or {},
-            psi_memory=d.get("psi_memory"),
-            vmstat=d.get("vmstat") or {},
-            mem_available_min_kb=d.get("mem_available_min_kb"),
-            sensors=tuple(Sensor.from_dict(s) for s in (d.get("sensors") or ())),
-            processes=tuple(ProcessInfo.from_dict(p) for p in (d.get("processes") or ())),
-            throughput=tuple(ThroughputReading.from_dict(t) for t in (d.get("throughput") or ())),
+            float(d["ts"]),
+            host,
+            boot_id,
+            uptime,
+            tuple([gfd(x) for x in gpus]) if gpus else (),
+            meminfo or {},
+            psi,
+            vmstat or {},
+            mn,
+            tuple([sfd(x) for x in sensors]) if sensors else (),
+            tuple([pfd(x) for x in procs]) if procs else (),
+            tuple([ThroughputReading.from_dict(x) for x in tp]) if tp else (),
         )
 
 

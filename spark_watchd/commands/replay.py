@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 from spark_watchd.diagnose.engine import Diagnoser
 from spark_watchd.diagnose.thresholds import Thresholds
+from spark_watchd.jsonfast import dumps_compact
 from spark_watchd.model import GOTCHAS, Sample
 from spark_watchd.trace import TraceError, iter_trace_dicts
 
@@ -63,7 +63,7 @@ def main(args) -> int:
     """Replay the trace through the diagnosis engine and print jsonl or a table of changes."""
     eng = Diagnoser(Thresholds())
     out = sys.stdout
-    dumps = json.JSONEncoder(separators=(",", ":"), default=str).encode
+    dumps = dumps_compact
     jsonl = args.format == "jsonl"
     observe = eng.observe
     buf: list[str] = []

@@ -155,6 +155,21 @@ class Thresholds(BaseModel):
     transient_horizon_s: float = Field(
         180.0, gt=0, description="Warn when the falling budget would be exhausted within this, seconds."
     )
+    # The device copy of a model load on GB10 (cudaMalloc'd, in neither Cached nor AnonPages) drops
+    # MemAvailable 45 -> 32 -> 18 GiB in consecutive 45 s samples; healthy hosts wobble by well under 1 GiB.
+    avail_fall_min_bytes: int = Field(
+        2 * GIB,
+        ge=0,
+        description="MemAvailable fall per interval, twice in a row, that counts as falling fast, bytes.",
+    )
+    # Warn when, at the latest fall rate, the budget is gone before the next sample: a load that stops on its
+    # own (a trainer start taking 69 -> 60 -> 44 -> 28 GiB at 37 s sampling, a benign 90 -> 68 -> 56 GiB load)
+    # still had more than one interval left, while the 56 GiB device copy at 18 GiB had 42 s of 45.
+    avail_fall_horizon_intervals: float = Field(
+        1.0,
+        gt=0,
+        description="Warn when MemAvailable falling fast would exhaust the budget within this many intervals.",
+    )
     oom_critical_hold_s: float = Field(
         300.0, ge=0, description="G3 stays critical this long after an OOM kill, s."
     )

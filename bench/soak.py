@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
 DAY = 86400.0
 STEP = 30.0
 
@@ -75,12 +76,17 @@ def build_week_trace(dst: Path, traces: Iterable[Path], samples: int, churn: boo
     return passes
 
 
-def vm_rss_kib(pid: int) -> int:
+def proc_status(pid: int, key: str) -> int:
+    """An integer field of /proc/PID/status (VmRSS in KiB, Threads)."""
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(key + ":"):
                 return int(line.split()[1])
     return 0
+
+
+def vm_rss_kib(pid: int) -> int:
+    return proc_status(pid, "VmRSS")
 
 
 def series_count(base: str) -> int:
@@ -110,7 +116,7 @@ def post_progress(base: str, job: str, step: int, event: str | None = None) -> i
         return 0
 
 
-def start_daemon(trace: Path, speed: float, state_dir: str, extra_env: dict | None = None):
+def start_daemon(trace: Path, speed: float, state_dir: str | None, extra_env: dict | None = None):
     """`spark-watchd run --replay TRACE --speed X` on a free port; (proc, base url) once healthy."""
     import socket
 
@@ -120,16 +126,9 @@ def start_daemon(trace: Path, speed: float, state_dir: str, extra_env: dict | No
     env = {**os.environ, "PYTHONPATH": str(REPO), **(extra_env or {})}
     env.pop("SPARK_WATCHD_CONFIG", None)
     argv = [sys.executable, "-m", "spark_watchd", "run", "--listen", f"127.0.0.1:{port}"]
-    argv += [
-        "--replay",
-        str(trace),
-        "--speed",
-        str(speed),
-        "--state-dir",
-        state_dir,
-        "--log-level",
-        "warning",
-    ]
+    argv += ["--replay", str(trace), "--speed", str(speed), "--log-level", "warning"]
+    if state_dir is not None:  # state file and journal on disk (fsync'd), as a live daemon keeps them
+        argv += ["--state-dir", state_dir]
     proc = subprocess.Popen(argv, env=env, cwd=str(REPO), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -146,18 +145,39 @@ def start_daemon(trace: Path, speed: float, state_dir: str, extra_env: dict | No
     raise RuntimeError("daemon did not come up")
 
 
+def expiry_env(speed: float) -> dict[str, str]:
+    """SPARK_WATCHD_PROGRESS__JOB_EXPIRY_S scaled to the replay speed, where this build has the setting.
+
+    The tracker drops a job after job_expiry_s (900 s) of *wall* time without reports; at SPEED x a simulated
+    day passes in seconds, so without scaling every job of the week would still be tracked (up to
+    progress.max_jobs) when the soak ends: a pile-up of the soak's making, not the daemon's.
+    """
+    try:
+        from spark_watchd.throughput.settings import ProgressSettings
+    except ImportError:
+        return {}
+    if "job_expiry_s" not in ProgressSettings.model_fields:
+        return {}
+    return {"SPARK_WATCHD_PROGRESS__JOB_EXPIRY_S": f"{max(1.0, 900.0 / speed):g}"}
+
+
 def soak(
-    trace: Path, samples: int, speed: float, progress: bool = True, log=print, every: float = DAY
+    trace: Path,
+    samples: int,
+    speed: float,
+    progress: bool = True,
+    log=print,
+    every: float = DAY,
+    keep_state: bool = True,
 ) -> list[dict]:
     """Replay `trace` through a daemon; a row per `every` simulated seconds (a day by default):
-    {day, wall_s, rss_kib, series, jobs_posted}, day counting periods of `every`."""
+    {day, wall_s, rss_kib, series, threads, fds, jobs_posted}, day counting periods of `every`."""
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="soak-state-") as state:
         # The tracker drops a job after progress.job_expiry_s (900 s) of *wall* time without reports; at
         # SPEED x a simulated day passes in seconds, so scale the expiry with the speed (at least 1 s) or every
         # job of the week would still be tracked (capped by progress.max_jobs) when the soak ends.
-        expiry = max(1.0, 900.0 / speed)
-        proc, base = start_daemon(trace, speed, state, {"SPARK_WATCHD_PROGRESS__JOB_EXPIRY_S": f"{expiry:g}"})
+        proc, base = start_daemon(trace, speed, state if keep_state else None, expiry_env(speed))
         try:
             t_wall = time.monotonic()
             first_ts = None
@@ -191,7 +211,7 @@ def soak(
                     rows.append(r)
                     log(
                         f"  day {r['day']}: wall {r['wall_s']:.1f} s, RSS {r['rss_kib'] / 1024:.1f} MiB, "
-                        f"{r['series']} series, {r['jobs_posted']} jobs posted"
+                        f"{r['series']} series, {r['threads']} threads, {r['fds']} fds, {r['jobs_posted']} jobs posted"
                     )
                     next_day += 1
                 done = sim >= (samples - 1) * STEP - 1
@@ -215,6 +235,8 @@ def row(day: int, t_wall: float, pid: int, base: str, jobs: int) -> dict:
         "day": day,
         "wall_s": time.monotonic() - t_wall,
         "rss_kib": vm_rss_kib(pid),
+        "threads": proc_status(pid, "Threads"),
+        "fds": len(os.listdir(f"/proc/{pid}/fd")),
         "series": series_count(base),
         "jobs_posted": jobs,
     }
@@ -256,6 +278,7 @@ def main() -> None:
           f"growth {slope(rows, 'rss_kib'):+.0f} KiB per simulated day")  # fmt: skip
     print(f"series: {rows[0]['series']} at start, {first['series']} after day 1, {last['series']} after day "
           f"{last['day']}; growth {slope(rows, 'series'):+.1f} per simulated day")  # fmt: skip
+    print(f"threads: {rows[0]['threads']} -> {last['threads']}, fds: {rows[0]['fds']} -> {last['fds']}")
     print(f"wall: {last['wall_s']:.0f} s for {last['day']} simulated days; load now {os.getloadavg()[0]:.2f}")
 
 

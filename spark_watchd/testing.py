@@ -287,6 +287,54 @@ class FakeNvml:
         return self._procs(h.graphics_procs)
 
 
+class FileControlledNvml(FakeNvml):
+    """A GB10 whose faults follow a JSON file, re-read on every call: faults switched on and off from outside a
+    running daemon (`SPARK_WATCHD_FAKE_NVML=file:PATH`). Keys, all optional: `fail_init` (an NVML_ERROR_* code
+    or null), `lost`, `blocked`, `not_supported` (true: every call), `gpu` (FakeGpu attributes)."""
+
+    def __init__(self, path: str):
+        super().__init__([FakeGpu()])
+        self.path = path
+        self._seen: tuple[int, int] | None = None
+
+    def _sync(self) -> None:
+        import json
+        import os
+
+        try:
+            st = os.stat(self.path)
+            if (st.st_mtime_ns, st.st_size) == self._seen:
+                return
+            with open(self.path) as fh:
+                doc = json.load(fh)
+            self._seen = (st.st_mtime_ns, st.st_size)
+        except (OSError, ValueError):
+            return  # missing or half-written: keep the last state
+        self.fail_init = doc.get("fail_init")
+        self.lost = bool(doc.get("lost"))
+        self.not_supported = self.ALL if doc.get("not_supported") else set()
+        if doc.get("blocked"):
+            self.block()
+        else:
+            self.unblock()
+        for key, val in (doc.get("gpu") or {}).items():
+            setattr(self.gpus[0], key, val)
+
+    def _wait_unblocked(self) -> None:
+        while not self._gate.wait(0.1):  # a blocked call polls the file: the test unblocks it from outside
+            self._sync()
+
+    def nvmlInit(self) -> None:
+        self._sync()
+        self._wait_unblocked()
+        super().nvmlInit()
+
+    def _enter(self, fn: str, device: bool = True) -> None:
+        self._sync()
+        self._wait_unblocked()
+        super()._enter(fn, device)
+
+
 FAKE_NVML_ENV = "SPARK_WATCHD_FAKE_NVML"
 
 
@@ -295,7 +343,8 @@ def nvml_from_env(environ: dict[str, str] | None = None) -> FakeNvml | None:
 
     `gb10` gives FakeNvml.gb10(); a JSON object gives a GB10 with those FakeGpu
     attributes changed (`{"temp_c": 86, "power_mw": 92000}`); `fail-init` one
-    whose nvmlInit answers Driver Not Loaded; `none` a driver with no GPU.
+    whose nvmlInit answers Driver Not Loaded; `none` a driver with no GPU; `file:PATH` a
+    FileControlledNvml whose faults follow the JSON file PATH.
     """
     import json
     import os
@@ -307,6 +356,8 @@ def nvml_from_env(environ: dict[str, str] | None = None) -> FakeNvml | None:
         return FakeNvml.gb10()
     if value == "none":
         return FakeNvml([])
+    if value.startswith("file:"):
+        return FileControlledNvml(value[len("file:") :])
     if value == "fail-init":
         nvml = FakeNvml.gb10()
         nvml.fail_init = _real.NVML_ERROR_DRIVER_NOT_LOADED

@@ -68,6 +68,11 @@ class ConnectionGate:
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:
+                # Out of descriptors (EMFILE): free the oldest held connection and pause, rather than spin on a
+                # listener that stays readable.
+                if self._waiting:
+                    self._drop(min(self._waiting, key=lambda c: self._waiting[c][1]))
+                time.sleep(0.05)
                 return
             conn.setblocking(False)
             if len(self._waiting) >= self.max_pending:  # a flood of silent clients: drop the oldest

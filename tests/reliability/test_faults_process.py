@@ -117,3 +117,58 @@ def test_overrunning_tick_is_coalesced_logged_and_scrapes_still_answer(tmp_path)
     assert overrun and overrun[0]["interval_s"] == 1.0
     # Coalesced: the missed runs did not all fire afterwards.
     assert slow.calls <= daemon.ticks + 1
+
+
+def _nvml_up(base: str) -> float | None:
+    status, text = http_get(base + "/metrics")
+    assert status == 200  # whatever NVML does, the scrape answers
+    return value(samples(text), "sparkwatchd_source_up", source="nvml")
+
+
+def _wait_nvml(base: str, want: float, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while _nvml_up(base) != want:
+        assert time.monotonic() < deadline, f"nvml never became {want}"
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_running_daemon_rides_out_gpu_loss_and_a_hung_driver_switched_from_outside(tmp_path):
+    ctl = tmp_path / "nvml.json"
+
+    def fault(**doc):
+        tmp = tmp_path / "nvml.json.tmp"
+        tmp.write_text(json.dumps(doc))
+        tmp.replace(ctl)  # atomic: the fake never reads half a file
+
+    fault()
+    env = {
+        "SPARK_WATCHD_FAKE_NVML": f"file:{ctl}",
+        "SPARK_WATCHD_SOURCES__PROC_ROOT": str(FIXTURES / "hosts" / "daemon-vm" / "proc"),
+        "SPARK_WATCHD_SOURCES__NVML_TIMEOUT_S": "0.5",
+        "SPARK_WATCHD_SOURCES__NVML_BACKOFF_INITIAL_S": "1",
+        "SPARK_WATCHD_SOURCES__NVML_BACKOFF_MAX_S": "1",
+        "SPARK_WATCHD_DAEMON__STATE_DIR": str(tmp_path / "state"),
+    }
+    with running_daemon("--interval", "1", env=env) as (proc, base):
+        _wait_nvml(base, 1)
+        fault(lost=True)  # the GPU falls off the bus
+        _wait_nvml(base, 0)
+        fault()  # and is back after a driver reload
+        _wait_nvml(base, 1)
+        fault(blocked=True)  # the driver wedges: calls never return
+        _wait_nvml(base, 0)
+        doc = json.loads(http_get(base + "/api/v1/status")[1])
+        assert "hung" in doc["sources"]["nvml"]["error"]
+        assert doc["sources"]["meminfo"]["up"] is True and doc["fresh"] is True  # still ticking
+        fault()  # unwedged: the stuck call returns
+        _wait_nvml(base, 1)
+        proc.terminate()
+        assert proc.wait(timeout=15) == 0
+        err = proc.stderr.read()
+    lines = [json.loads(x) for x in err.splitlines() if x.startswith("{")]
+    nvml = [x for x in lines if x.get("source") == "nvml"]
+    downs = [x for x in nvml if x["event"].startswith("nvml down")]
+    ups = [x for x in nvml if x["event"] == "nvml recovered"]
+    assert len(downs) == 2 and len(ups) == 2, [x["event"] for x in nvml]  # once per change, not per tick
+    assert len(nvml) <= 5  # at most one "still down" line when the reason changes

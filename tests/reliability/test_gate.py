@@ -1,0 +1,88 @@
+"""The accept gate: a connection reaches a worker only once its request is in; silent ones are dropped."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+from spark_watchd.web.gate import ConnectionGate
+
+
+def _listener() -> socket.socket:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(64)
+    return s
+
+
+def _poll_until(gate: ConnectionGate, n: int, timeout: float = 5.0) -> list:
+    got: list = []
+    deadline = time.monotonic() + timeout
+    while len(got) < n and time.monotonic() < deadline:
+        got += gate.poll(0.05)
+    return got
+
+
+def test_only_complete_requests_are_handed_on_and_silent_clients_are_dropped_at_the_timeout():
+    lst = _listener()
+    gate = ConnectionGate(lst, timeout=0.5, tls=False)
+    silent = socket.create_connection(lst.getsockname())
+    partial = socket.create_connection(lst.getsockname())
+    partial.sendall(b"GET /metrics HTTP/1.1\r\nHost: x")
+    whole = socket.create_connection(lst.getsockname())
+    whole.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    try:
+        ready = _poll_until(gate, 1)
+        assert len(ready) == 1
+        conn, _ = ready[0]
+        assert conn.recv(100).startswith(b"GET /metrics")  # nothing consumed by the gate's peek
+        conn.close()
+        partial.sendall(b"\r\n\r\n")  # the rest of the headers: now it goes on
+        ready = _poll_until(gate, 1)
+        assert len(ready) == 1
+        ready[0][0].close()
+        time.sleep(0.6)
+        assert _poll_until(gate, 1, timeout=0.3) == []
+        silent.settimeout(2)
+        assert silent.recv(10) == b""  # dropped after the timeout, never handed on
+    finally:
+        for s in (silent, partial, whole):
+            s.close()
+        gate.close()
+        lst.close()
+
+
+def test_a_half_closed_partial_request_is_handed_on_for_the_handler_to_refuse():
+    lst = _listener()
+    gate = ConnectionGate(lst, timeout=5, tls=False)
+    c = socket.create_connection(lst.getsockname())
+    c.sendall(b"\x00\x01 garbage")
+    c.shutdown(socket.SHUT_WR)
+    try:
+        ready = _poll_until(gate, 1)
+        assert len(ready) == 1  # not held until the timeout: the client has said all it will
+        ready[0][0].close()
+    finally:
+        c.close()
+        gate.close()
+        lst.close()
+
+
+def test_a_flood_of_silent_clients_is_capped_oldest_dropped_first():
+    lst = _listener()
+    gate = ConnectionGate(lst, timeout=30, tls=False, max_pending=4)
+    clients = [socket.create_connection(lst.getsockname()) for _ in range(6)]
+    try:
+        deadline = time.monotonic() + 3
+        while len(gate._waiting) < 4 and time.monotonic() < deadline:
+            gate.poll(0.05)
+        for _ in range(5):
+            gate.poll(0.05)
+        assert len(gate._waiting) == 4
+        clients[0].settimeout(2)
+        assert clients[0].recv(10) == b""  # the oldest went first
+    finally:
+        for s in clients:
+            s.close()
+        gate.close()
+        lst.close()

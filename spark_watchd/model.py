@@ -195,13 +195,27 @@ class Sensor:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Sensor:
         g = d.get
-        chip, label = g("chip", ""), g("label", "")
-        return cls(
+        chip, label, temp, crit = g("chip", ""), g("label", ""), g("temp_c"), g("crit_c")
+        key = (chip, label, temp, crit)
+        # A host's sensors repeat the same few readings sample after sample (7 per GB10 sample, 0.1 C steps):
+        # reuse the frozen object. Only exact str/float/None values are shared, so 70 and 70.0 stay distinct.
+        s = _SENSORS.get(key) if type(chip) is str and type(label) is str else None
+        if s is not None and type(s.temp_c) is type(temp) and type(s.crit_c) is type(crit):
+            return s
+        s = cls(
             chip if type(chip) is str else str(chip),
             label if type(label) is str else str(label),
-            g("temp_c"),
-            g("crit_c"),
+            temp,
+            crit,
         )
+        if type(chip) is str and type(label) is str:
+            if len(_SENSORS) >= 4096:
+                _SENSORS.clear()  # bounded: a long trace with drifting readings never grows it past this
+            _SENSORS[key] = s
+        return s
+
+
+_SENSORS: dict[tuple, Sensor] = {}  # memo of immutable Sensor objects by their four values
 
 
 @dataclass(frozen=True, slots=True)

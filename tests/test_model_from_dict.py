@@ -58,3 +58,11 @@ def test_every_fixture_trace_round_trips():
             assert Sample.from_dict(s.to_dict()) == s
             n += 1
     assert n > 100
+
+
+def test_repeated_sensor_readings_share_one_object_but_keep_their_types():
+    a = Sample.from_dict({"v": 1, "ts": 1.0, "sensors": [{"chip": "acpitz", "label": "t1", "temp_c": 70.5}]})
+    b = Sample.from_dict({"v": 1, "ts": 2.0, "sensors": [{"chip": "acpitz", "label": "t1", "temp_c": 70.5}]})
+    assert a.sensors[0] is b.sensors[0]
+    i = Sample.from_dict({"v": 1, "ts": 3.0, "sensors": [{"chip": "acpitz", "label": "t1", "temp_c": 70}]})
+    assert type(i.sensors[0].temp_c) is int and i.sensors[0].to_dict()["temp_c"] == 70

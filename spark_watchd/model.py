@@ -87,26 +87,50 @@ class GpuReading:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> GpuReading:
         # Positional construction, conversions only where the type differs: this runs once per sample in replay.
-        g = d.get
-        index, name, uuid = g("index", 0), g("name", ""), g("uuid", "")
+        # trace-v1 writers emit every key: subscripts on that path, .get with defaults when one is missing.
+        try:
+            index, name, uuid = d["index"], d["name"], d["uuid"]
+            rest = (
+                d["power_w"],
+                d["temp_c"],
+                d["sm_clock_mhz"],
+                d["clocks_event_reasons"],
+                d["clocks_event_counters_us"],
+                d["applications_clock_mhz"],
+                d["slowdown_temp_c"],
+                d["shutdown_temp_c"],
+                d["energy_j"],
+                d["util_pct"],
+                d["mem_used_bytes"],
+                d["mem_total_bytes"],
+            )
+        except KeyError:
+            g = d.get
+            index, name, uuid = g("index", 0), g("name", ""), g("uuid", "")
+            rest = tuple(g(k) for k in _GPU_OPTIONAL)
         return cls(
             index if type(index) is int else int(index),
             name if type(name) is str else str(name),
             uuid if type(uuid) is str else str(uuid),
-            g("power_w"),
-            g("temp_c"),
-            g("sm_clock_mhz"),
-            g("clocks_event_reasons"),
-            g("clocks_event_counters_us"),
-            g("applications_clock_mhz"),
-            g("slowdown_temp_c"),
-            g("shutdown_temp_c"),
-            g("energy_j"),
-            g("util_pct"),
-            g("mem_used_bytes"),
-            g("mem_total_bytes"),
-            g("driver_version"),
+            *rest,
+            d.get("driver_version"),
         )
+
+
+_GPU_OPTIONAL = (
+    "power_w",
+    "temp_c",
+    "sm_clock_mhz",
+    "clocks_event_reasons",
+    "clocks_event_counters_us",
+    "applications_clock_mhz",
+    "slowdown_temp_c",
+    "shutdown_temp_c",
+    "energy_j",
+    "util_pct",
+    "mem_used_bytes",
+    "mem_total_bytes",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,17 +162,22 @@ class ProcessInfo:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ProcessInfo:
-        g = d.get
-        pid, ct, name, rss = d["pid"], g("create_time"), g("name", ""), g("rss_bytes")
-        argv = g("cmdline") or ()
+        pid = d["pid"]
+        try:
+            ct, name, rss, argv = d["create_time"], d["name"], d["rss_bytes"], d["cmdline"] or ()
+            gpu, resident = d["gpu_mem_bytes"], d["gpu_resident"]
+        except KeyError:
+            g = d.get
+            ct, name, rss, argv = g("create_time"), g("name", ""), g("rss_bytes"), g("cmdline") or ()
+            gpu, resident = g("gpu_mem_bytes"), g("gpu_resident", False)
         return cls(
             pid if type(pid) is int else int(pid),
             ct if type(ct) is float else float(ct or 0.0),
             name if type(name) is str else str(name),
             tuple(argv) if all(type(a) is str for a in argv) else tuple(str(a) for a in argv),
             rss if type(rss) is int else int(rss or 0),
-            g("gpu_mem_bytes"),
-            bool(g("gpu_resident", False)),
+            gpu,
+            resident if type(resident) is bool else bool(resident),
         )
 
 
@@ -194,8 +223,11 @@ class Sensor:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Sensor:
-        g = d.get
-        chip, label, temp, crit = g("chip", ""), g("label", ""), g("temp_c"), g("crit_c")
+        try:
+            chip, label, temp, crit = d["chip"], d["label"], d["temp_c"], d["crit_c"]
+        except KeyError:
+            g = d.get
+            chip, label, temp, crit = g("chip", ""), g("label", ""), g("temp_c"), g("crit_c")
         key = (chip, label, temp, crit)
         # A host's sensors repeat the same few readings sample after sample (7 per GB10 sample, 0.1 C steps):
         # reuse the frozen object. Only exact str/float/None values are shared, so 70 and 70.0 stay distinct.
@@ -259,10 +291,15 @@ class Sample:
 
         Raises TypeError/ValueError naming the key when a field has the wrong shape.
         """
-        g = d.get
-        gpus, meminfo, psi, vmstat = g("gpus"), g("meminfo"), g("psi_memory"), g("vmstat")
-        sensors, procs, tp = g("sensors"), g("processes"), g("throughput")
-        host, boot_id, uptime, mn = g("host"), g("boot_id"), g("uptime_s"), g("mem_available_min_kb")
+        try:  # trace-v1 writers emit every key
+            gpus, meminfo, psi, vmstat = d["gpus"], d["meminfo"], d["psi_memory"], d["vmstat"]
+            sensors, procs, tp = d["sensors"], d["processes"], d["throughput"]
+            host, boot_id, uptime, mn = d["host"], d["boot_id"], d["uptime_s"], d["mem_available_min_kb"]
+        except KeyError:  # a missing optional key is "not sampled"
+            g = d.get
+            gpus, meminfo, psi, vmstat = g("gpus"), g("meminfo"), g("psi_memory"), g("vmstat")
+            sensors, procs, tp = g("sensors"), g("processes"), g("throughput")
+            host, boot_id, uptime, mn = g("host"), g("boot_id"), g("uptime_s"), g("mem_available_min_kb")
         # One cheap exact-type test on the common path; the full check (and its message) only on a mismatch.
         if not (
             (gpus is None or type(gpus) is list)
@@ -278,7 +315,7 @@ class Sample:
             and (mn is None or type(mn) is int or type(mn) is float)
         ):
             for key, kind in _SAMPLE_SHAPES:
-                val = g(key)
+                val = d.get(key)
                 if val is not None and not isinstance(val, kind):
                     raise TypeError(f"'{key}' must be {_KIND_NAMES[kind]}, got {type(val).__name__}")
         gfd, sfd, pfd = GpuReading.from_dict, Sensor.from_dict, ProcessInfo.from_dict

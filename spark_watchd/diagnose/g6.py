@@ -65,9 +65,8 @@ class G6Tracker:
         self.fired: dict[tuple, float] = {}
         # Per process, the reference level of the current pressure episode: [rss, ts, gpu_mem, fired].
         self.ref: dict[tuple, list] = {}
-        self.pressure_last = (
-            None  # last sample with pressure: a gap longer than eviction_episode_gap_s ends it
-        )
+        # Time of the last sample under pressure: a gap longer than eviction_episode_gap_s ends the episode.
+        self.pressure_last = None
         self.hold_until = None
         self.last_eviction = None
         self._heavy_ident = None

@@ -86,25 +86,51 @@ class GpuReading:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> GpuReading:
-        g = d.get
+        # Positional construction, conversions only where the type differs: this runs once per sample in replay.
+        # trace-v1 writers emit every key: subscripts on that path, .get with defaults when one is missing.
+        try:
+            index, name, uuid = d["index"], d["name"], d["uuid"]
+            rest = (
+                d["power_w"],
+                d["temp_c"],
+                d["sm_clock_mhz"],
+                d["clocks_event_reasons"],
+                d["clocks_event_counters_us"],
+                d["applications_clock_mhz"],
+                d["slowdown_temp_c"],
+                d["shutdown_temp_c"],
+                d["energy_j"],
+                d["util_pct"],
+                d["mem_used_bytes"],
+                d["mem_total_bytes"],
+            )
+        except KeyError:
+            g = d.get
+            index, name, uuid = g("index", 0), g("name", ""), g("uuid", "")
+            rest = tuple(g(k) for k in _GPU_OPTIONAL)
         return cls(
-            index=int(g("index", 0)),
-            name=str(g("name", "")),
-            uuid=str(g("uuid", "")),
-            power_w=g("power_w"),
-            temp_c=g("temp_c"),
-            sm_clock_mhz=g("sm_clock_mhz"),
-            clocks_event_reasons=g("clocks_event_reasons"),
-            clocks_event_counters_us=g("clocks_event_counters_us"),
-            applications_clock_mhz=g("applications_clock_mhz"),
-            slowdown_temp_c=g("slowdown_temp_c"),
-            shutdown_temp_c=g("shutdown_temp_c"),
-            energy_j=g("energy_j"),
-            util_pct=g("util_pct"),
-            mem_used_bytes=g("mem_used_bytes"),
-            mem_total_bytes=g("mem_total_bytes"),
-            driver_version=g("driver_version"),
+            index if type(index) is int else int(index),
+            name if type(name) is str else str(name),
+            uuid if type(uuid) is str else str(uuid),
+            *rest,
+            d.get("driver_version"),
         )
+
+
+_GPU_OPTIONAL = (
+    "power_w",
+    "temp_c",
+    "sm_clock_mhz",
+    "clocks_event_reasons",
+    "clocks_event_counters_us",
+    "applications_clock_mhz",
+    "slowdown_temp_c",
+    "shutdown_temp_c",
+    "energy_j",
+    "util_pct",
+    "mem_used_bytes",
+    "mem_total_bytes",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,14 +162,22 @@ class ProcessInfo:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ProcessInfo:
+        pid = d["pid"]
+        try:
+            ct, name, rss, argv = d["create_time"], d["name"], d["rss_bytes"], d["cmdline"] or ()
+            gpu, resident = d["gpu_mem_bytes"], d["gpu_resident"]
+        except KeyError:
+            g = d.get
+            ct, name, rss, argv = g("create_time"), g("name", ""), g("rss_bytes"), g("cmdline") or ()
+            gpu, resident = g("gpu_mem_bytes"), g("gpu_resident", False)
         return cls(
-            pid=int(d["pid"]),
-            create_time=float(d.get("create_time") or 0.0),
-            name=str(d.get("name", "")),
-            cmdline=tuple(str(a) for a in (d.get("cmdline") or ())),
-            rss_bytes=int(d.get("rss_bytes") or 0),
-            gpu_mem_bytes=d.get("gpu_mem_bytes"),
-            gpu_resident=bool(d.get("gpu_resident", False)),
+            pid if type(pid) is int else int(pid),
+            ct if type(ct) is float else float(ct or 0.0),
+            name if type(name) is str else str(name),
+            tuple(argv) if all(type(a) is str for a in argv) else tuple(str(a) for a in argv),
+            rss if type(rss) is int else int(rss or 0),
+            gpu,
+            resident if type(resident) is bool else bool(resident),
         )
 
 
@@ -189,7 +223,31 @@ class Sensor:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Sensor:
-        return cls(str(d.get("chip", "")), str(d.get("label", "")), d.get("temp_c"), d.get("crit_c"))
+        try:
+            chip, label, temp, crit = d["chip"], d["label"], d["temp_c"], d["crit_c"]
+        except KeyError:
+            g = d.get
+            chip, label, temp, crit = g("chip", ""), g("label", ""), g("temp_c"), g("crit_c")
+        key = (chip, label, temp, crit)
+        # A host's sensors repeat the same few readings sample after sample (7 per GB10 sample, 0.1 C steps):
+        # reuse the frozen object. Only exact str/float/None values are shared, so 70 and 70.0 stay distinct.
+        s = _SENSORS.get(key) if type(chip) is str and type(label) is str else None
+        if s is not None and type(s.temp_c) is type(temp) and type(s.crit_c) is type(crit):
+            return s
+        s = cls(
+            chip if type(chip) is str else str(chip),
+            label if type(label) is str else str(label),
+            temp,
+            crit,
+        )
+        if type(chip) is str and type(label) is str:
+            if len(_SENSORS) >= 4096:
+                _SENSORS.clear()  # bounded: a long trace with drifting readings never grows it past this
+            _SENSORS[key] = s
+        return s
+
+
+_SENSORS: dict[tuple, Sensor] = {}  # memo of immutable Sensor objects by their four values
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,23 +291,47 @@ class Sample:
 
         Raises TypeError/ValueError naming the key when a field has the wrong shape.
         """
-        for key, kind in _SAMPLE_SHAPES:
-            val = d.get(key)
-            if val is not None and not isinstance(val, kind):
-                raise TypeError(f"'{key}' must be {_KIND_NAMES[kind]}, got {type(val).__name__}")
+        try:  # trace-v1 writers emit every key
+            gpus, meminfo, psi, vmstat = d["gpus"], d["meminfo"], d["psi_memory"], d["vmstat"]
+            sensors, procs, tp = d["sensors"], d["processes"], d["throughput"]
+            host, boot_id, uptime, mn = d["host"], d["boot_id"], d["uptime_s"], d["mem_available_min_kb"]
+        except KeyError:  # a missing optional key is "not sampled"
+            g = d.get
+            gpus, meminfo, psi, vmstat = g("gpus"), g("meminfo"), g("psi_memory"), g("vmstat")
+            sensors, procs, tp = g("sensors"), g("processes"), g("throughput")
+            host, boot_id, uptime, mn = g("host"), g("boot_id"), g("uptime_s"), g("mem_available_min_kb")
+        # One cheap exact-type test on the common path; the full check (and its message) only on a mismatch.
+        if not (
+            (gpus is None or type(gpus) is list)
+            and (meminfo is None or type(meminfo) is dict)
+            and (psi is None or type(psi) is dict)
+            and (vmstat is None or type(vmstat) is dict)
+            and (sensors is None or type(sensors) is list)
+            and (procs is None or type(procs) is list)
+            and (tp is None or type(tp) is list)
+            and (host is None or type(host) is str)
+            and (boot_id is None or type(boot_id) is str)
+            and (uptime is None or type(uptime) is float or type(uptime) is int)
+            and (mn is None or type(mn) is int or type(mn) is float)
+        ):
+            for key, kind in _SAMPLE_SHAPES:
+                val = d.get(key)
+                if val is not None and not isinstance(val, kind):
+                    raise TypeError(f"'{key}' must be {_KIND_NAMES[kind]}, got {type(val).__name__}")
+        gfd, sfd, pfd = GpuReading.from_dict, Sensor.from_dict, ProcessInfo.from_dict
         return cls(
-            ts=float(d["ts"]),
-            host=d.get("host"),
-            boot_id=d.get("boot_id"),
-            uptime_s=d.get("uptime_s"),
-            gpus=tuple(GpuReading.from_dict(g) for g in (d.get("gpus") or ())),
-            meminfo=d.get("meminfo") or {},
-            psi_memory=d.get("psi_memory"),
-            vmstat=d.get("vmstat") or {},
-            mem_available_min_kb=d.get("mem_available_min_kb"),
-            sensors=tuple(Sensor.from_dict(s) for s in (d.get("sensors") or ())),
-            processes=tuple(ProcessInfo.from_dict(p) for p in (d.get("processes") or ())),
-            throughput=tuple(ThroughputReading.from_dict(t) for t in (d.get("throughput") or ())),
+            float(d["ts"]),
+            host,
+            boot_id,
+            uptime,
+            tuple([gfd(x) for x in gpus]) if gpus else (),
+            meminfo or {},
+            psi,
+            vmstat or {},
+            mn,
+            tuple([sfd(x) for x in sensors]) if sensors else (),
+            tuple([pfd(x) for x in procs]) if procs else (),
+            tuple([ThroughputReading.from_dict(x) for x in tp]) if tp else (),
         )
 
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from spark_watchd.jsonfast import loads as _loads
 from spark_watchd.model import Sample
 
 
@@ -24,7 +25,7 @@ class TraceError(ValueError):
 def parse_line(line: str, path: str = "<trace>", lineno: int = 0) -> dict[str, Any]:
     """Decode one trace line into its JSON object, or raise TraceError saying why."""
     try:
-        obj = json.loads(line)
+        obj = _loads(line)
     except ValueError as exc:
         raise TraceError(path, lineno, f"not JSON ({exc.msg} at column {exc.colno})") from None
     if not isinstance(obj, dict):

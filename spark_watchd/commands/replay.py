@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 from spark_watchd.diagnose.engine import Diagnoser
 from spark_watchd.diagnose.thresholds import Thresholds
+from spark_watchd.jsonfast import dumps_compact
 from spark_watchd.model import GOTCHAS, Sample
 from spark_watchd.trace import TraceError, iter_trace_dicts
 
@@ -45,20 +45,40 @@ def _fmt_ts(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts)) + "Z"
 
 
+def _replay_obj(d) -> dict:
+    """Diagnosis.to_replay_dict() without copying evidence and advice (they are only serialised here)."""
+    findings = {}
+    for g, f in d.findings.items():
+        fd = {"severity": f.severity, "summary": f.summary, "evidence": f.evidence, "advice": f.advice}
+        if f.anomaly:
+            fd["anomaly"] = f.anomaly
+        findings[g] = fd
+    return {"ts": d.ts, "findings": findings, "events": [e.to_dict() for e in d.events] if d.events else []}
+
+
+BATCH = 256  # output lines written per write() call
+
+
 def main(args) -> int:
     """Replay the trace through the diagnosis engine and print jsonl or a table of changes."""
     eng = Diagnoser(Thresholds())
     out = sys.stdout
-    dumps = json.JSONEncoder(separators=(",", ":"), default=str).encode
+    dumps = dumps_compact
+    jsonl = args.format == "jsonl"
+    observe = eng.observe
+    buf: list[str] = []
     last = {}
     n = 0
     try:
         for sample in _samples(args.trace, args.skip_bad):
-            d = eng.observe(sample)
+            d = observe(sample)
             n += 1
-            if args.format == "jsonl":
-                out.write(dumps(d.to_replay_dict()))
-                out.write("\n")
+            if jsonl:
+                buf.append(dumps(_replay_obj(d)))
+                if len(buf) >= BATCH:
+                    buf.append("")
+                    out.write("\n".join(buf))
+                    buf.clear()
                 continue
             for g in GOTCHAS:
                 fnd = d.findings[g]
@@ -77,9 +97,19 @@ def main(args) -> int:
         print(f"spark-watchd replay: {args.trace}: no such file", file=sys.stderr)
         return EX_DATAERR
     except TraceError as err:
+        _flush(out, buf)  # what was judged before the bad line still goes out
         print(f"spark-watchd replay: {err}", file=sys.stderr)
         return EX_DATAERR
+    _flush(out, buf)
     if args.format == "table":
         out.write(f"{n} samples replayed\n")
     out.flush()
     return 0
+
+
+def _flush(out, buf) -> None:
+    if buf:
+        buf.append("")
+        out.write("\n".join(buf))
+        buf.clear()
+        out.flush()

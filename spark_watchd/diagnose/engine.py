@@ -87,7 +87,7 @@ class Diagnoser:
         elif prev is not None and sample.ts < prev.ts:
             # The clock stepped back (NTP, a hand-edited trace): windows keyed on time would never
             # expire, so start them afresh; episodes and counters carry on.
-            self.g3.reboot()
+            self.g3.time_jump(sample.ts)
             self.g6.reboot()
             self.g4.time_jump(sample.ts)
             self.window.clear()

@@ -40,14 +40,24 @@ class G3Tracker:
     def __init__(self, th):
         self.th = th
         self.hist = deque()  # (ts, avail_b, cached_b, anon_b) over the transient window
+        self.avail = deque(maxlen=3)  # (ts, avail_b) of the last three samples, for the fall rate
         self.oom_hold_until = None
         self.full_since = None
         self.oom_total = 0
 
     def reboot(self) -> None:
-        """Forget windowed memory state across a reboot."""
+        """Forget windowed memory state across a reboot (a fresh boot is not still OOM-critical)."""
         self.hist.clear()
+        self.avail.clear()
         self.full_since = None
+        self.oom_hold_until = None
+
+    def time_jump(self, ts: float) -> None:
+        """The clock stepped back: restart the windows; an OOM hold still lasts at most its length from now."""
+        hold = self.oom_hold_until
+        self.reboot()
+        if hold is not None:
+            self.oom_hold_until = min(hold, ts + self.th.oom_critical_hold_s)
 
     def _transient(self, f: feat.Features, budget: int):
         """Seconds until the budget is gone if a model-load transient is under way, else None."""
@@ -75,6 +85,30 @@ class G3Tracker:
             return None
         tte = max(0.0, budget) / (fall / (ts - tp))
         return tte if tte <= th.transient_horizon_s else None
+
+    def _falling(self, f: feat.Features, budget: int):
+        """Seconds until the budget is gone at the current MemAvailable fall rate, when MemAvailable fell by at
+        least avail_fall_min_bytes in each of the last two intervals and that is within the horizon (in sampling
+        intervals: before the next sample), else None.
+
+        GB10: cudaMalloc'd memory (a load's device copy) shows in neither Cached nor AnonPages, only as
+        MemAvailable falling, so the model-load transient test alone sees it late.
+        """
+        th = self.th
+        av = self.avail
+        ts = f.ts
+        if av and (ts <= av[-1][0] or ts - av[-1][0] > th.max_gap_s):
+            av.clear()
+        av.append((ts, f.avail_b))
+        if len(av) < 3:
+            return None
+        (_, a0), (t1, a1), (t2, a2) = av
+        step = th.avail_fall_min_bytes
+        if a0 - a1 < step or a1 - a2 < step:
+            return None
+        dt = t2 - t1
+        tte = max(0, budget) / ((a1 - a2) / dt)
+        return tte if tte <= th.avail_fall_horizon_intervals * dt else None
 
     def update(self, sample: Sample, f: feat.Features) -> tuple[Finding, list[Event]]:
         """Judge the newest sample."""
@@ -114,6 +148,7 @@ class G3Tracker:
             self.full_since = None
         full_sustained = self.full_since is not None and ts - self.full_since >= th.psi_full_sustain_s
         tte = self._transient(f, budget)
+        fall_tte = self._falling(f, budget) if tte is None else None
         oom_hold = self.oom_hold_until is not None and ts < self.oom_hold_until
 
         ev = {
@@ -130,12 +165,15 @@ class G3Tracker:
         }
         if tte is not None:
             ev["budget_exhausted_in_s"] = round(tte, 1)
+        elif fall_tte is not None:
+            ev["budget_exhausted_in_s"] = round(fall_tte, 1)
         avail_txt = f"{f.avail_b / GIB:.1f} GiB available (min {f.avail_min_b / GIB:.1f}), budget {budget / GIB:.1f} GiB"
         if not (stalls or swapping or full_sustained):
             # the common, quiet case first: no stall text to format
             if (
                 oom_hold
                 or tte is not None
+                or fall_tte is not None
                 or budget <= th.budget_warn_bytes
                 or budget_min <= th.budget_critical_bytes
             ):
@@ -173,6 +211,14 @@ class G3Tracker:
                 "G3",
                 "warning",
                 f"Model-load transient heading for the limit in {tte:.0f} s: {avail_txt}",
+                ev,
+                ADVICE_LOAD + ADVICE_LADDER[:1],
+            ), events
+        if fall_tte is not None:
+            return Finding(
+                "G3",
+                "warning",
+                f"MemAvailable falling fast, budget gone in ~{fall_tte:.0f} s at this rate: {avail_txt}",
                 ev,
                 ADVICE_LOAD + ADVICE_LADDER[:1],
             ), events

@@ -61,8 +61,12 @@ class G6Tracker:
     def __init__(self, th):
         self.th = th
         self.kinds: dict[tuple, _Workload] = {}
-        self.rss: dict[tuple, deque] = {}  # key -> deque of (ts, rss, gpu_mem)
+        self.rss: dict[tuple, deque] = {}  # key -> deque of (ts, rss, gpu_mem, held level)
         self.fired: dict[tuple, float] = {}
+        # Per process, the reference level of the current pressure episode: [rss, ts, gpu_mem, fired].
+        self.ref: dict[tuple, list] = {}
+        # Time of the last sample under pressure: a gap longer than eviction_episode_gap_s ends the episode.
+        self.pressure_last = None
         self.hold_until = None
         self.last_eviction = None
         self._heavy_ident = None
@@ -74,6 +78,8 @@ class G6Tracker:
         self.kinds.clear()
         self.rss.clear()
         self.fired.clear()
+        self.ref.clear()
+        self.pressure_last = None
 
     def update(self, sample: Sample, f: feat.Features) -> tuple[Finding, list[Event]]:
         """Judge the newest sample."""
@@ -88,9 +94,16 @@ class G6Tracker:
         heavy = []
         kinds = self.kinds
         hists = self.rss
+        refs = self.ref
         win = th.eviction_window_s
+        hold = th.eviction_level_hold_s
         heavy_b = th.heavy_workload_bytes
         procs = sample.processes
+        if pressure:
+            last = self.pressure_last
+            if last is None or ts - last > th.eviction_episode_gap_s:
+                refs.clear()  # a new pressure episode: references start from the window
+            self.pressure_last = ts
         for p in procs:
             key = (p.pid, p.create_time)
             w = kinds.get(key)
@@ -104,11 +117,29 @@ class G6Tracker:
             hist = hists.get(key)
             if hist is None:
                 hist = hists[key] = deque()
-            hist.append((ts, rss, gpu))
+            # The level this process has held for at least `hold` seconds up to now: the lowest RSS over
+            # that span, so a short spike (a checkpoint save staging its state dict) never becomes a level.
+            held = None
+            lo = rss
+            for e in reversed(hist):
+                if e[1] < lo:
+                    lo = e[1]
+                if ts - e[0] >= hold:
+                    held = lo
+                    break
+            hist.append((ts, rss, gpu, held))
             while ts - hist[0][0] > win:
                 hist.popleft()
-            if pressure and len(hist) > 1:
-                ev = self._eviction(p, key, hist, gpu, ts, f, w)
+            r = refs.get(key)
+            if r is not None:
+                if held is not None and held >= r[0]:
+                    r[0], r[1], r[2] = held, ts, gpu
+            elif pressure:
+                r = _window_reference(hist)
+                if r is not None:
+                    refs[key] = r
+            if pressure and r is not None and not r[3]:
+                ev = self._eviction(p, key, hist, r, gpu, ts, f, w)
                 if ev is not None:
                     events.append(ev)
         if len(kinds) > len(procs):  # some process is gone: forget it (bounded memory)
@@ -117,6 +148,7 @@ class G6Tracker:
                 kinds.pop(key, None)
                 hists.pop(key, None)
                 self.fired.pop(key, None)
+                refs.pop(key, None)
 
         if len(heavy) > 1:
             heavy = _one_per_server(heavy)
@@ -138,16 +170,17 @@ class G6Tracker:
             "major_faults_per_s": f.majfault_per_s,
         }
         if heavy:
-            # The list and names only change when the set of heavy processes does: reuse them.
-            ident = tuple((p.pid, p.create_time) for p, _, _ in heavy)
+            # The list and names only change when the set of heavy processes (or a trainer's whole-GiB
+            # footprint, which the summary shows) does: reuse them.
+            ident = tuple(
+                (p.pid, p.create_time, 0 if w.kind in SERVER_KINDS else foot >> 30) for p, w, foot in heavy
+            )
             if ident != self._heavy_ident:
                 self._heavy_ident = ident
                 self._heavy_list = [
                     {"pid": p.pid, "name": p.name, "kind": w.kind, "capped": w.capped} for p, w, _ in heavy
                 ]
-                self._heavy_names = ", ".join(
-                    f"{w.kind}{'' if w.capped is not False else ' (uncapped)'}" for _, w, _ in heavy
-                )
+                self._heavy_names = _names(heavy, th)
             ev["workloads"] = self._heavy_list
             names = self._heavy_names
         else:
@@ -166,44 +199,58 @@ class G6Tracker:
                 ADVICE_EVICT,
             ), events
         if sharing and (n_uncapped or near_cap):
-            why = "uncapped" if n_uncapped else "near capacity"
+            why = ""
+            if not n_uncapped:
+                why = f", together near capacity ({total_foot / GIB:.0f} of {f.mem_total_b / GIB:.0f} GiB)"
             return Finding(
                 "G6",
                 "warning",
-                f"{len(heavy)} heavy GPU workloads share the pool ({names}); {why}",
+                f"{len(heavy)} heavy GPU workloads share the pool: {names}{why}",
                 ev,
                 ADVICE_SHARE,
             ), events
         if sharing:
             return Finding(
-                "G6", "ok", f"{len(heavy)} GPU workloads share the pool, all capped ({names})", ev
+                "G6", "ok", f"{len(heavy)} GPU workloads share the pool, all capped: {names}", ev
             ), events
         return Finding("G6", "ok", "No contention: at most one heavy GPU workload", ev), events
 
-    def _eviction(self, p, key, hist, gpu, ts, f, w):
-        """An eviction event when this live process just lost a large share of its RSS under pressure."""
+    def _eviction(self, p, key, hist, ref, gpu, ts, f, w):
+        """An eviction event when this live process lost a large share of its reference level under pressure.
+
+        The reference is the highest level the process held (for eviction_level_hold_s) in the window
+        when the pressure episode began, or since: a fast eviction shows against the window, a slow
+        squeeze accumulates against the level it held when the pressure started.
+        """
         th = self.th
-        peak = max(reversed(hist), key=_rss)  # the latest sample at the peak dates the loss
-        loss = peak[1] - p.rss_bytes
-        if loss < th.eviction_min_loss_bytes or loss < th.eviction_loss_ratio * peak[1]:
+        ref_rss, ref_ts, ref_gpu = ref[0], ref[1], ref[2]
+        loss = ref_rss - p.rss_bytes
+        if loss < th.eviction_min_loss_bytes or loss < th.eviction_loss_ratio * ref_rss:
             return None
-        if gpu - peak[2] >= th.gpu_move_ratio * loss:
+        # GPU memory gained since the reference or within the window (a load hands its weights to the GPU
+        # while RSS still sits at its level, so the gain can predate the reference).
+        gpu_lo = ref_gpu
+        for e in hist:
+            if e[2] < gpu_lo:
+                gpu_lo = e[2]
+        if gpu - gpu_lo >= th.gpu_move_ratio * loss:
             return None  # it moved its own weights into GPU memory
         if p.gpu_mem_bytes is None and p.gpu_resident:
-            # No per-process GPU memory to check: a GPU process that climbed to its peak within the window
+            # No per-process GPU memory to check: a GPU process that climbed to its level within the window
             # and fell back is loading weights and handing them to the GPU, not a settled victim.
-            before = [e[1] for e in hist if e[0] < peak[0]]
-            if before and min(before) <= peak[1] - th.gpu_move_ratio * loss:
+            before = [e[1] for e in hist if e[0] < ref_ts]
+            if before and min(before) <= ref_rss - th.gpu_move_ratio * loss:
                 return None
         last = self.fired.get(key)
         if last is not None and ts - last < th.eviction_rearm_s:
             return None
         self.fired[key] = ts
+        ref[3] = True  # one eviction per process per pressure episode
         self.hold_until = ts + th.eviction_hold_s
-        span = ts - peak[0]
+        span = ts - ref_ts
         msg = (
-            f"{p.name} (pid {p.pid}, {w.kind}) lost {loss / GIB:.1f} of {peak[1] / GIB:.1f} GiB resident "
-            f"({100 * loss / peak[1]:.0f}%) in {span:.0f} s while still running"
+            f"{p.name} (pid {p.pid}, {w.kind}) lost {loss / GIB:.1f} GiB of the {ref_rss / GIB:.1f} GiB resident "
+            f"it held {span:.0f} s ago ({100 * loss / ref_rss:.0f}%) under memory pressure, still running"
         )
         self.last_eviction = msg
         return Event(
@@ -215,9 +262,9 @@ class G6Tracker:
                 "pid": p.pid,
                 "name": p.name,
                 "kind": w.kind,
-                "rss_before_bytes": peak[1],
+                "rss_before_bytes": ref_rss,
                 "rss_after_bytes": p.rss_bytes,
-                "loss_ratio": round(loss / peak[1], 3),
+                "loss_ratio": round(loss / ref_rss, 3),
                 "psi_some_avg60_pct": f.psi_some_pct,
                 "swap_out_pages_per_s": f.swapout_per_s,
             },
@@ -237,8 +284,35 @@ def _one_per_server(heavy):
     ]
 
 
-def _rss(e):
-    return e[1]
+def _names(heavy, th) -> str:
+    """Who shares the pool, the uncapped or large ones first: 'trainer (30 GiB, large) beside vllm (capped 0.5)'."""
+    bad, good = [], []
+    large = th.large_trainer_bytes
+    for _, w, foot in heavy:
+        if w.kind in SERVER_KINDS:
+            if w.capped:
+                good.append(f"{w.kind} (capped {w.cap:g})")
+            elif w.cap is not None:
+                bad.append(f"{w.kind} (cap {w.cap:g}, above {th.capped_utilization_max:g})")
+            else:
+                bad.append(f"{w.kind} (uncapped)")
+        elif foot >= large:
+            bad.append(f"{w.kind} ({foot / GIB:.0f} GiB, large)")
+        else:
+            good.append(f"{w.kind} ({foot / GIB:.0f} GiB)")
+    if bad and good:
+        return f"{' and '.join(bad)} beside {' and '.join(good)}"
+    return " and ".join(bad or good)
+
+
+def _window_reference(hist):
+    """[level, ts, gpu_mem, fired] of the highest held level in the window (the latest such), or None."""
+    best = None
+    for e in hist:
+        h = e[3]
+        if h is not None and (best is None or h >= best[3]):
+            best = e
+    return None if best is None else [best[3], best[0], best[2], False]
 
 
 def classify(window: Sequence[Sample], th) -> Finding:

@@ -155,6 +155,21 @@ class Thresholds(BaseModel):
     transient_horizon_s: float = Field(
         180.0, gt=0, description="Warn when the falling budget would be exhausted within this, seconds."
     )
+    # The device copy of a model load on GB10 (cudaMalloc'd, in neither Cached nor AnonPages) drops
+    # MemAvailable 45 -> 32 -> 18 GiB in consecutive 45 s samples; healthy hosts wobble by well under 1 GiB.
+    avail_fall_min_bytes: int = Field(
+        2 * GIB,
+        ge=0,
+        description="MemAvailable fall per interval, twice in a row, that counts as falling fast, bytes.",
+    )
+    # Warn when, at the latest fall rate, the budget is gone before the next sample: a load that stops on its
+    # own (a trainer start taking 69 -> 60 -> 44 -> 28 GiB at 37 s sampling, a benign 90 -> 68 -> 56 GiB load)
+    # still had more than one interval left, while the 56 GiB device copy at 18 GiB had 42 s of 45.
+    avail_fall_horizon_intervals: float = Field(
+        1.0,
+        gt=0,
+        description="Warn when MemAvailable falling fast would exhaust the budget within this many intervals.",
+    )
     oom_critical_hold_s: float = Field(
         300.0, ge=0, description="G3 stays critical this long after an OOM kill, s."
     )
@@ -188,6 +203,17 @@ class Thresholds(BaseModel):
     # Ten minutes, so a victim squeezed out gradually (60 s sampling) is still seen losing its share.
     eviction_window_s: float = Field(
         600.0, gt=0, description="Window over which RSS loss is measured, seconds."
+    )
+    # A level counts once the process has held it this long: torch.save staging a state dict lifts a
+    # trainer's RSS (10 -> 22 GiB) for one 30-60 s sample and returns; evicted trainers and servers sat at
+    # their level for minutes (the field victim held 14 GiB for the whole run before halving).
+    eviction_level_hold_s: float = Field(
+        90.0, ge=0, description="How long an RSS level must be held to be the reference of a loss, seconds."
+    )
+    # Pressure signals flicker between samples during one squeeze (PSI avg60 dips under 2 % for a sample);
+    # a quiet spell this long ends the episode, so the next one measures from fresh reference levels.
+    eviction_episode_gap_s: float = Field(
+        300.0, ge=0, description="Quiet time without memory pressure that ends a pressure episode, seconds."
     )
     # A process that moved its weights to the GPU shows gpu_mem rising by about what RSS lost.
     gpu_move_ratio: float = Field(

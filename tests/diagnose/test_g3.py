@@ -80,6 +80,34 @@ def test_oom_kill_is_an_event_and_critical():
     assert out.findings["G3"].severity == "critical"
 
 
+def test_a_reboot_clears_the_oom_hold():
+    th = Thresholds()
+    host = Host()
+    d = Diagnoser(th)
+    for s in host.run(3):
+        d.observe(s)
+    d.observe(host.sample(oom=1))
+    # without a reboot the host is still OOM-critical within the hold...
+    assert d.observe(host.sample()).findings["G3"].severity == "critical"
+    # ...but a fresh boot 2 minutes later (well inside oom_critical_hold_s) at 112 GiB available is not
+    host.reboot(gap=120.0)
+    assert th.oom_critical_hold_s > 120.0
+    out = d.observe(host.sample(avail_gib=112.0))
+    assert [e.kind for e in out.events] == ["reboot"]
+    assert out.findings["G3"].severity == "ok"
+
+
+def test_a_clock_step_back_keeps_the_oom_hold():
+    th = Thresholds()
+    host = Host()
+    d = Diagnoser(th)
+    for s in host.run(3):
+        d.observe(s)
+    d.observe(host.sample(oom=1))
+    host.ts -= 3600.0  # NTP steps the clock back an hour: still the same boot, still right after the kill
+    assert d.observe(host.sample()).findings["G3"].severity == "critical"
+
+
 def test_model_load_transient_warns_before_the_limit():
     host = Host()
     th = Thresholds()
@@ -108,3 +136,32 @@ def test_no_meminfo_is_unknown():
     host = Host()
     th = Thresholds()
     assert g3.classify(host.run(2, meminfo=False), th).severity == "unknown"
+
+
+def _falls(*avail_gib):
+    """G3 after MemAvailable takes these values in consecutive 30 s samples, Cached and anon flat."""
+    th = Thresholds()
+    host = Host()
+    d = Diagnoser(th)
+    for s in host.run(3, avail_gib=avail_gib[0]):
+        d.observe(s)
+    for a in avail_gib:
+        out = d.observe(host.sample(avail_gib=a))
+    return out.findings["G3"]
+
+
+def test_memavailable_falling_fast_warns_when_the_budget_would_be_gone_before_the_next_sample():
+    th = Thresholds()
+    assert th.avail_fall_horizon_intervals == 1.0 and th.os_reserve_bytes == 4 * GIB
+    # 15 GiB per 30 s: a 16 GiB budget lasts 32 s (ok), a 15 GiB budget 30 s (warning)
+    assert _falls(60.0, 50.0, 35.0, 20.0).severity == "ok"
+    f = _falls(60.0, 49.0, 34.0, 19.0)
+    assert f.severity == "warning" and "falling fast" in f.summary
+    assert f.evidence["budget_exhausted_in_s"] == 30.0
+
+
+def test_falling_fast_needs_two_falls_of_at_least_the_step():
+    assert Thresholds().avail_fall_min_bytes == 2 * GIB
+    assert _falls(60.0, 35.0, 33.1, 18.1).severity == "ok"  # first fall 1.9 GiB
+    assert _falls(60.0, 35.1, 33.1, 18.1).severity == "warning"  # first fall 2.0 GiB
+    assert _falls(60.0, 60.0, 60.0, 18.1).severity == "ok"  # one fall only, however steep

@@ -132,3 +132,73 @@ def test_without_gpu_memory_a_load_then_shrink_is_not_eviction_but_a_settled_vic
     # process 3 sat at 14 GiB and loses half of it under pressure: an eviction
     out = d.observe(h.sample(processes=[srv, p(2, 3.0), p(3, 7.0)], psi_some=20.0, swapout=3000))
     assert [(e.kind, e.details["pid"]) for e in out.events] == [("eviction", 3)]
+
+
+def _spike(samples_at_peak):
+    """A trainer at 10 GiB rises to 22 GiB for `samples_at_peak` 30 s samples, then sits at 10 GiB under pressure."""
+    th = Thresholds()
+    h = Host()
+    d = Diagnoser(th)
+    srv = proc(1, VLLM_KV, 3.0, 40.0)
+    for rss in [10.0] * 5 + [22.0] * samples_at_peak:
+        d.observe(h.sample(processes=[srv, proc(2, TRAINER, rss, 30.0)], psi_some=4.0))
+    out = d.observe(h.sample(processes=[srv, proc(2, TRAINER, 10.0, 30.0)], psi_some=4.0))
+    return [e.kind for e in out.events]
+
+
+def test_a_short_spike_is_not_a_level_but_a_level_held_for_the_hold_time_is():
+    th = Thresholds()
+    assert th.eviction_level_hold_s == 90.0  # 30 s samples: 4 samples span the hold time
+    assert _spike(1) == []  # checkpoint save: 10 -> 22 -> 10 GiB
+    assert _spike(3) == []  # 60 s at 22 GiB: still under the hold time
+    assert _spike(4) == ["eviction"]  # 90 s at 22 GiB, then back to 10 under pressure: 55 % lost
+
+
+def _squeeze(losses, interval=60.0, quiet_after=None):
+    """A 16 GiB trainer losing `losses[i]` GiB at sample i, all under pressure (PSI 15 %, swap-out)."""
+    th = Thresholds()
+    h = Host(interval=interval)
+    d = Diagnoser(th)
+    srv = proc(1, VLLM_DEFAULT, 2.0, 60.0)
+    rss = 16.0
+    for _ in range(5):
+        d.observe(h.sample(processes=[srv, proc(2, TRAINER, rss, 36.0)]))
+    kinds = []
+    for i, loss in enumerate(losses):
+        rss -= loss
+        quiet = quiet_after is not None and quiet_after[0] <= i < quiet_after[1]
+        kw = {} if quiet else {"psi_some": 15.0, "swapout": 900.0}
+        out = d.observe(h.sample(processes=[srv, proc(2, TRAINER, rss, 36.0)], **kw))
+        kinds += [e.kind for e in out.events]
+    return kinds
+
+
+def test_a_slow_squeeze_is_measured_from_the_start_of_the_pressure_episode():
+    # 0.4 GiB a minute (2.5 %/min of 16 GiB): never 30 % within the 600 s window
+    assert _squeeze([0.4] * 11) == []  # 4.4 GiB = 27.5 % lost: under the bar
+    assert _squeeze([0.4] * 12 + [0.1]) == ["eviction"]  # 4.9 GiB = 30.6 %
+    # one event per episode: the squeeze going on to 7 GiB does not report again
+    assert _squeeze([0.4] * 22) == ["eviction"]
+
+
+def test_a_quiet_spell_ends_the_pressure_episode():
+    th = Thresholds()
+    # 16 -> 12 GiB under pressure, 6 quiet minutes (> eviction_episode_gap_s), then 12 -> 10 GiB under pressure:
+    # the new episode measures from 12 GiB (17 %), not from 16 GiB (37 %)
+    assert th.eviction_episode_gap_s < 6 * 60
+    assert _squeeze([0.4] * 10 + [0.0] * 6 + [0.4] * 5, quiet_after=(10, 16)) == []
+    # the same losses with pressure throughout are one squeeze from 16 GiB
+    assert _squeeze([0.4] * 10 + [0.0] * 6 + [0.4] * 5) == ["eviction"]
+
+
+def test_the_summary_names_the_uncapped_or_large_workload():
+    th = Thresholds()
+    capped = proc(1, ["vllm", "serve", "m", "--gpu-memory-utilization", "0.5"], 3.0, 60.0)
+    big = g6.classify(Host().run(2, processes=[capped, proc(2, TRAINER, 14.0, 30.0)]), th)
+    assert big.severity == "warning"
+    assert big.summary.endswith(": trainer (30 GiB, large) beside vllm (capped 0.5)")
+    over = ["vllm", "serve", "m", "--gpu-memory-utilization", "0.9"]
+    f = g6.classify(Host().run(2, processes=[proc(1, over, 3.0, 60.0), proc(2, TRAINER, 5.0, 6.0)]), th)
+    assert f.summary.endswith(": vllm (cap 0.9, above 0.5) beside trainer (6 GiB)")
+    f = g6.classify(Host().run(2, processes=[proc(1, OLLAMA, 3.0, 30.0), proc(2, TRAINER, 14.0, 38.0)]), th)
+    assert f.summary.endswith(": ollama (uncapped) and trainer (38 GiB, large)")

@@ -25,17 +25,7 @@ DIR = Path(__file__).resolve().parents[1] / "fixtures" / "traces" / "redteam"
 TRACES = sorted(p for p in DIR.glob("*.jsonl") if not p.name.endswith(".truth.jsonl"))
 
 # scenario stem -> why the engine fails it today (see the red-team report)
-XFAIL: dict[str, str] = {
-    "slow_eviction_60s": (
-        "no eviction event for a trainer squeezed ~2.5 %/min for 30 min (16 -> 7.5 GiB) under stalls and "
-        "swap-out: g6 measures the loss only over eviction_window_s=600 s, where it never reaches 30 %"
-    ),
-    "checkpoint_spike_pressure_45s": (
-        "false eviction: a checkpoint save lifts the trainer's RSS 10 -> 22 GiB for one sample and it returns "
-        "to its own 10 GiB baseline; g6._eviction measures the loss from the window peak, so under mild "
-        "pressure it reports an eviction and holds G6 critical for 600 s (no fault storm: truth is warning)"
-    ),
-}
+XFAIL: dict[str, str] = {}
 
 
 def _allowed(spec: str) -> set[str]:

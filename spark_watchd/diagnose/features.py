@@ -6,7 +6,9 @@ subtraction against the previous Features rather than a second walk through the 
 
 from __future__ import annotations
 
-from spark_watchd.model import Sample
+from collections.abc import Callable, Sequence
+
+from spark_watchd.model import Finding, Sample
 
 KIB = 1024
 # Thermal reasons (model.REASON_BITS): HW slowdown 0x08, SW thermal 0x20, HW thermal 0x40.
@@ -208,3 +210,20 @@ def _psi(avg60, total, prev_total, dt):
         if avg60 is None or r > avg60:
             return r
     return avg60
+
+
+def fold(gotcha: str, tracker, window: Sequence[Sample], th, on_reboot: Callable[[Sample], None]) -> Finding:
+    """Feed a window (oldest first) through a classifier's tracker; the finding for its newest sample.
+
+    This is each classifier's pure form (`g3.classify` ...): the engine feeds the same trackers one
+    sample at a time instead, so nothing is recomputed over the window.
+    """
+    prev = None
+    finding = Finding(gotcha, "unknown", "No samples")
+    for s in window:
+        f = compute(prev, s, th)
+        if f.reboot:
+            on_reboot(s)
+        finding, _ = tracker.update(s, f)
+        prev = f
+    return finding

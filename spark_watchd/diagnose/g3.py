@@ -236,12 +236,4 @@ class G3Tracker:
 def classify(window: Sequence[Sample], th) -> Finding:
     """G3 finding for the newest sample of a window (oldest first); pure."""
     tr = G3Tracker(th)
-    prev = None
-    finding = Finding("G3", "unknown", "No samples")
-    for s in window:
-        f = feat.compute(prev, s, th)
-        if f.reboot:
-            tr.reboot()
-        finding, _ = tr.update(s, f)
-        prev = f
-    return finding
+    return feat.fold("G3", tr, window, th, lambda s: tr.reboot())

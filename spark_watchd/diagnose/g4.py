@@ -346,12 +346,4 @@ class G4Tracker:
 def classify(window: Sequence[Sample], th) -> Finding:
     """G4 finding for the newest sample of a window (oldest first); pure."""
     tr = G4Tracker(th)
-    prev = None
-    finding = Finding("G4", "unknown", "No samples")
-    for s in window:
-        f = feat.compute(prev, s, th)
-        if f.reboot:
-            tr.reboot(s.ts, s.boot_id)
-        finding, _ = tr.update(s, f)
-        prev = f
-    return finding
+    return feat.fold("G4", tr, window, th, lambda s: tr.reboot(s.ts, s.boot_id))

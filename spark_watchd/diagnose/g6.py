@@ -318,12 +318,4 @@ def _window_reference(hist):
 def classify(window: Sequence[Sample], th) -> Finding:
     """G6 finding for the newest sample of a window (oldest first); pure."""
     tr = G6Tracker(th)
-    prev = None
-    finding = Finding("G6", "unknown", "No samples")
-    for s in window:
-        f = feat.compute(prev, s, th)
-        if f.reboot:
-            tr.reboot()
-        finding, _ = tr.update(s, f)
-        prev = f
-    return finding
+    return feat.fold("G6", tr, window, th, lambda s: tr.reboot())

@@ -118,58 +118,67 @@ def gpu_families(sample: Sample) -> Iterator[Metric]:
 
 
 def memory_families(sample: Sample, os_reserve_bytes: int = 0) -> Iterator[Metric]:
-    """memory_*, pressure_* and the vmstat counters, from /proc (never from NVML on GB10)."""
+    """memory_*, pressure_* and the vmstat counters, from /proc (never from NVML on GB10).
+
+    Every family is always described; a reading this kernel does not give has no series.
+    """
     mi = sample.meminfo
-    gauges = (
-        ("total", "MemTotal", "Total usable memory (the unified pool on GB10)."),
-        ("available", "MemAvailable", "MemAvailable: memory available for new work without swapping."),
-        ("cached", "Cached", "Page cache."),
-        ("anon", "AnonPages", "Anonymous memory."),
-    )
-    for suffix, key, doc in gauges:
-        if mi.get(key) is not None:
-            fam = _g(f"memory_{suffix}_bytes", doc)
-            fam.add_metric([], mi[key] * KB)
-            yield fam
-    avail_min = sample.mem_available_min_kb
-    if avail_min is None and mi.get("MemAvailable") is not None:
-        avail_min = mi["MemAvailable"]
-    if avail_min is not None:
-        fam = _g("memory_available_min_bytes", "Lowest MemAvailable seen since the previous sample.")
-        fam.add_metric([], avail_min * KB)
-        yield fam
-    if mi.get("MemAvailable") is not None:
-        fam = _g("memory_budget_bytes", "MemAvailable minus the configured OS/driver reserve (0 at worst).")
-        fam.add_metric([], max(0, mi["MemAvailable"] * KB - os_reserve_bytes))
-        yield fam
-    gpu_mem = sum(p.gpu_mem_bytes for p in sample.processes if p.gpu_mem_bytes)
-    fam = _g("memory_gpu_attributed_bytes", "Sum of per-process GPU memory NVML reports.")
-    fam.add_metric([], gpu_mem)
-    yield fam
+
+    def gauge(name: str, doc: str, value: float | None) -> Metric:
+        fam = _g(name, doc)
+        if value is not None:
+            fam.add_metric([], value)
+        return fam
+
+    def counter(name: str, doc: str, value: float | None) -> Metric:
+        fam = _c(name, doc)
+        if value is not None:
+            fam.add_metric([], value)
+        return fam
+
+    def kb(key: str) -> int | None:
+        val = mi.get(key)
+        return None if val is None else val * KB
+
+    avail = kb("MemAvailable")
+    avail_min = sample.mem_available_min_kb * KB if sample.mem_available_min_kb is not None else avail
+    swap_used = None
     if mi.get("SwapTotal") is not None and mi.get("SwapFree") is not None:
-        fam = _g("memory_swap_used_bytes", "Swap in use (in use is not pressure; swapping out is).")
-        fam.add_metric([], (mi["SwapTotal"] - mi["SwapFree"]) * KB)
-        yield fam
+        swap_used = (mi["SwapTotal"] - mi["SwapFree"]) * KB
+    yield gauge("memory_total_bytes", "Total usable memory (the unified pool on GB10).", kb("MemTotal"))
+    yield gauge(
+        "memory_available_bytes", "MemAvailable: memory available for new work without swapping.", avail
+    )
+    yield gauge("memory_cached_bytes", "Page cache.", kb("Cached"))
+    yield gauge("memory_anon_bytes", "Anonymous memory.", kb("AnonPages"))
+    yield gauge(
+        "memory_available_min_bytes", "Lowest MemAvailable seen since the previous sample.", avail_min
+    )
+    yield gauge(
+        "memory_budget_bytes",
+        "MemAvailable minus the configured OS/driver reserve (0 at worst).",
+        None if avail is None else max(0, avail - os_reserve_bytes),
+    )
+    yield gauge(
+        "memory_gpu_attributed_bytes",
+        "Sum of per-process GPU memory NVML reports.",
+        sum(p.gpu_mem_bytes for p in sample.processes if p.gpu_mem_bytes),
+    )
+    yield gauge("memory_swap_used_bytes", "Swap in use (in use is not pressure; swapping out is).", swap_used)
     psi = sample.psi_memory or {}
     for kind, name, doc in (
         ("some", "waiting", "Time some tasks were stalled on memory (PSI some total)."),
         ("full", "stalled", "Time all non-idle tasks were stalled on memory (PSI full total)."),
     ):
         total = (psi.get(kind) or {}).get("total")
-        if total is not None:
-            fam = _c(f"pressure_memory_{name}_seconds", doc)
-            fam.add_metric([], total / 1e6)
-            yield fam
+        yield counter(f"pressure_memory_{name}_seconds", doc, None if total is None else total / 1e6)
     vm = sample.vmstat
     for key, name, doc in (
         ("pgmajfault", "major_faults", "Major page faults (vmstat pgmajfault)."),
         ("pswpout", "swap_out_pages", "Pages swapped out (vmstat pswpout)."),
         ("oom_kill", "oom_kills", "Processes killed by the kernel OOM killer (vmstat oom_kill)."),
     ):
-        if vm.get(key) is not None:
-            fam = _c(name, doc)
-            fam.add_metric([], vm[key])
-            yield fam
+        yield counter(name, doc, vm.get(key))
 
 
 _ENGINE_TITLES = ("VLLM::", "sglang::")
@@ -293,7 +302,9 @@ class SnapshotCollector:
                     self.log.exception("metrics renderer failed", renderer=name, error=str(exc))
                 continue
             self._failed.discard(name)
-            yield from (f for f in fams if f.samples)  # an empty family is noise in the exposition
+            # Empty families still go out (HELP and TYPE only): every documented metric is discoverable
+            # on a machine without a GPU or a trainer, and series appear under a name already known.
+            yield from fams
 
 
 def build_registry(daemon) -> CollectorRegistry:

@@ -210,3 +210,62 @@ def test_workloads_group_engines_with_their_launcher_and_read_caps():
     assert value(m, "sparkwatchd_workload_memory_bytes", kind="trainer", capped="false") == 9 * gib
     assert value(m, "sparkwatchd_workloads", kind="other", capped="false") == 0
     assert value(m, "sparkwatchd_memory_gpu_attributed_bytes") == 78 * gib
+
+
+# Every family interfaces.md fixes (counters by their sample name).
+INTERFACE_METRICS = [
+    "build_info",
+    "source_up",
+    "source_duration_seconds",
+    "source_errors_total",
+    "last_sample_timestamp_seconds",
+    "gpu_info",
+    "gpu_power_watts",
+    "gpu_energy_joules_total",
+    "gpu_temperature_celsius",
+    "gpu_slowdown_temperature_celsius",
+    "gpu_sm_clock_hertz",
+    "gpu_utilization_ratio",
+    "gpu_clock_event_active",
+    "gpu_clock_event_seconds_total",
+    "gpu_memory_info_supported",
+    "memory_total_bytes",
+    "memory_available_bytes",
+    "memory_available_min_bytes",
+    "memory_budget_bytes",
+    "memory_cached_bytes",
+    "memory_anon_bytes",
+    "memory_gpu_attributed_bytes",
+    "memory_swap_used_bytes",
+    "pressure_memory_waiting_seconds_total",
+    "pressure_memory_stalled_seconds_total",
+    "major_faults_total",
+    "swap_out_pages_total",
+    "oom_kills_total",
+    "workloads",
+    "workload_memory_bytes",
+    "finding_level",
+    "events_total",
+    "training_step_seconds",
+    "training_tokens_per_second",
+    "training_slowdown_ratio",
+    "training_last_report_timestamp_seconds",
+]
+
+
+def test_every_interface_metric_is_described_on_a_machine_without_gpu_or_trainer():
+    s = Sample(ts=100.0, meminfo={"MemTotal": 1000, "MemAvailable": 500, "Cached": 10, "AnonPages": 20})
+    snap = Snapshot(
+        sample=s, diagnosis=None, sources={"nvml": SourceStatus("nvml", False, error="no driver")}
+    )
+    reg = build_registry(SimpleNamespace(snapshot=lambda: snap, settings=None, overruns=0))
+    text = generate_latest(reg).decode()
+    described = set(re.findall(r"^# HELP (sparkwatchd_\w+)", text, re.M))
+    missing = [
+        n
+        for n in INTERFACE_METRICS
+        if f"sparkwatchd_{n}" not in described and f"sparkwatchd_{n.removesuffix('_total')}" not in described
+    ]
+    assert not missing
+    # No GPU: the gpu families carry no series (absent, never a false zero).
+    assert not re.search(r"^sparkwatchd_gpu_power_watts\{", text, re.M)

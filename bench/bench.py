@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import http.client
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -20,17 +19,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def spawn_processes(n: int) -> list[subprocess.Popen]:
-    """N idle processes so the process scan has something to walk."""
-    return [subprocess.Popen(["sleep", "600"]) for _ in range(n)]
+from _common import free_port, spawn_sleepers  # noqa: E402
 
 
 def tick_cost(ticks: int) -> tuple[float, float]:
@@ -130,7 +119,7 @@ def main() -> int:
 
     names = [s.name for s in build_live_sources(load_settings(None, environ={}))]
     print(f"live sources in this build: {', '.join(names)}")
-    procs = spawn_processes(args.processes)
+    procs = spawn_sleepers(args.processes)
     try:
         total = len(os.listdir("/proc")) if os.path.isdir("/proc") else 0
         cpu, wall = tick_cost(args.ticks)

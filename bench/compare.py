@@ -23,7 +23,6 @@ import http.client
 import os
 import resource
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,12 +32,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from _common import count_series, free_port, proc_status, spawn_sleepers  # noqa: E402
 
 
 def get(port: int, path: str) -> tuple[int, bytes]:
@@ -63,17 +57,6 @@ def wait_ready(port: int, path: str, proc: subprocess.Popen, timeout: float = 60
             pass
         time.sleep(0.1)
     raise RuntimeError(f"{proc.args} not ready")
-
-
-def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
-
-
-def series(body: bytes) -> int:
-    return sum(1 for line in body.decode().splitlines() if line and not line.startswith("#"))
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -106,7 +89,7 @@ def scrape_side_by_side(scrapes: int) -> None:
         try:
             for _name, (p, port, ready) in procs.items():
                 wait_ready(port, ready, p)
-            rss_start = rss_kib(sw.pid)
+            rss_start = proc_status(sw.pid, "VmRSS")
             for _ in range(10):  # warm up both
                 for _name, (_p, port, _r) in procs.items():
                     get(port, "/metrics")
@@ -120,13 +103,15 @@ def scrape_side_by_side(scrapes: int) -> None:
                     status, body = get(port, "/metrics")
                     lat[name].append((time.perf_counter() - t0) * 1000)
                     last[name] = body
-            rss_after = rss_kib(sw.pid)
+            rss_after = proc_status(sw.pid, "VmRSS")
             print(f"/metrics latency, {scrapes} scrapes each, interleaved, new connection per scrape:")
             for name, xs in lat.items():
                 print(f"  {name:13s} median {statistics.median(xs):6.2f} ms   p90 {pct(xs, 0.9):6.2f} ms   "
-                      f"({len(last[name]):,} bytes, {series(last[name])} series)")  # fmt: skip
+                      f"({len(last[name]):,} bytes, {count_series(last[name].decode())} series)")  # fmt: skip
             if "node_exporter" in procs:
-                print(f"  node_exporter RSS: {rss_kib(procs['node_exporter'][0].pid) / 1024:.1f} MiB")
+                print(
+                    f"  node_exporter RSS: {proc_status(procs['node_exporter'][0].pid, 'VmRSS') / 1024:.1f} MiB"
+                )
             print(f"spark-watchd RSS: {rss_start / 1024:.1f} MiB after start, "
                   f"{rss_after / 1024:.1f} MiB after {scrapes + 10} scrapes")  # fmt: skip
         finally:
@@ -137,10 +122,6 @@ def scrape_side_by_side(scrapes: int) -> None:
                     p.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     p.kill()
-
-
-def spawn(n: int) -> list[subprocess.Popen]:
-    return [subprocess.Popen(["sleep", "600"], close_fds=True) for _ in range(n)]
 
 
 def tick_cpu(counts: list[int], ticks: int) -> None:
@@ -158,7 +139,7 @@ def tick_cpu(counts: list[int], ticks: int) -> None:
         print(f"tick CPU (full live tick: sources {names}; diagnosis; publish):")
         base = len([p for p in os.listdir("/proc") if p.isdigit()])
         for n in counts:
-            procs = spawn(n)
+            procs = spawn_sleepers(n)
             try:
                 time.sleep(0.5)
                 cpu = []

@@ -30,6 +30,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.append(str(REPO / "bench"))  # _common, also when imported as bench.soak by the tests
+from _common import count_series, proc_status  # noqa: E402
+
 DAY = 86400.0
 STEP = 30.0
 
@@ -76,23 +79,10 @@ def build_week_trace(dst: Path, traces: Iterable[Path], samples: int, churn: boo
     return passes
 
 
-def proc_status(pid: int, key: str) -> int:
-    """An integer field of /proc/PID/status (VmRSS in KiB, Threads)."""
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    return 0
-
-
-def vm_rss_kib(pid: int) -> int:
-    return proc_status(pid, "VmRSS")
-
-
 def series_count(base: str) -> int:
     """Lines in /metrics that are samples (not # HELP/# TYPE)."""
     with urllib.request.urlopen(base + "/metrics", timeout=10) as r:
-        return sum(1 for line in r.read().decode().splitlines() if line and not line.startswith("#"))
+        return count_series(r.read().decode())
 
 
 def status(base: str) -> dict:
@@ -234,7 +224,7 @@ def row(day: int, t_wall: float, pid: int, base: str, jobs: int) -> dict:
     return {
         "day": day,
         "wall_s": time.monotonic() - t_wall,
-        "rss_kib": vm_rss_kib(pid),
+        "rss_kib": proc_status(pid, "VmRSS"),
         "threads": proc_status(pid, "Threads"),
         "fds": len(os.listdir(f"/proc/{pid}/fd")),
         "series": series_count(base),

@@ -5,21 +5,17 @@ Prints figures, asserts nothing. Run: python bench/throughput_client.py [CALLS]
 
 from __future__ import annotations
 
-import socket
 import statistics
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
-sys.path.insert(0, ".")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from _common import free_port  # noqa: E402
+
 from spark_watchd.client import ProgressReporter  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def measure(url: str, calls: int, min_interval: float) -> tuple[list[float], ProgressReporter]:

@@ -96,28 +96,25 @@ def _names_in(root: str, db: str) -> set[str] | None:
         return set()
 
 
-def user_exists(name: str, root: str = "/") -> bool:
-    """Whether the account exists (in root's /etc/passwd when root is not /)."""
-    names = _names_in(root, "passwd")
+def _exists(name: str, root: str, db: str, lookup) -> bool:
+    names = _names_in(root, db)
     if names is not None:
         return name in names
     try:
-        pwd.getpwnam(name)
+        lookup(name)
         return True
     except KeyError:
         return False
+
+
+def user_exists(name: str, root: str = "/") -> bool:
+    """Whether the account exists (in root's /etc/passwd when root is not /)."""
+    return _exists(name, root, "passwd", pwd.getpwnam)
 
 
 def group_exists(name: str, root: str = "/") -> bool:
     """Whether the group exists (in root's /etc/group when root is not /)."""
-    names = _names_in(root, "group")
-    if names is not None:
-        return name in names
-    try:
-        grp.getgrnam(name)
-        return True
-    except KeyError:
-        return False
+    return _exists(name, root, "group", grp.getgrnam)
 
 
 def configured_interval(path: str) -> float:

@@ -45,7 +45,7 @@ def replay_rate(trace: Path) -> float:
     """Samples per second the daemon's replay tick sustains (diagnosis included, no pacing)."""
     from spark_watchd.config import load_settings
     from spark_watchd.daemon import Daemon
-    from spark_watchd.replay_source import ReplayFeed
+    from spark_watchd.sources.replay import ReplayFeed
 
     with tempfile.TemporaryDirectory() as state:
         d = Daemon(
@@ -113,7 +113,7 @@ def main() -> int:
 
     from spark_watchd.config import load_settings
     from spark_watchd.daemon import build_live_sources
-    from spark_watchd.logging import configure_logging
+    from spark_watchd.logs import configure_logging
 
     configure_logging("error")  # figures only; missing sources are expected on a bench machine
 

@@ -235,7 +235,7 @@ def replay_rates() -> None:
     print(f"replay verb in-process (parse + classify + encode + write): {total / w:,.0f} samples/s wall, "
           f"{total / c:,.0f} per CPU-second")  # fmt: skip
     from spark_watchd.diagnose.engine import Diagnoser
-    from spark_watchd.trace import read_trace
+    from spark_watchd.sample.trace import read_trace
 
     loaded = [list(read_trace(p)) for p in paths]
     n = sum(len(s) for s in loaded)
@@ -261,7 +261,7 @@ def main() -> int:
     ap.add_argument("--ticks", type=int, default=15)
     ap.add_argument("--watch-seconds", type=float, default=10)
     args = ap.parse_args()
-    from spark_watchd.logging import configure_logging
+    from spark_watchd.logs import configure_logging
 
     configure_logging("error")
     la = os.getloadavg()

@@ -14,10 +14,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from spark_watchd.history import History  # noqa: E402
-from spark_watchd.model import Diagnosis, Finding  # noqa: E402
+from spark_watchd.sample.findings import Diagnosis
+from spark_watchd.sample.model import Finding  # noqa: E402
+from spark_watchd.sample.trace import read_trace  # noqa: E402
 from spark_watchd.snapshot import Snapshot  # noqa: E402
-from spark_watchd.trace import read_trace  # noqa: E402
+from spark_watchd.web.charts import History  # noqa: E402
 from spark_watchd.web.settings import WebSettings  # noqa: E402
 
 TRACE = Path(__file__).resolve().parent.parent / "spark_watchd" / "scenarios" / "eviction.jsonl"

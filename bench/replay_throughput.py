@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from spark_watchd.commands import replay as replay_cmd  # noqa: E402
 from spark_watchd.diagnose.engine import Diagnoser  # noqa: E402
-from spark_watchd.trace import read_trace  # noqa: E402
+from spark_watchd.sample.trace import read_trace  # noqa: E402
 
 
 def main(argv):

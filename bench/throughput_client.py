@@ -15,7 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _common import free_port  # noqa: E402
 
-from spark_watchd.client import ProgressReporter  # noqa: E402
+from spark_watchd.integrations.reporter import ProgressReporter  # noqa: E402
 
 
 def measure(url: str, calls: int, min_interval: float) -> tuple[list[float], ProgressReporter]:

@@ -7,6 +7,7 @@ import importlib
 import sys
 
 from spark_watchd import __version__
+from spark_watchd.errors import EX_USAGE
 
 # Explicit list (no import side effects): (verb, module under spark_watchd.commands, one-line help).
 VERBS = (
@@ -22,9 +23,6 @@ VERBS = (
     ("runs", "runs", "the per-run training ledger"),
     ("install-service", "install_service", "install (or --uninstall) the systemd unit, user and config"),
 )
-
-EX_USAGE = 2
-EX_CONFIG = 78
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict]:

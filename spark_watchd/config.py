@@ -15,9 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from spark_watchd.diagnose.thresholds import Thresholds
-from spark_watchd.notify_settings import NotifySettings
+from spark_watchd.errors import ConfigError
+from spark_watchd.notify.settings import NotifySettings
 from spark_watchd.sources.settings import SourcesSettings
 from spark_watchd.throughput.settings import ProgressSettings
+from spark_watchd.web.http import parse_listen
 from spark_watchd.web.settings import WebSettings
 
 if sys.version_info >= (3, 11):
@@ -28,7 +30,6 @@ else:  # pragma: no cover - Python 3.10
 DEFAULT_CONFIG_PATH = "/etc/spark-watchd/config.toml"
 ENV_PREFIX = "SPARK_WATCHD_"
 CONFIG_ENV = "SPARK_WATCHD_CONFIG"
-EX_CONFIG = 78
 
 
 class DaemonSettings(BaseModel):
@@ -65,15 +66,6 @@ class DaemonSettings(BaseModel):
         return v
 
 
-def parse_listen(listen: str) -> tuple[str, int]:
-    """Split HOST:PORT (IPv6 as [::1]:PORT; empty host means all addresses); ValueError says why."""
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"{listen!r} is not HOST:PORT")
-    host = host.strip("[]") or "0.0.0.0"
-    return host, int(port)
-
-
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid")
 
@@ -93,12 +85,6 @@ class _Composed(Settings):
         cls, settings_cls, init_settings, **_others
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings,)
-
-
-class ConfigError(Exception):
-    """Bad configuration: the message names the file (or variable / flag), the key and the reason."""
-
-    exit_code = EX_CONFIG
 
 
 def config_path(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> str | None:

@@ -11,13 +11,13 @@ from collections.abc import Callable
 from typing import Any
 
 from spark_watchd import __version__
-from spark_watchd.collector import Collector
 from spark_watchd.config import Settings
-from spark_watchd.logging import get_logger
-from spark_watchd.model import Sample
-from spark_watchd.replay_source import ReplayFeed
-from spark_watchd.sdnotify import SystemdNotifier
+from spark_watchd.logs import get_logger
+from spark_watchd.sample.model import Sample
+from spark_watchd.service.sdnotify import SystemdNotifier
 from spark_watchd.snapshot import Snapshot, SourceStatus
+from spark_watchd.sources.collect import Collector
+from spark_watchd.sources.replay import ReplayFeed
 
 Subscriber = Callable[[Snapshot], None]
 
@@ -71,7 +71,7 @@ class Daemon:
             if replay is None
             else None
         )
-        self.tracker: Any = None  # throughput JobTracker: set by throughput.api.routes(daemon); a Source
+        self.tracker: Any = None  # throughput JobTracker: set by web.progress.routes(daemon); a Source
         self.history: Any = None  # web history store: set by web.page.routes(daemon)
         self.extras_providers: dict[str, Callable[[], Any]] = {}
         if hasattr(self.runtime, "throttle_seconds"):
@@ -355,7 +355,7 @@ class Runner:
         for key in ("listen", "web_config_file", "http_workers", "http_timeout", "state_dir", "record_dir"):
             if getattr(new.daemon, key) != getattr(old.daemon, key):
                 self.log.warning(f"daemon.{key} changed: takes effect after a restart")
-        from spark_watchd.logging import configure_logging
+        from spark_watchd.logs import configure_logging
 
         configure_logging(new.daemon.log_level, new.daemon.log_format)
         self.log.info("configuration reloaded", interval_s=new.daemon.interval)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from spark_watchd import cli
-from spark_watchd.config import ConfigError, load_settings
+from spark_watchd.config import load_settings
+from spark_watchd.errors import ConfigError
 from tests.conftest import run_cli
 
 

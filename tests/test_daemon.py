@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from spark_watchd.trace import parse_line, read_trace
+from spark_watchd.sample.trace import parse_line, read_trace
 from tests.conftest import FIXTURES, run_cli
 from tests.daemon_helpers import http_get, running_daemon, samples, value
 

@@ -7,11 +7,11 @@ import json
 import pytest
 import structlog
 
-from spark_watchd.collector import Collector
 from spark_watchd.config import load_settings
 from spark_watchd.daemon import Daemon, Runner
-from spark_watchd.replay_source import ReplayFeed
 from spark_watchd.sources.base import SourceUnavailable
+from spark_watchd.sources.collect import Collector
+from spark_watchd.sources.replay import ReplayFeed
 from tests.conftest import REPO
 
 EVICTION = REPO / "spark_watchd" / "scenarios" / "eviction.jsonl"
@@ -184,7 +184,7 @@ def test_overrunning_tick_is_skipped_and_logged_not_stacked(settings, tmp_path):
 
 
 def test_throughput_tracker_contributes_like_a_source_and_extras_reach_the_snapshot(settings, tmp_path):
-    from spark_watchd.model import ThroughputReading
+    from spark_watchd.sample.model import ThroughputReading
 
     class _Tracker:
         name = "progress"

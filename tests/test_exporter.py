@@ -13,10 +13,10 @@ from prometheus_client import generate_latest
 
 from spark_watchd.config import load_settings
 from spark_watchd.daemon import Daemon
-from spark_watchd.exporter import SnapshotCollector, build_registry
-from spark_watchd.model import GpuReading, ProcessInfo, Sample
-from spark_watchd.replay_source import ReplayFeed
+from spark_watchd.export.prometheus import SnapshotCollector, build_registry
+from spark_watchd.sample.model import GpuReading, ProcessInfo, Sample
 from spark_watchd.snapshot import Snapshot, SourceStatus
+from spark_watchd.sources.replay import ReplayFeed
 from tests.conftest import REPO, require_binary
 from tests.daemon_helpers import samples, value
 

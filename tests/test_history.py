@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 import spark_watchd
-from spark_watchd.history import History
-from spark_watchd.model import Diagnosis, Event, Finding, GpuReading, Sample, ThroughputReading
+from spark_watchd.sample.findings import Diagnosis, Event, Finding
+from spark_watchd.sample.model import GpuReading, Sample, ThroughputReading
+from spark_watchd.sample.trace import read_trace
 from spark_watchd.snapshot import Snapshot
-from spark_watchd.trace import read_trace
+from spark_watchd.web.charts import History
 from spark_watchd.web.settings import WebSettings
 
 GIB = 2**30

@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spark_watchd import cli
-from spark_watchd.config import load_settings, parse_listen
+from spark_watchd.config import load_settings
 from spark_watchd.daemon import Daemon
-from spark_watchd.web.http import Response, Route
+from spark_watchd.web.http import Response, Route, parse_listen
 from spark_watchd.web.server import HttpServer, collect_routes
 from tests.daemon_helpers import http_get, samples, value
 

@@ -1,4 +1,4 @@
-"""spark_watchd.jsonfast: orjson when installed, the standard library otherwise, with the same results."""
+"""spark_watchd.sample.codec: orjson when installed, the standard library otherwise, with the same results."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from spark_watchd import jsonfast
+from spark_watchd.sample import codec as jsonfast
 
 LINE = '{"v":1,"ts":1764403230.5,"meminfo":{"MemAvailable":61234567},"gpus":[{"temp_c":79.5,"power_w":null}]}'
 

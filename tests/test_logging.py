@@ -7,7 +7,7 @@ import json
 
 import structlog
 
-from spark_watchd.logging import configure_logging, get_logger
+from spark_watchd.logs import configure_logging, get_logger
 
 
 class _Tty(io.StringIO):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_watchd.model import Sample
+from spark_watchd.sample.model import Sample
 
 SHARED = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "traces"
 

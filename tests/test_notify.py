@@ -11,9 +11,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from pydantic import ValidationError
 
-from spark_watchd.model import Diagnosis, Event, Finding, Sample
-from spark_watchd.notify import Notifier, TransitionTracker, build_notifier
-from spark_watchd.notify_settings import NotifySettings
+from spark_watchd.notify.notifier import Notifier, TransitionTracker, build_notifier
+from spark_watchd.notify.settings import NotifySettings
+from spark_watchd.sample.findings import Diagnosis, Event, Finding
+from spark_watchd.sample.model import Sample
 from spark_watchd.snapshot import Snapshot
 from tests.conftest import REPO, cli_env, free_port
 

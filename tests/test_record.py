@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from spark_watchd.trace import read_trace
+from spark_watchd.sample.trace import read_trace
 from tests.conftest import FIXTURES, REPO, cli_env, run_cli
 
 VM_ROOT = FIXTURES / "hosts" / "daemon-vm" / "proc"

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spark_watchd.model import GpuReading, ProcessInfo, Sample, ThroughputReading
-from spark_watchd.trace import TraceError, TraceWriter, iter_trace_dicts, read_trace, repair_torn_tail
+from spark_watchd.sample.model import GpuReading, ProcessInfo, Sample, ThroughputReading
+from spark_watchd.sample.trace import TraceError, TraceWriter, iter_trace_dicts, read_trace, repair_torn_tail
 
 TRACE_KEYS = {
     "v",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from spark_watchd.model import ProcessInfo
-from spark_watchd.workloads import KINDS, classify, is_capped, parse_size, read_caps
+from spark_watchd.sample.model import ProcessInfo
+from spark_watchd.sample.workloads import KINDS, classify, is_capped, parse_size, read_caps
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import sys
 from importlib import resources
 
 from spark_watchd.commands.run import add_common_arguments, load_or_report, serve
-from spark_watchd.config import EX_CONFIG
+from spark_watchd.errors import EX_CONFIG
 
 SCENARIOS = ("eviction", "throttle")
 # Scenarios are 3 h at 30 s spacing: 60x unfolds one in about 3 minutes.

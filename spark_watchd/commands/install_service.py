@@ -18,7 +18,8 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from spark_watchd import configdoc, unitfile
+from spark_watchd.errors import EX_NOPERM
+from spark_watchd.service import configdoc, unitfile
 
 try:
     import tomllib
@@ -27,7 +28,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 UNIT_NAME = "spark-watchd.service"
 STATE_DIR = "/var/lib/spark-watchd"
-EX_NOPERM = 77
+
 # ProtectHome=yes hides these; an interpreter living there needs ProtectHome=read-only.
 HOME_PREFIXES = ("/home/", "/root/", "/run/user/")
 

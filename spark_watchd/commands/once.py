@@ -6,7 +6,7 @@ import argparse
 import json
 
 from spark_watchd.commands.run import add_common_arguments, load_or_report
-from spark_watchd.config import EX_CONFIG
+from spark_watchd.errors import EX_CONFIG
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,8 +20,8 @@ def main(args: argparse.Namespace) -> int:
     settings = load_or_report(args)
     if settings is None:
         return EX_CONFIG
-    from spark_watchd.collector import Collector
     from spark_watchd.daemon import build_live_sources, build_runtime
+    from spark_watchd.sources.collect import Collector
 
     collector = Collector(build_live_sources(settings))
     runtime = build_runtime(settings, None)  # a one-off look must not touch the daemon's journal and counters

@@ -9,7 +9,7 @@ import argparse
 import json
 import sys
 
-from spark_watchd import hostinfo, planner
+from spark_watchd.preflight import hostinfo, planner
 
 EXIT = {"fits": 0, "tight": 1, "unknown": 1, "does not fit": 3}
 

@@ -9,8 +9,8 @@ import threading
 import time
 
 from spark_watchd.commands.run import add_common_arguments, load_or_report
-from spark_watchd.config import EX_CONFIG
-from spark_watchd.logging import get_logger
+from spark_watchd.errors import EX_CONFIG
+from spark_watchd.logs import get_logger
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,9 +34,9 @@ def main(args: argparse.Namespace) -> int:
     settings = load_or_report(args)
     if settings is None:
         return EX_CONFIG
-    from spark_watchd.collector import Collector
     from spark_watchd.daemon import build_live_sources
-    from spark_watchd.trace import TraceWriter
+    from spark_watchd.sample.trace import TraceWriter
+    from spark_watchd.sources.collect import Collector
 
     log = get_logger("record")
     interval = args.interval or settings.daemon.interval

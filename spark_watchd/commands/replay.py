@@ -6,11 +6,10 @@ import sys
 
 from spark_watchd.diagnose.engine import Diagnoser
 from spark_watchd.diagnose.thresholds import Thresholds
-from spark_watchd.jsonfast import dumps_compact
-from spark_watchd.model import GOTCHAS, Sample
-from spark_watchd.trace import TraceError, iter_trace_dicts
-
-EX_DATAERR = 65
+from spark_watchd.errors import EX_DATAERR
+from spark_watchd.sample.codec import dumps_compact
+from spark_watchd.sample.model import GOTCHAS, Sample
+from spark_watchd.sample.trace import TraceError, iter_trace_dicts
 
 
 def add_arguments(parser):

@@ -7,12 +7,10 @@ import os
 import sys
 
 from spark_watchd import __version__
-from spark_watchd.config import EX_CONFIG, ConfigError, Settings, load_settings
-from spark_watchd.logging import configure_logging, get_logger
-from spark_watchd.notify import build_notifier
-
-EX_USAGE = 2
-EX_SOFTWARE = 1
+from spark_watchd.config import Settings, load_settings
+from spark_watchd.errors import EX_CONFIG, EX_SOFTWARE, EX_USAGE, ConfigError
+from spark_watchd.logs import configure_logging, get_logger
+from spark_watchd.notify.notifier import build_notifier
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -99,8 +97,8 @@ def main(args: argparse.Namespace) -> int:
 def serve(settings: Settings, args: argparse.Namespace, *, announce: bool = False) -> int:
     """Start the daemon and its HTTP server; block until SIGTERM/SIGINT. Shared by run and demo."""
     from spark_watchd.daemon import Daemon, Runner
-    from spark_watchd.replay_source import ReplayFeed
-    from spark_watchd.rolling import RollingRecorder
+    from spark_watchd.snapshot.recorder import RollingRecorder
+    from spark_watchd.sources.replay import ReplayFeed
     from spark_watchd.web.auth import load_web_config
     from spark_watchd.web.server import HttpServer, collect_routes
 

@@ -6,9 +6,8 @@ import json
 import sys
 from pathlib import Path
 
+from spark_watchd.errors import EX_CONFIG
 from spark_watchd.throughput.ledger import LEDGER_FILE, read_runs
-
-EX_CONFIG = 78
 
 
 def add_arguments(parser) -> None:

@@ -11,7 +11,8 @@ from spark_watchd.diagnose.g3 import G3Tracker
 from spark_watchd.diagnose.g4 import G4Tracker
 from spark_watchd.diagnose.g6 import G6Tracker
 from spark_watchd.diagnose.thresholds import Thresholds
-from spark_watchd.model import Diagnosis, Event, Sample
+from spark_watchd.sample.findings import Diagnosis, Event
+from spark_watchd.sample.model import Sample
 
 
 class Diagnoser:

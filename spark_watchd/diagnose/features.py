@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from spark_watchd.model import Finding, Sample
+from spark_watchd.sample.findings import Finding
+from spark_watchd.sample.model import Sample
 
 KIB = 1024
 # Thermal reasons (model.REASON_BITS): HW slowdown 0x08, SW thermal 0x20, HW thermal 0x40.

@@ -9,7 +9,8 @@ from collections import deque
 from collections.abc import Sequence
 
 from spark_watchd.diagnose import features as feat
-from spark_watchd.model import Event, Finding, Sample
+from spark_watchd.sample.findings import Event, Finding
+from spark_watchd.sample.model import Sample
 
 GIB = 1024**3
 

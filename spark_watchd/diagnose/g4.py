@@ -11,7 +11,8 @@ from collections.abc import Sequence
 
 from spark_watchd.diagnose import features as feat
 from spark_watchd.diagnose.anomaly import ADVICE_HUNG, ADVICE_POWER, AnomalyWatch
-from spark_watchd.model import Event, Finding, Sample
+from spark_watchd.sample.findings import Event, Finding
+from spark_watchd.sample.model import Sample
 
 ADVICE_THROTTLE = (
     "Expect the ~100 W sustained cap on GB10: flat power under the 240 W rating is normal, heat is not.",

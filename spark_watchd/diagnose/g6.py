@@ -9,9 +9,10 @@ from collections import deque
 from collections.abc import Sequence
 
 from spark_watchd.diagnose import features as feat
-from spark_watchd.model import Event, Finding, Sample
-from spark_watchd.workloads import classify as classify_workload
-from spark_watchd.workloads import read_caps
+from spark_watchd.sample.findings import Event, Finding
+from spark_watchd.sample.model import Sample
+from spark_watchd.sample.workloads import classify as classify_workload
+from spark_watchd.sample.workloads import read_caps
 
 GIB = 1024**3
 SERVER_KINDS = frozenset(("vllm", "sglang", "ollama", "llamacpp"))

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from spark_watchd.model import Event
+from spark_watchd.sample.findings import Event
 
 
 def _fsync_dir(path: Path) -> None:

@@ -10,12 +10,13 @@ import os
 from collections import deque
 from pathlib import Path
 
-from spark_watchd.diagnose.capture import CaptureRing
 from spark_watchd.diagnose.engine import Diagnoser
+from spark_watchd.diagnose.incidents import CaptureRing
 from spark_watchd.diagnose.journal import EventJournal, read_events, read_state, write_state_atomic
 from spark_watchd.diagnose.thresholds import Thresholds
-from spark_watchd.logging import get_logger
-from spark_watchd.model import Diagnosis, Event, Sample
+from spark_watchd.logs import get_logger
+from spark_watchd.sample.findings import Diagnosis, Event
+from spark_watchd.sample.model import Sample
 
 # sparkwatchd_events_total{kind}
 COUNT_KINDS = ("eviction", "oom_kill", "reboot", "reboot_after_throttle", "throttle_start")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from spark_watchd.client import ProgressReporter
+from spark_watchd.integrations.reporter import ProgressReporter
 
 
 def _job_from_args(args: Any) -> str:

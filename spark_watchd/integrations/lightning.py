@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from spark_watchd.client import ProgressReporter
+from spark_watchd.integrations.reporter import ProgressReporter
 
 try:  # either distribution provides the same Callback
     from lightning.pytorch import Callback as _Base

@@ -17,7 +17,7 @@ from spark_watchd.diagnose.g6 import describe
 from spark_watchd.diagnose.thresholds import Thresholds
 
 # The daemon's own G6 judgement of kind and cap, so preflight and the live finding agree.
-from spark_watchd.procutil import run_argv
+from spark_watchd.sources.command import run_argv
 
 PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "probe.py")
 PROBE_TIMEOUT_S = 120.0  # importing torch and initialising CUDA can take a while on a cold cache

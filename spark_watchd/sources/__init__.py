@@ -10,8 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 from spark_watchd.sources.base import Source, SourceUnavailable
+from spark_watchd.sources.kernel import BootSource, MeminfoSource, PsiSource, VmstatSource
 from spark_watchd.sources.nvml import NvmlSource
-from spark_watchd.sources.proc import BootSource, MeminfoSource, PsiSource, VmstatSource
 from spark_watchd.sources.processes import ProcessSource
 from spark_watchd.sources.sensors import SensorsSource
 from spark_watchd.sources.settings import SourcesSettings
@@ -27,7 +27,7 @@ def nvml_from_env() -> Any:
     """The fake NVML named by SPARK_WATCHD_FAKE_NVML (see spark_watchd.testing), else None."""
     if not os.environ.get(FAKE_NVML_ENV):
         return None
-    from spark_watchd.testing import nvml_from_env as fake
+    from spark_watchd.sources.fake_nvml import nvml_from_env as fake
 
     return fake()
 

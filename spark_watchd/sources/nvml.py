@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from spark_watchd.model import GpuReading
+from spark_watchd.sample.model import GpuReading
 from spark_watchd.sources.base import SourceUnavailable
-from spark_watchd.sources.bounded import BoundedWorker, CallTimeout
+from spark_watchd.sources.worker import BoundedWorker, CallTimeout
 
 # NVML_ERROR_* codes after which the handle is worthless: shut NVML down and initialise again.
 # 1 uninitialized, 9 driver not loaded, 15 GPU lost, 16 reset required, 18 RM mismatch,

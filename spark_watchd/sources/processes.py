@@ -15,8 +15,8 @@ from typing import Any
 
 import psutil
 
-from spark_watchd.model import ProcessInfo
-from spark_watchd.workloads import classify, is_training_script
+from spark_watchd.sample.model import ProcessInfo
+from spark_watchd.sample.workloads import classify, is_training_script
 
 # How many scans a new process's argv is read again before the cached answer is trusted.
 SETTLE_SCANS = 3

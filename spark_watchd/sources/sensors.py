@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from spark_watchd.model import Sensor
+from spark_watchd.sample.model import Sensor
 
 _ZONE = re.compile(r"^thermal_zone(\d+)$")
 _HWMON = re.compile(r"^hwmon(\d+)$")

@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from spark_watchd.model import GpuReading
-from spark_watchd.procutil import run_argv
+from spark_watchd.sample.model import GpuReading
 from spark_watchd.sources.base import SourceUnavailable
+from spark_watchd.sources.command import run_argv
 
 _NA = {
     "[n/a]",

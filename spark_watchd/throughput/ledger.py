@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from spark_watchd.model import REASON_COUNTER_KEYS, Sample
+from spark_watchd.sample.model import REASON_COUNTER_KEYS, Sample
 from spark_watchd.snapshot import Snapshot
 from spark_watchd.throughput.tracker import JobStats, RunEnd
 

@@ -1,6 +1,6 @@
 """The throughput area assembled for the daemon: tracker (a source), ledger (a subscriber), log tails.
 
-`attach(daemon)` (called by `throughput.api.routes(daemon)`, which the web
+`attach(daemon)` (called by `web.progress.routes(daemon)`, which the web
 server calls at start-up) sets `daemon.tracker` (the daemon collects it each
 tick and closes it on stop), registers the `jobs` extras provider and the
 ledger subscriber, and starts the log tails.

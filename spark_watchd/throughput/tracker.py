@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from spark_watchd.model import ThroughputReading
+from spark_watchd.sample.model import ThroughputReading
 from spark_watchd.throughput.models import ProgressReport
 from spark_watchd.throughput.settings import ProgressSettings
 

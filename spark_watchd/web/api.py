@@ -11,7 +11,7 @@ from typing import Any
 from prometheus_client.exposition import choose_encoder
 
 from spark_watchd import __version__
-from spark_watchd.exporter import build_registry, workload_table
+from spark_watchd.export.prometheus import build_registry, workload_table
 from spark_watchd.snapshot import Snapshot
 from spark_watchd.web.http import Request, Response, Route
 

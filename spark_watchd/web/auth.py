@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from spark_watchd.config import ConfigError
+from spark_watchd.errors import ConfigError
 
 _TLS_VERSIONS = {
     "TLS10": ssl.TLSVersion.TLSv1,

@@ -38,3 +38,12 @@ class Route:
     handler: Handler
     # Largest body accepted (POST); larger gets 413 before the body is read.
     max_body: int = 0
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """Split HOST:PORT (IPv6 as [::1]:PORT; empty host means all addresses); ValueError says why."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{listen!r} is not HOST:PORT")
+    host = host.strip("[]") or "0.0.0.0"
+    return host, int(port)

@@ -14,10 +14,10 @@ import re
 from importlib import resources
 from typing import Any
 
-from spark_watchd import workloads
-from spark_watchd.history import History
-from spark_watchd.model import ProcessInfo
+from spark_watchd.sample import workloads
+from spark_watchd.sample.model import ProcessInfo
 from spark_watchd.snapshot import Snapshot
+from spark_watchd.web.charts import History
 from spark_watchd.web.http import Request, Response, Route
 from spark_watchd.web.settings import WebSettings
 

@@ -20,14 +20,13 @@ from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs
 
 from spark_watchd import __version__
-from spark_watchd.config import parse_listen
-from spark_watchd.logging import get_logger
+from spark_watchd.logs import get_logger
 from spark_watchd.web.auth import WebConfig
 from spark_watchd.web.gate import ConnectionGate
-from spark_watchd.web.http import Request, Response, Route
+from spark_watchd.web.http import Request, Response, Route, parse_listen
 
 # Route providers, each a module with `routes(daemon) -> list[Route]`; imported guarded, here only.
-ROUTE_PROVIDERS = ("spark_watchd.web.api", "spark_watchd.web.page", "spark_watchd.throughput.api")
+ROUTE_PROVIDERS = ("spark_watchd.web.api", "spark_watchd.web.page", "spark_watchd.web.progress")
 
 _BODY_METHODS = ("POST", "PUT", "PATCH")
 _DRAIN_LIMIT = 256 * 1024  # read this much of a refused body so the client sees our answer, not a reset

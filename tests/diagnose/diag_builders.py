@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spark_watchd.model import GpuReading, ProcessInfo, Sample, ThroughputReading
+from spark_watchd.sample.model import GpuReading, ProcessInfo, Sample, ThroughputReading
 
 GIB = 1024**3
 KB_GIB = 1024 * 1024

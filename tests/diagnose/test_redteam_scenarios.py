@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from spark_watchd.diagnose.engine import Diagnoser
-from spark_watchd.trace import read_trace
+from spark_watchd.sample.trace import read_trace
 
 RANK = {"ok": 0, "unknown": 0, "warning": 1, "critical": 2}
 GOTCHAS = ("G3", "G4", "G6")

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spark_watchd.diagnose.engine import Diagnoser
-from spark_watchd.model import SEVERITIES, Sample
+from spark_watchd.sample.model import SEVERITIES, Sample
 
 maybe_f = st.one_of(st.none(), st.floats(min_value=0, max_value=300, allow_nan=False))
 maybe_i = st.one_of(st.none(), st.integers(min_value=0, max_value=10**12))

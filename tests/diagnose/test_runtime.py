@@ -12,14 +12,14 @@ from pathlib import Path
 from diag_builders import Host
 from prometheus_client import CollectorRegistry, generate_latest
 
-from spark_watchd.diagnose import metrics
 from spark_watchd.diagnose.engine import Diagnoser
 from spark_watchd.diagnose.journal import EventJournal, read_events
 from spark_watchd.diagnose.runtime import DiagnosisRuntime
 from spark_watchd.diagnose.thresholds import Thresholds
-from spark_watchd.model import Event
+from spark_watchd.export import diagnosis as metrics
+from spark_watchd.sample.findings import Event
+from spark_watchd.sample.trace import read_trace
 from spark_watchd.snapshot import Snapshot
-from spark_watchd.trace import read_trace
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

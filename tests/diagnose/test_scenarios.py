@@ -12,7 +12,7 @@ import pytest
 from conftest import TRACES
 
 from spark_watchd.diagnose.engine import Diagnoser
-from spark_watchd.trace import read_trace
+from spark_watchd.sample.trace import read_trace
 
 RANK = {"ok": 0, "unknown": 0, "warning": 1, "critical": 2}
 OWN = Path(__file__).resolve().parents[1] / "fixtures" / "traces"

@@ -7,9 +7,9 @@ import os
 import re
 import sys
 
-from spark_watchd import configdoc, unitfile
 from spark_watchd.commands import install_service
 from spark_watchd.config import Settings, load_settings
+from spark_watchd.service import configdoc, unitfile
 from tests.conftest import run_cli
 
 try:

@@ -1,4 +1,4 @@
-"""The UMA worksheet (`spark_watchd.planner`) and `spark-watchd plan`."""
+"""The UMA worksheet (`spark_watchd.preflight.planner`) and `spark-watchd plan`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_watchd import hostinfo, planner
+from spark_watchd.preflight import hostinfo, planner
 from tests.conftest import FIXTURES, run_cli
 
 GB10_BARE = FIXTURES / "hosts" / "gb10-operator-bare"

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from spark_watchd.sdnotify import SystemdNotifier
+from spark_watchd.service.sdnotify import SystemdNotifier
 
 
 @pytest.fixture

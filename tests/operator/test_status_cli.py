@@ -10,7 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from spark_watchd import cli
-from spark_watchd.model import Event, Finding, ThroughputReading
+from spark_watchd.sample.findings import Event, Finding
+from spark_watchd.sample.model import ThroughputReading
 from tests.conftest import free_port, run_cli
 
 GIB = 1024**3

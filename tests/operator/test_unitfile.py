@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from spark_watchd import unitfile
+from spark_watchd.service import unitfile
 from tests.conftest import REPO, require_binary
 
 UNIT = REPO / "systemd" / "spark-watchd.service"
@@ -24,7 +24,7 @@ def _directives(text: str) -> dict[str, list[str]]:
 
 
 def test_repository_unit_is_the_default_rendering():
-    # Regenerate with: python -m spark_watchd.unitfile > systemd/spark-watchd.service
+    # Regenerate with: python -m spark_watchd.service.unitfile > systemd/spark-watchd.service
     assert UNIT.read_text() == unitfile.render_unit()
 
 
@@ -108,7 +108,7 @@ try:
     sys.exit(78)  # the restriction is not in force: the probe proves nothing
 except OSError:
     pass
-import pynvml, psutil, spark_watchd.cli, spark_watchd.unitfile  # what the daemon imports
+import pynvml, psutil, spark_watchd.cli, spark_watchd.service.unitfile  # what the daemon imports
 assert ctypes.CFUNCTYPE(ctypes.c_int)(lambda: 7)() == 7  # even a libffi callback needs no W+X page
 print("ok")
 """

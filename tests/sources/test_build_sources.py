@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from spark_watchd.model import Sample
+from spark_watchd.sample.model import Sample
 from spark_watchd.sources import build_sources, missing_sources, nvml_library_problem
 from spark_watchd.sources.base import SourceUnavailable
 from spark_watchd.sources.settings import SourcesSettings

@@ -8,7 +8,7 @@ import threading
 import pynvml
 import pytest
 
-from spark_watchd.model import GpuReading
+from spark_watchd.sample.model import GpuReading
 from spark_watchd.sources.base import SourceUnavailable
 from spark_watchd.sources.nvml import NvmlSource
 from spark_watchd.testing import FakeGpu, FakeNvml

@@ -5,10 +5,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spark_watchd.sample.workloads import classify, read_caps
 from spark_watchd.sources.memwatch import scan_mem_available_kb, scan_psi_some_avg10
-from spark_watchd.sources.procfs import parse_boot_id, parse_meminfo, parse_psi, parse_uptime, parse_vmstat
+from spark_watchd.sources.parsers import parse_boot_id, parse_meminfo, parse_psi, parse_uptime, parse_vmstat
 from spark_watchd.sources.smi import parse_smi_csv, parse_smi_performance
-from spark_watchd.workloads import classify, read_caps
 
 # Text shaped like the real files (keys, colons, numbers, units) plus anything.
 _TOKENS = st.sampled_from(

@@ -8,8 +8,8 @@ import threading
 import pytest
 
 from spark_watchd.sources.base import SourceUnavailable
-from spark_watchd.sources.proc import BootSource, MeminfoSource, PsiSource, VmstatSource
-from spark_watchd.sources.procfs import (
+from spark_watchd.sources.kernel import BootSource, MeminfoSource, PsiSource, VmstatSource
+from spark_watchd.sources.parsers import (
     parse_boot_id,
     parse_meminfo,
     parse_psi,

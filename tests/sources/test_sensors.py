@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from spark_watchd.model import Sensor
+from spark_watchd.sample.model import Sensor
 from spark_watchd.sources.sensors import SensorsSource
 from tests.conftest import FIXTURES
 

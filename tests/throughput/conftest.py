@@ -7,10 +7,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from spark_watchd.throughput.api import PATH, make_handler
 from spark_watchd.throughput.settings import ProgressSettings
 from spark_watchd.throughput.tracker import JobTracker
 from spark_watchd.web.http import Request
+from spark_watchd.web.progress import PATH, make_handler
 
 T0 = 1764403200.0  # 2025-11-29T08:00:00Z, the traces' epoch
 

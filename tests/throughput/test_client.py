@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 
-from spark_watchd.client import ProgressReporter, job_name
+from spark_watchd.integrations.reporter import ProgressReporter, job_name
 from spark_watchd.throughput.settings import ProgressSettings
 from tests.conftest import free_port
 
@@ -67,19 +67,19 @@ def test_url_and_token_come_from_the_environment(progress_server, monkeypatch):
 
 
 def test_daemon_not_running_stays_quiet_and_never_raises(caplog):
-    caplog.set_level(logging.DEBUG, logger="spark_watchd.client")
+    caplog.set_level(logging.DEBUG, logger="spark_watchd.integrations.reporter")
     rep = ProgressReporter("j", url=f"http://127.0.0.1:{free_port()}", min_interval=0)
     for step in range(50):
         rep.report(step)
     rep.close()
     assert rep.sent == 0 and rep.dropped > 0
-    records = [r for r in caplog.records if r.name == "spark_watchd.client"]
+    records = [r for r in caplog.records if r.name == "spark_watchd.integrations.reporter"]
     assert len(records) == 1 and records[0].levelno == logging.DEBUG
     assert "not reachable" in records[0].getMessage()
 
 
 def test_refused_reports_warn_once_and_bad_arguments_never_raise(progress_server, caplog):
-    caplog.set_level(logging.DEBUG, logger="spark_watchd.client")
+    caplog.set_level(logging.DEBUG, logger="spark_watchd.integrations.reporter")
     rep = ProgressReporter("j", url=progress_server.url, min_interval=0)
     rep.report("not a number")  # swallowed: the training loop must go on
     rep.report(-1)  # the daemon answers 400

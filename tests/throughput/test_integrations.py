@@ -24,7 +24,7 @@ def test_callbacks_import_without_transformers_or_lightning():
             sys.modules[name] = None  # makes `import name` raise ImportError
         from spark_watchd.integrations.hf import SparkWatchdCallback
         from spark_watchd.integrations.lightning import SparkWatchdLightningCallback
-        import spark_watchd.client
+        import spark_watchd.integrations.reporter
         assert SparkWatchdCallback.__mro__[-1] is object and len(SparkWatchdCallback.__mro__) == 3
         assert SparkWatchdLightningCallback.__mro__[1] is object
         cb = SparkWatchdCallback(job="x", tokens_per_step=8)

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from spark_watchd.model import Diagnosis, Event, GpuReading, Sample
+from spark_watchd.sample.findings import Diagnosis, Event
+from spark_watchd.sample.model import GpuReading, Sample
 from spark_watchd.snapshot import Snapshot
 from spark_watchd.throughput.ledger import RunLedger, read_runs
 from spark_watchd.throughput.models import ProgressReport
@@ -148,7 +149,7 @@ def test_attach_wires_a_daemon_and_replay_mode_writes_no_ledger(tmp_path, monkey
     from types import SimpleNamespace
 
     from spark_watchd.config import Settings
-    from spark_watchd.throughput.api import routes
+    from spark_watchd.web.progress import routes
 
     def fake_daemon(state_dir):
         subs = []

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_watchd.throughput.api import PATH, make_handler, routes
 from spark_watchd.throughput.settings import ProgressSettings
 from spark_watchd.throughput.tracker import JobTracker
 from spark_watchd.web.http import Request
+from spark_watchd.web.progress import PATH, make_handler, routes
 
 from .conftest import T0
 

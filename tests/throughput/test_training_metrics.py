@@ -7,9 +7,9 @@ import subprocess
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from spark_watchd.model import Sample, ThroughputReading
+from spark_watchd.export.training import families
+from spark_watchd.sample.model import Sample, ThroughputReading
 from spark_watchd.snapshot import Snapshot
-from spark_watchd.throughput.metrics import families
 from spark_watchd.throughput.models import ProgressReport
 from spark_watchd.throughput.settings import ProgressSettings
 from spark_watchd.throughput.tracker import JobTracker

@@ -13,7 +13,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import spark_watchd
 from spark_watchd.config import Settings
-from spark_watchd.model import Diagnosis, Event, Finding, Sample
+from spark_watchd.sample.findings import Diagnosis, Event, Finding
+from spark_watchd.sample.model import Sample
 from spark_watchd.snapshot import Snapshot, SourceStatus
 from spark_watchd.web.http import Request, Response, Route
 from spark_watchd.web.page import _json

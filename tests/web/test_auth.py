@@ -12,8 +12,9 @@ import bcrypt
 import pytest
 
 from spark_watchd import cli
-from spark_watchd.config import ConfigError, load_settings
+from spark_watchd.config import load_settings
 from spark_watchd.daemon import Daemon
+from spark_watchd.errors import ConfigError
 from spark_watchd.web.auth import load_web_config
 from spark_watchd.web.server import HttpServer, collect_routes
 from tests.conftest import free_port, require_binary

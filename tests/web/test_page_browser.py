@@ -22,8 +22,8 @@ import pytest
 from playwright.sync_api import expect
 
 from spark_watchd.config import Settings
-from spark_watchd.model import Diagnosis, Finding
-from spark_watchd.trace import read_trace
+from spark_watchd.sample.findings import Diagnosis, Finding
+from spark_watchd.sample.trace import read_trace
 from spark_watchd.web.page import routes
 from spark_watchd.web.settings import WebSettings
 from tests.conftest import REPO, cli_env, free_port, require_binary

@@ -12,10 +12,10 @@ import urllib.request
 import pytest
 
 from spark_watchd.config import Settings
-from spark_watchd.history import History
-from spark_watchd.model import ProcessInfo
+from spark_watchd.sample.model import ProcessInfo
+from spark_watchd.sample.trace import read_trace
 from spark_watchd.snapshot import Snapshot
-from spark_watchd.trace import read_trace
+from spark_watchd.web.charts import History
 from spark_watchd.web.http import Request
 from spark_watchd.web.page import classify_process, parse_since, routes, workloads_json
 from spark_watchd.web.settings import WebSettings

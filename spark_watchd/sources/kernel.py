@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from spark_watchd.sources.memwatch import MemWatch
-from spark_watchd.sources.procfs import (
+from spark_watchd.sources.parsers import (
     parse_boot_id,
     parse_meminfo,
     parse_psi,

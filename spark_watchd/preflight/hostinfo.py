@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from spark_watchd.diagnose.thresholds import Thresholds
-from spark_watchd.sources.procfs import parse_meminfo
+from spark_watchd.sources.parsers import parse_meminfo
 
 KIB = 1024
 # The daemon's own G3 reserve (thresholds.os_reserve_bytes), so `plan` and the live budget agree.

@@ -8,8 +8,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from spark_watchd.logging import get_logger
-from spark_watchd.model import GpuReading, ProcessInfo, Sample, Sensor, ThroughputReading
+from spark_watchd.logs import get_logger
+from spark_watchd.sample.model import GpuReading, ProcessInfo, Sample, Sensor, ThroughputReading
 from spark_watchd.snapshot import SourceStatus
 
 _ITEM_TYPES = {

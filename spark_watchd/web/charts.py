@@ -16,7 +16,8 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from spark_watchd.model import REASON_BITS, SEVERITY_LEVEL, Diagnosis, Event, Sample
+from spark_watchd.sample.findings import Diagnosis, Event
+from spark_watchd.sample.model import REASON_BITS, SEVERITY_LEVEL, Sample
 from spark_watchd.snapshot import Snapshot
 from spark_watchd.web.settings import WebSettings
 

@@ -23,9 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from spark_watchd.logging import get_logger
-from spark_watchd.model import SEVERITY_LEVEL
-from spark_watchd.notify_settings import NotifySettings
+from spark_watchd.logs import get_logger
+from spark_watchd.notify.settings import NotifySettings
+from spark_watchd.sample.model import SEVERITY_LEVEL
 from spark_watchd.snapshot import Snapshot
 
 log = get_logger("notify")

@@ -2,7 +2,7 @@
 
 Every key is written commented out with its default, under its description: the daemon's defaults
 stay in one place (the models), and uncommenting a line is the whole edit an operator makes.
-`python -m spark_watchd.configdoc` prints it.
+`python -m spark_watchd.service.configdoc` prints it.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from spark_watchd.model import Diagnosis, Event, Sample
+from spark_watchd.sample.findings import Diagnosis, Event
+from spark_watchd.sample.model import Sample
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,9 +7,9 @@ import os
 import time
 from pathlib import Path
 
-from spark_watchd.logging import get_logger
+from spark_watchd.logs import get_logger
+from spark_watchd.sample.trace import TraceWriter
 from spark_watchd.snapshot import Snapshot
-from spark_watchd.trace import TraceWriter
 
 PREFIX = "spark-watchd-"
 

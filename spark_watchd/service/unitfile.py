@@ -1,7 +1,7 @@
 """The systemd unit, rendered for one installation; `systemd/spark-watchd.service` is its default rendering.
 
 `install-service` renders it with this interpreter, the chosen user and a watchdog derived from the
-configured interval. `python -m spark_watchd.unitfile > systemd/spark-watchd.service` regenerates the
+configured interval. `python -m spark_watchd.service.unitfile > systemd/spark-watchd.service` regenerates the
 repository copy; a test keeps the two identical.
 """
 

@@ -1,6 +1,6 @@
 """Report training progress to spark-watchd from any training loop (standard library only).
 
-    from spark_watchd.client import ProgressReporter
+    from spark_watchd.integrations.reporter import ProgressReporter
     reporter = ProgressReporter("llama-8b-sft")
     for step, batch in enumerate(loader, 1):
         ...
@@ -29,7 +29,7 @@ from collections import deque
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-log = logging.getLogger("spark_watchd.client")
+log = logging.getLogger("spark_watchd.integrations.reporter")
 
 DEFAULT_URL = "http://127.0.0.1:9761"
 PATH = "/api/v1/progress"

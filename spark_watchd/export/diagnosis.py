@@ -6,7 +6,7 @@ import logging
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from spark_watchd.model import GOTCHAS, SEVERITY_LEVEL
+from spark_watchd.sample.model import GOTCHAS, SEVERITY_LEVEL
 
 ANOMALY_KINDS = ("power_delivery", "hung_engine")
 EVENT_KINDS = ("eviction", "oom_kill", "reboot", "reboot_after_throttle", "throttle_start")

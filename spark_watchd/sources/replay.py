@@ -12,8 +12,8 @@ import dataclasses
 import time
 from collections.abc import Callable, Iterator
 
-from spark_watchd.model import Sample
-from spark_watchd.trace import TraceError, read_trace
+from spark_watchd.sample.model import Sample
+from spark_watchd.sample.trace import TraceError, read_trace
 
 
 class ReplayFeed:

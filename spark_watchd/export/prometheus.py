@@ -14,17 +14,17 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from spark_watchd import __version__
-from spark_watchd.logging import get_logger
-from spark_watchd.model import REASON_BITS, REASON_COUNTER_KEYS, Sample
+from spark_watchd.logs import get_logger
+from spark_watchd.sample.model import REASON_BITS, REASON_COUNTER_KEYS, Sample
+from spark_watchd.sample.workloads import classify, is_capped, read_caps
 from spark_watchd.snapshot import Snapshot
-from spark_watchd.workloads import classify, is_capped, read_caps
 
 P = "sparkwatchd_"
 KB = 1024
 WORKLOAD_KINDS = ("vllm", "sglang", "ollama", "llamacpp", "trainer", "other")
 
 # Renderers of other areas, each `families(snapshot) -> Iterable[Metric]`, imported guarded here only.
-AREA_RENDERERS = ("spark_watchd.diagnose.metrics", "spark_watchd.throughput.metrics")
+AREA_RENDERERS = ("spark_watchd.export.diagnosis", "spark_watchd.export.training")
 
 
 def _g(name: str, doc: str, labels: Iterable[str] = ()) -> GaugeMetricFamily:

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from spark_watchd.jsonfast import loads as _loads
-from spark_watchd.model import Sample
+from spark_watchd.sample.codec import loads as _loads
+from spark_watchd.sample.model import Sample
 
 
 class TraceError(ValueError):

@@ -6,8 +6,9 @@ import os
 from collections import deque
 from pathlib import Path
 
-from spark_watchd.model import Diagnosis, Sample
-from spark_watchd.trace import TraceWriter
+from spark_watchd.sample.findings import Diagnosis
+from spark_watchd.sample.model import Sample
+from spark_watchd.sample.trace import TraceWriter
 
 TROUBLE = ("warning", "critical")
 

@@ -11,6 +11,10 @@ from pathlib import Path
 
 import pytest
 
+# Progress fixtures (fake clock, loopback progress server, a real daemon) for throughput, web, export and
+# integrations tests.
+pytest_plugins = ("tests.support.progress",)
+
 REPO = Path(__file__).resolve().parent.parent
 
 

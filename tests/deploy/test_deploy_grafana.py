@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import yaml
-from deploy_helpers import (
+
+from tests.deploy.deploy_helpers import (
     GRAFANA,
     METRIC_RE,
     PROM,

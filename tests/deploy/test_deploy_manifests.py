@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from deploy_helpers import DEPLOY, PROM, REPO, rules_gen
 
 from tests.conftest import require_binary
+from tests.deploy.deploy_helpers import DEPLOY, PROM, REPO, rules_gen
 
 AM = DEPLOY / "alertmanager" / "alertmanager.yml"
 COMPOSE = DEPLOY / "docker-compose" / "docker-compose.yml"

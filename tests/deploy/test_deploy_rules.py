@@ -8,9 +8,17 @@ from pathlib import Path
 
 import pytest
 import yaml
-from deploy_helpers import DEPLOY, PROM, REPO, alert_rules, rules_gen, runbook_anchors, shipped_rules
 
 from tests.conftest import require_binary
+from tests.deploy.deploy_helpers import (
+    DEPLOY,
+    PROM,
+    REPO,
+    alert_rules,
+    rules_gen,
+    runbook_anchors,
+    shipped_rules,
+)
 
 
 def test_committed_rules_tests_and_prometheusrule_match_the_generator():

@@ -23,9 +23,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import yaml
-from deploy_helpers import DEPLOY, PROM, REPO, dashboard_queries, load_dashboards, rules_gen, runbook_anchors
 
 from tests.conftest import cli_env, free_port, require_binary
+from tests.deploy.deploy_helpers import (
+    DEPLOY,
+    PROM,
+    REPO,
+    dashboard_queries,
+    load_dashboards,
+    rules_gen,
+    runbook_anchors,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from diag_builders import Host
-
 from spark_watchd.diagnose import g3
 from spark_watchd.diagnose.engine import Diagnoser
 from spark_watchd.diagnose.thresholds import Thresholds
+from tests.diagnose.diag_builders import Host
 
 GIB = 1024**3
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from diag_builders import Host, proc
-
 from spark_watchd.diagnose import g6
 from spark_watchd.diagnose.engine import Diagnoser
 from spark_watchd.diagnose.thresholds import Thresholds
+from tests.diagnose.diag_builders import Host, proc
 
 VLLM_CAPPED = ["python3", "-m", "vllm.entrypoints.openai.api_server", "--gpu-memory-utilization", "0.5"]
 VLLM_KV = ["python3", "-m", "vllm.entrypoints.openai.api_server", "--kv-cache-memory-bytes", "40G"]

@@ -9,7 +9,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-from diag_builders import Host
 from prometheus_client import CollectorRegistry, generate_latest
 
 from spark_watchd.diagnose.engine import Diagnoser
@@ -20,6 +19,7 @@ from spark_watchd.export import diagnosis as metrics
 from spark_watchd.sample.findings import Event
 from spark_watchd.sample.trace import read_trace
 from spark_watchd.snapshot import Snapshot
+from tests.diagnose.diag_builders import Host
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,10 +9,10 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import TRACES
 
 from spark_watchd.diagnose.engine import Diagnoser
 from spark_watchd.sample.trace import read_trace
+from tests.conftest import TRACES
 
 RANK = {"ok": 0, "unknown": 0, "warning": 1, "critical": 2}
 OWN = Path(__file__).resolve().parents[1] / "fixtures" / "traces"

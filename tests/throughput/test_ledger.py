@@ -15,8 +15,7 @@ from spark_watchd.throughput.service import Throughput
 from spark_watchd.throughput.settings import ProgressSettings
 from spark_watchd.throughput.tracker import JobTracker
 from tests.conftest import run_cli
-
-from .conftest import T0
+from tests.support.progress import T0
 
 
 def snap(ts, temp=70.0, energy=0.0, thermal_us=0, cap_us=0, avail_kb=50_000_000, events=(), jobs=None):

@@ -11,8 +11,7 @@ from pydantic import ValidationError
 from spark_watchd.throughput.logtail import LineParser, LogTail, LogTailer
 from spark_watchd.throughput.settings import LogTailSettings, ProgressSettings
 from spark_watchd.throughput.tracker import JobTracker
-
-from .conftest import FakeClock
+from tests.support.progress import FakeClock
 
 # What a transformers 5 Trainer writes to a redirected stderr/stdout: \r-redrawn bar, log dicts.
 HF_LOG = (

@@ -7,8 +7,7 @@ import pytest
 from spark_watchd.throughput.models import ProgressReport
 from spark_watchd.throughput.settings import ProgressSettings
 from spark_watchd.throughput.tracker import JobTracker, ReportRejected, TooManyJobs
-
-from .conftest import T0
+from tests.support.progress import T0
 
 
 def R(step, tokens=None, ts=None, job="j", **kw):

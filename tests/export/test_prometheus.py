@@ -20,7 +20,7 @@ from spark_watchd.sources.replay import ReplayFeed
 from tests.conftest import REPO, require_binary
 from tests.daemon_helpers import samples, value
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 SCENARIOS = REPO / "spark_watchd" / "scenarios"
 UPDATE = os.environ.get("SPARK_WATCHD_UPDATE_GOLDEN") == "1"
 
@@ -152,7 +152,7 @@ def test_golden_metrics_for_replayed_scenario(scenario, tmp_path):
         golden.write_text(text)
     assert golden.exists(), "run with SPARK_WATCHD_UPDATE_GOLDEN=1 to create it"
     assert text == golden.read_text(), (
-        "exposition changed; if intended: SPARK_WATCHD_UPDATE_GOLDEN=1 pytest tests/test_exporter.py"
+        "exposition changed; if intended: SPARK_WATCHD_UPDATE_GOLDEN=1 pytest tests/export/test_prometheus.py"
     )
 
 

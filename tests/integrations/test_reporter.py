@@ -8,8 +8,7 @@ import logging
 from spark_watchd.integrations.reporter import ProgressReporter, job_name
 from spark_watchd.throughput.settings import ProgressSettings
 from tests.conftest import free_port
-
-from .conftest import ProgressServer
+from tests.support.progress import ProgressServer
 
 
 def test_reports_arrive_with_start_and_end_and_are_coalesced(progress_server):

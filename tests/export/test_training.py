@@ -14,8 +14,7 @@ from spark_watchd.throughput.models import ProgressReport
 from spark_watchd.throughput.settings import ProgressSettings
 from spark_watchd.throughput.tracker import JobTracker
 from tests.conftest import require_binary
-
-from .conftest import T0
+from tests.support.progress import T0
 
 
 def render(snapshot: Snapshot) -> str:

@@ -9,7 +9,7 @@ import pytest
 
 from spark_watchd.sample.model import Sample
 
-SHARED = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "traces"
+SHARED = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
 
 
 @pytest.mark.parametrize(

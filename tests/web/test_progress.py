@@ -13,8 +13,7 @@ from spark_watchd.throughput.settings import ProgressSettings
 from spark_watchd.throughput.tracker import JobTracker
 from spark_watchd.web.http import Request
 from spark_watchd.web.progress import PATH, make_handler, routes
-
-from .conftest import T0
+from tests.support.progress import T0
 
 
 def post(handler, body, client="127.0.0.1", headers=None):

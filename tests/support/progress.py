@@ -1,4 +1,4 @@
-"""Fixtures for the throughput tests: a fake clock and a loopback server running the real progress handler."""
+"""Progress fixtures: a fake clock and a loopback server running the real progress handler."""
 
 from __future__ import annotations
 

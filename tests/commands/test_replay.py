@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import run_cli
+from tests.conftest import run_cli
 
-TRACES = Path(__file__).resolve().parent / "fixtures" / "traces"
+TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
 
 
 def test_jsonl_is_one_replay_object_per_sample():

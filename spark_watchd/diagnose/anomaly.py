@@ -10,6 +10,12 @@ ADVICE_POWER = (
     "Clocks pinned low at cool temperature with no throttle reason: a power-delivery fault, not heat.",
     "Do a full AC power cycle: shut down, unplug the power brick for 60 s, plug back in.",
 )
+ADVICE_LIMIT = (
+    "The board firmware's power limit (pl1/syspl1 on the spbm chip), not heat, is holding the clocks; "
+    "NVML shows no reason for it.",
+    "Check the effective limits: the spbm chip's power11_cap..power14_cap (pl1, pl2, syspl1, syspl2); "
+    "an OS override written there stays until 0 is written back (the EC default).",
+)
 ADVICE_HUNG = (
     "The GPU reports full utilisation at idle power while cooling down: the engine looks hung.",
     "Check the job (py-spy dump / NCCL timeouts); kill and restart it, reboot if the GPU stays stuck.",

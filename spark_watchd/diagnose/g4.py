@@ -10,7 +10,8 @@ from collections import deque
 from collections.abc import Sequence
 
 from spark_watchd.diagnose import features as feat
-from spark_watchd.diagnose.anomaly import ADVICE_HUNG, ADVICE_POWER, AnomalyWatch
+from spark_watchd.diagnose.anomaly import ADVICE_HUNG, ADVICE_LIMIT, ADVICE_POWER, AnomalyWatch
+from spark_watchd.diagnose.board import evidence as board_evidence
 from spark_watchd.sample.findings import Event, Finding
 from spark_watchd.sample.model import Sample
 
@@ -205,6 +206,10 @@ class G4Tracker:
             # HW slowdown alone needs the temperature or the clocks to agree.
             signature = (pure and loaded) or (thermal_now and (near or clock_low))
         signature = signature or at_shutdown
+        b = board_evidence(sample.board, th, slowdown, loaded)
+        if b is not None and b.thermal and loaded:
+            # PROCHOT or the package at Tj max is heat even when NVML's mask reads 0 (firmware clamps first).
+            signature = thermal_now = True
 
         if signature:
             self.last_thermal_ts = ts
@@ -263,6 +268,8 @@ class G4Tracker:
             # cumulative, for sparkwatchd_throttled_seconds_total (the runtime restores it after restarts)
             "throttled_seconds_total": self.throttle_s,
         }
+        if b is not None:
+            ev.update(b.details())
         if worst is not None:
             ev["step_seconds_recent"] = worst[2]
             ev["step_seconds_baseline"] = worst[3]
@@ -295,12 +302,14 @@ class G4Tracker:
                 ), events
             if hold:
                 return self._reboot_finding(ts, ev), events
+            why = "active" if f.thermal_bits else "counters moving"
+            if not f.thermal_bits and not moving and b is not None and b.thermal:
+                why = f"mask clear but {b.why_thermal()}"
             return Finding(
                 "G4",
                 "warning",
                 f"Thermal throttle: {_n(temp, '.1f')} C at the {slowdown:.0f} C slowdown, thermal reason "
-                f"{'active' if f.thermal_bits else 'counters moving'}, clocks {_n(clk)} of {f.app_clock_mhz} MHz, "
-                f"{_n(power, '.0f')} W",
+                f"{why}, clocks {_n(clk)} of {f.app_clock_mhz} MHz, {_n(power, '.0f')} W",
                 ev,
                 ADVICE_THROTTLE,
             ), events
@@ -311,7 +320,12 @@ class G4Tracker:
                 "G4",
                 "ok",
                 f"Not thermal: clocks pinned at {clk} MHz at {temp:.0f} C and {power:.0f} W with no clock-event "
-                "reason bit (power-delivery fault)",
+                "reason bit (power-delivery fault"
+                + (
+                    f", confirmed by board DC input {b.dc_input_w:.0f} W)"
+                    if b is not None and b.dc_input_low
+                    else ")"
+                ),
                 ev,
                 ADVICE_POWER,
                 anomaly="power_delivery",
@@ -324,6 +338,25 @@ class G4Tracker:
                 ev,
                 ADVICE_HUNG,
                 anomaly="hung_engine",
+            ), events
+        if b is not None and b.limit is not None:
+            if worst is not None and worst[0] >= th.step_slowdown_ratio:
+                return Finding(
+                    "G4",
+                    "ok",
+                    f"Not thermal: step time x{worst[0]:.2f} of its baseline ({worst[1]}) while the firmware "
+                    f"{b.limit} power limit holds the board ({b.limit_phrase()}), with no NVML reason: "
+                    "the slowdown is that limit, not heat",
+                    ev,
+                    ADVICE_LIMIT,
+                    anomaly="power_limit",
+                ), events
+            return Finding(
+                "G4",
+                "ok",
+                f"No thermal throttle: {_n(temp, '.0f')} C at the platform power limit ({b.limit_phrase()}): "
+                "the platform cap, not heat",
+                ev,
             ), events
         if temp is None:
             return Finding("G4", "ok", "No throttle signature (temperature not reported)", ev), events

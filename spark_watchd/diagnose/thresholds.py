@@ -112,6 +112,24 @@ class Thresholds(BaseModel):
     hung_temp_drop_c: float = Field(
         2.0, description="Temperature fall over the anomaly window that counts, C."
     )
+    # GB10 board telemetry (spbm hwmon driver, antheas/spark_hwmon), read only when the driver is loaded.
+    # tj_max_c is the firmware's headroom to Tj max; the driver README lists ~0 C at idle too, so a zero
+    # counts only with the package hot (tj_max within cool_margin_c of the slowdown) and the GPU loaded.
+    board_tj_headroom_c: float = Field(
+        2.0, ge=0, description="Board tj_max_c headroom at or under this counts as at the Tj limit, C."
+    )
+    # The firmware's 100 ms PID holds the EWMA power within ~1-2% of an engaged limit: 97% is at the limit.
+    board_limit_ratio: float = Field(
+        0.97,
+        gt=0,
+        le=1,
+        description="EWMA power over its pl1/syspl1 limit at or above this is 'at the limit'.",
+    )
+    # A loaded GB10 draws 120-140 W at the DC input on the 240 W brick; a starved input (USB-PD fallback
+    # contract, failing brick) sits at 60-65 W, about the idle-plus-pinned-GPU draw.
+    board_dc_input_low_w: float = Field(
+        65.0, ge=0, description="Board DC input at or under this, GPU loaded, counts as starved, W."
+    )
 
     # ---- G3 unified memory ---------------------------------------------------------------------
     # The budget is MemAvailable minus what the OS, driver and desktop keep for themselves; GB10 owners

@@ -8,7 +8,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from spark_watchd.sample.model import GOTCHAS, SEVERITY_LEVEL
 
-ANOMALY_KINDS = ("power_delivery", "hung_engine")
+ANOMALY_KINDS = ("power_delivery", "hung_engine", "power_limit")
 EVENT_KINDS = ("eviction", "oom_kill", "reboot", "reboot_after_throttle", "throttle_start")
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ def _families(snapshot):
 
     an = GaugeMetricFamily(
         "sparkwatchd_anomaly",
-        "Non-thermal GPU anomaly (1 present): power_delivery fault or hung_engine; never a throttle.",
+        "Non-thermal GPU anomaly (1 present): power_delivery fault, hung_engine or firmware power_limit; never a throttle.",
         labels=["kind"],
     )
     for k in ANOMALY_KINDS:

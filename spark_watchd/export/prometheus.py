@@ -24,7 +24,11 @@ KB = 1024
 WORKLOAD_KINDS = ("vllm", "sglang", "ollama", "llamacpp", "trainer", "other")
 
 # Renderers of other areas, each `families(snapshot) -> Iterable[Metric]`, imported guarded here only.
-AREA_RENDERERS = ("spark_watchd.export.diagnosis", "spark_watchd.export.training")
+AREA_RENDERERS = (
+    "spark_watchd.export.diagnosis",
+    "spark_watchd.export.training",
+    "spark_watchd.export.board",
+)
 
 
 def _g(name: str, doc: str, labels: Iterable[str] = ()) -> GaugeMetricFamily:

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from spark_watchd.sample.board import BoardReading
+
 TRACE_VERSION = 1
 GOTCHAS = ("G3", "G4", "G6")
 SEVERITIES = ("unknown", "ok", "warning", "critical")
@@ -266,10 +268,11 @@ class Sample:
     sensors: tuple[Sensor, ...] = ()
     processes: tuple[ProcessInfo, ...] = ()
     throughput: tuple[ThroughputReading, ...] = ()
+    board: BoardReading | None = None  # optional: only hosts with the spbm hwmon driver
 
     def to_dict(self) -> dict[str, Any]:
-        """The trace-v1 object: every key present, null where not supported."""
-        return {
+        """The trace-v1 object: every key present, null where not supported; `board` only when read."""
+        d = {
             "v": TRACE_VERSION,
             "ts": self.ts,
             "host": self.host,
@@ -284,6 +287,9 @@ class Sample:
             "processes": [p.to_dict() for p in self.processes],
             "throughput": [t.to_dict() for t in self.throughput],
         }
+        if self.board is not None:
+            d["board"] = self.board.to_dict()
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Sample:
@@ -332,6 +338,7 @@ class Sample:
             tuple([sfd(x) for x in sensors]) if sensors else (),
             tuple([pfd(x) for x in procs]) if procs else (),
             tuple([ThroughputReading.from_dict(x) for x in tp]) if tp else (),
+            BoardReading.from_dict(b) if (b := d.get("board")) is not None else None,
         )
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from spark_watchd.sources.base import Source, SourceUnavailable
+from spark_watchd.sources.board import BoardSource
 from spark_watchd.sources.kernel import BootSource, MeminfoSource, PsiSource, VmstatSource
 from spark_watchd.sources.nvml import NvmlSource
 from spark_watchd.sources.processes import ProcessSource
@@ -61,7 +62,8 @@ def build_sources(
     settings: Any = None, nvml: Any = None, clock: Callable[[], float] = time.monotonic
 ) -> tuple[Source, ...]:
     """The sources in tick order: GPU (NVML, or nvidia-smi when NVML cannot load), meminfo, psi, vmstat,
-    boot, processes, sensors. Without NVML and nvidia-smi the `nvml` source is still listed (and down)."""
+    boot, processes, sensors, board (spbm; empty, not down, without the community driver).
+    Without NVML and nvidia-smi the `nvml` source is still listed (and down)."""
     s = _section(settings)
     if nvml is None:
         nvml = nvml_from_env()  # SPARK_WATCHD_FAKE_NVML: end-to-end tests run the real daemon on a fake GPU
@@ -84,6 +86,7 @@ def build_sources(
         BootSource(s.proc_root),
         ProcessSource(),
         SensorsSource(s.sys_root),
+        BoardSource(s.sys_root, clock=clock),
     )
 
 

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from spark_watchd.logs import get_logger
+from spark_watchd.sample.board import BoardReading
 from spark_watchd.sample.model import GpuReading, ProcessInfo, Sample, Sensor, ThroughputReading
 from spark_watchd.snapshot import SourceStatus
 
@@ -30,6 +31,7 @@ _SAMPLE_FIELDS = (
     "sensors",
     "processes",
     "throughput",
+    "board",
 )
 
 
@@ -43,6 +45,8 @@ def build_sample(ts: float, parts: Mapping[str, Any]) -> Sample:
         if key in _ITEM_TYPES:
             cls = _ITEM_TYPES[key]
             val = tuple(cls.from_dict(v) if isinstance(v, Mapping) else v for v in val)
+        elif key == "board" and isinstance(val, Mapping):
+            val = BoardReading.from_dict(val)
         kw[key] = val
     kw.setdefault("host", socket.gethostname())
     return Sample(ts=ts, **kw)

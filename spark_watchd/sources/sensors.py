@@ -95,7 +95,7 @@ def read_hwmon(sys_root: str, skip_chips: frozenset[str] = frozenset()) -> list[
 
 
 class SensorsSource:
-    """`sensors`: thermal zones, then hwmon chips not already covered by a zone."""
+    """`sensors`: thermal zones, then hwmon chips not already covered by a zone (nor by the board source)."""
 
     name = "sensors"
 
@@ -104,7 +104,8 @@ class SensorsSource:
 
     def collect(self, partial: Mapping[str, Any]) -> Mapping[str, Any]:
         zones = read_thermal_zones(self.sys_root)
-        hwmon = read_hwmon(self.sys_root, frozenset(s.chip for s in zones))
+        # The spbm chip (GB10 board telemetry) belongs to the `board` source: its tj_max_c is a headroom.
+        hwmon = read_hwmon(self.sys_root, frozenset(s.chip for s in zones) | {"spbm"})
         return {"sensors": tuple(zones + hwmon)}
 
     def close(self) -> None:

@@ -58,6 +58,7 @@ class Host:
         job="sft",
         meminfo=True,
         boot_id=True,
+        board=None,
     ) -> Sample:
         dt = self.interval
         self.ts += dt
@@ -127,6 +128,7 @@ class Host:
             mem_available_min_kb=int(mn * KB_GIB) if meminfo else None,
             processes=tuple(processes),
             throughput=tp,
+            board=board,
         )
 
     def run(self, n, **kw) -> list[Sample]:

@@ -255,3 +255,34 @@ def test_stale_live_daemon_and_a_non_thermal_anomaly_are_spelled_out(browser):
         assert page.locator("#chart-power rect.band").count() == 0  # not shaded as a throttle
         assert page.locator("#mode").is_hidden()
         assert log.errors == [] and log.off_origin == []
+
+
+def test_a_step_time_change_held_by_a_firmware_power_limit_is_said_on_the_page(browser):
+    from spark_watchd.diagnose import g4 as g4_classifier
+    from spark_watchd.diagnose.thresholds import Thresholds
+    from spark_watchd.sample.board import BoardReading
+    from tests.diagnose.diag_builders import Host
+
+    def board(pl1, ewma):
+        return BoardReading(
+            power_w={"pl1": pl1, "ewma_pl1": ewma, "dc_input": 130.0}, power_cap_w={"pl1": pl1}
+        )
+
+    host = Host()
+    window = host.run(30, temp=74.0, step=0.063, board=board(140.0, 96.0))
+    window += host.run(8, temp=74.0, clk=2050, step=0.094, board=board(100.0, 99.0))
+    g4 = g4_classifier.classify(window, Thresholds())
+    sample = next(iter(read_trace(SCENARIOS / "throttle.jsonl")))
+    diag = diagnose_by_hand(sample, evicted_at=float("inf"))
+    diag = Diagnosis(diag.ts, {**diag.findings, "G4": g4})
+    daemon = FakeDaemon()
+    daemon.publish(snapshot_of(sample, diag, mode="live"))
+    with RouteServer(routes(daemon), daemon) as srv, open_page(browser, srv.origin) as (page, log):
+        card = page.wait_for_selector('.finding[data-gotcha="G4"][data-severity="ok"]')
+        text = card.inner_text()
+        assert "step time x1.49" in text and "pl1 power limit" in text and "not heat" in text
+        assert "Not thermal: the board firmware's power limit (pl1/syspl1) is holding the clocks" in text
+        assert "board power limit ewma\n99 W" in text or "board power limit ewma 99 W" in text.replace(
+            "\n", " "
+        )
+        assert log.errors == [] and log.off_origin == []

@@ -95,6 +95,9 @@ def main(args) -> int:
     except FileNotFoundError:
         print(f"spark-watchd replay: {args.trace}: no such file", file=sys.stderr)
         return EX_DATAERR
+    except OSError as exc:  # a directory, a file without read permission, an I/O error
+        print(f"spark-watchd replay: {args.trace}: cannot read: {exc.strerror or exc}", file=sys.stderr)
+        return EX_DATAERR
     except TraceError as err:
         _flush(out, buf)  # what was judged before the bad line still goes out
         print(f"spark-watchd replay: {err}", file=sys.stderr)

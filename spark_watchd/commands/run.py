@@ -8,7 +8,7 @@ import sys
 
 from spark_watchd import __version__
 from spark_watchd.config import Settings, load_settings
-from spark_watchd.errors import EX_CONFIG, EX_SOFTWARE, EX_USAGE, ConfigError
+from spark_watchd.errors import EX_CONFIG, EX_DATAERR, EX_SOFTWARE, EX_USAGE, ConfigError
 from spark_watchd.logs import configure_logging, get_logger
 from spark_watchd.notify.notifier import build_notifier
 
@@ -118,7 +118,7 @@ def serve(settings: Settings, args: argparse.Namespace, *, announce: bool = Fals
                 )
             except (OSError, ValueError) as exc:
                 print(f"spark-watchd: cannot replay {args.replay}: {exc}", file=sys.stderr)
-                return EX_USAGE
+                return EX_DATAERR
             if getattr(args, "state_dir", None):
                 # An explicit --state-dir keeps the replay's state there (soak and crash tests restart on it).
                 state_dir = usable_state_dir(settings, explicit=True)

@@ -10,6 +10,7 @@ from typing import IO, Any
 
 from spark_watchd.sample.codec import loads as _loads
 from spark_watchd.sample.model import Sample
+from spark_watchd.sample.validate import FieldError, check_sample
 
 
 class TraceError(ValueError):
@@ -27,7 +28,10 @@ def parse_line(line: str, path: str = "<trace>", lineno: int = 0) -> dict[str, A
     try:
         obj = _loads(line)
     except ValueError as exc:
-        raise TraceError(path, lineno, f"not JSON ({exc.msg} at column {exc.colno})") from None
+        where = f" at column {exc.colno}" if hasattr(exc, "colno") else ""
+        raise TraceError(path, lineno, f"not JSON ({getattr(exc, 'msg', exc)}{where})") from None
+    except RecursionError:  # `[[[[...` 100,000 deep: the decoder's recursion, not ours
+        raise TraceError(path, lineno, "not a trace-v1 sample: JSON nested too deep") from None
     if not isinstance(obj, dict):
         raise TraceError(path, lineno, f"not a JSON object but {type(obj).__name__}")
     if "v" not in obj:
@@ -36,9 +40,10 @@ def parse_line(line: str, path: str = "<trace>", lineno: int = 0) -> dict[str, A
         raise TraceError(path, lineno, "missing key 'ts'")
     if obj["v"] != 1:
         raise TraceError(path, lineno, f"unsupported trace version {obj['v']!r} (this reader knows 1)")
-    ts = obj["ts"]
-    if isinstance(ts, bool) or not isinstance(ts, (int, float)):
-        raise TraceError(path, lineno, f"'ts' must be a number, got {ts!r}")
+    try:
+        check_sample(obj)
+    except FieldError as err:
+        raise TraceError(path, lineno, str(err)) from None
     return obj
 
 

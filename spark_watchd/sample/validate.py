@@ -1,0 +1,224 @@
+"""trace-v1 field checks: every known key's type and range, so nothing past the parser sees a bad value.
+
+Run once per parsed line (replay speed matters): exact `type()` tests against
+small tuples, and one chained comparison per number (it also refuses NaN and
+infinities, which `1e400` decodes to). Unknown keys are ignored and missing keys
+are "not sampled", as the spec says; `processes[].ppid` and `driver_events` are
+optional (added 2026-12) and checked when present.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+_I = (int,)
+_N = (int, float)
+_S = (str,)
+_B = (bool,)
+_MAX = 1e300  # finite: a chained `lo <= v <= hi` then refuses NaN and +-inf as well
+_U64 = 2**64 - 1  # /proc and NVML counters are at most unsigned 64-bit
+_I64 = 2**63
+
+# (key, accepted types, low, high, required); low None: no range (strings, bools, lists).
+_GPU = (
+    ("index", _I, 0, 4096, False),
+    ("name", _S, None, None, False),
+    ("uuid", _S, None, None, False),
+    ("power_w", _N, 0, 1e6, False),
+    ("temp_c", _N, -273.15, 1000, False),
+    ("sm_clock_mhz", _I, 0, 1e6, False),
+    ("clocks_event_reasons", _I, 0, _U64, False),
+    ("applications_clock_mhz", _I, 0, 1e6, False),
+    ("slowdown_temp_c", _N, -273.15, 1000, False),
+    ("shutdown_temp_c", _N, -273.15, 1000, False),
+    ("energy_j", _N, 0, _MAX, False),
+    ("util_pct", _N, 0, 100, False),
+    ("mem_used_bytes", _I, 0, _U64, False),
+    ("mem_total_bytes", _I, 0, _U64, False),
+    ("driver_version", _S, None, None, False),
+)
+_PROCESS = (
+    ("pid", _I, 0, _I64, True),
+    ("ppid", _I, 0, _I64, False),
+    ("create_time", _N, 0, _MAX, False),
+    ("name", _S, None, None, False),
+    ("rss_bytes", _I, 0, _U64, False),
+    ("gpu_mem_bytes", _I, 0, _U64, False),
+    ("gpu_resident", _B, None, None, False),
+)
+_SENSOR = (
+    ("chip", _S, None, None, False),
+    ("label", _S, None, None, False),
+    ("temp_c", _N, -273.15, 1000, False),
+    ("crit_c", _N, -273.15, 1000, False),
+)
+_THROUGHPUT = (
+    ("job", _S, None, None, True),
+    ("ts", _N, 0, _MAX, False),
+    ("step", _I, 0, _I64, False),
+    ("step_seconds", _N, 0, _MAX, False),
+    ("tokens_per_second", _N, 0, _MAX, False),
+)
+_DRIVER_EVENT = (
+    ("ts", _N, 0, _MAX, True),
+    ("gpu", _I, 0, 4096, True),
+    ("xid", _I, 0, _I64, False),
+    ("source", _S, None, None, True),
+    ("text", _S, None, None, True),
+)
+_DRIVER_SOURCES = ("nvml", "journal")
+_SAMPLE = (
+    ("ts", _N, 0, _MAX, True),
+    ("host", _S, None, None, False),
+    ("boot_id", _S, None, None, False),
+    ("uptime_s", _N, 0, _MAX, False),
+    ("mem_available_min_kb", _I, 0, _U64, False),
+)
+_PSI_FIELDS = ("avg10", "avg60", "avg300", "total")
+_PSI_KINDS = {"some", "full"}
+# avg* are percentages of time stalled; total is a microsecond counter.
+_PSI_LINE = tuple((k, _N, 0, 100.0 if k != "total" else _U64, False) for k in _PSI_FIELDS)
+_KIND = {_I: "an integer", _N: "a number", _S: "a string", _B: "true or false"}
+
+
+class FieldError(ValueError):
+    """A trace field with the wrong type or an impossible value; `field` is its path, e.g. gpus[0].power_w."""
+
+    def __init__(self, field: str, reason: str):
+        super().__init__(f"field '{field}': {reason}")
+        self.field = field
+        self.reason = reason
+
+
+def _show(v: Any) -> str:
+    text = repr(v) if not isinstance(v, (dict, list)) else type(v).__name__
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _compile(schema: tuple):
+    """A straight-line `ok(d) -> bool` for one schema: about 3x faster than looping over it, and this runs
+    for every GPU, sensor and process of every replayed sample. Only a False is explained, by _fields."""
+    names = {(): "", _I: "_I", _N: "_N", _S: "_S", _B: "_B"}
+    lines = ["def ok(d):", "    if type(d) is not dict: return False", "    g = d.get"]
+    for n, (key, kinds, lo, hi, required) in enumerate(schema):
+        v = f"v{n}"
+        lines.append(f"    {v} = g({key!r})")
+        test = f"type({v}) not in {names[kinds]}"
+        if lo is not None:
+            test += f" or not {lo!r} <= {v} <= {hi!r}"
+        lines.append(f"    if {v} is None:" + (" return False" if required else " pass"))
+        lines.append(f"    elif {test}: return False")
+    lines.append("    return True")
+    scope = {"_I": _I, "_N": _N, "_S": _S, "_B": _B}
+    exec("\n".join(lines), scope)  # noqa: S102 - generated from the constant schemas above, no input
+    return scope["ok"]
+
+
+def _fields(d: Any, schema: tuple, where: str) -> None:
+    if _FAST[id(schema)](d):
+        return
+    if type(d) is not dict:
+        raise FieldError(where, f"must be an object, got {type(d).__name__}")
+    get = d.get
+    for key, kinds, lo, hi, required in schema:
+        v = get(key)
+        if v is None:
+            if required:
+                raise FieldError(f"{where}.{key}" if where else key, "missing")
+            continue
+        if type(v) not in kinds or (lo is not None and not lo <= v <= hi):
+            name = f"{where}.{key}" if where else key
+            if type(v) not in kinds:
+                raise FieldError(name, f"must be {_KIND[kinds]} or null, got {type(v).__name__} {_show(v)}")
+            raise FieldError(name, f"out of range [{lo}, {hi:g}]: {_show(v)}")
+
+
+_FAST = {
+    id(s): _compile(s) for s in (_GPU, _PROCESS, _SENSOR, _THROUGHPUT, _DRIVER_EVENT, _SAMPLE, _PSI_LINE)
+}
+_PSI_OK = _FAST[id(_PSI_LINE)]
+
+
+_INT_ONLY = {int}
+
+
+def _counters(d: Any, where: str, lo: int, hi: int) -> None:
+    """An object of integer counters (meminfo, vmstat, clocks-event counters): C-speed checks first."""
+    if type(d) is not dict:
+        raise FieldError(where, f"must be an object, got {type(d).__name__}")
+    if not d:
+        return
+    vals = d.values()
+    if set(map(type, vals)) <= _INT_ONLY and lo <= min(vals) and max(vals) <= hi:
+        return
+    for k, v in d.items():
+        if type(v) is not int:
+            raise FieldError(f"{where}.{k}", f"must be an integer, got {type(v).__name__} {_show(v)}")
+        if not lo <= v <= hi:
+            raise FieldError(f"{where}.{k}", f"out of range [{lo}, {hi}]: {_show(v)}")
+
+
+def _items(v: Any, where: str, schema: tuple) -> list:
+    """Check a list of objects of one schema; the path string is only built for a bad item."""
+    if type(v) is not list:
+        raise FieldError(where, f"must be a list, got {type(v).__name__}")
+    ok = _FAST[id(schema)]
+    for i, item in enumerate(v):
+        if not ok(item):
+            _fields(item, schema, f"{where}[{i}]")
+    return v
+
+
+def check_sample(d: Mapping[str, Any]) -> None:
+    """Raise FieldError naming the first trace-v1 field of `d` with a wrong type or impossible value."""
+    _fields(d, _SAMPLE, "")
+    get = d.get
+    if (v := get("meminfo")) is not None:
+        _counters(v, "meminfo", 0, _U64)
+    if (v := get("vmstat")) is not None:
+        _counters(v, "vmstat", -_I64, _U64)  # some vmstat gauges (nr_*) dip below zero on SMP kernels
+    if (v := get("psi_memory")) is not None:
+        _psi(v)
+    if (v := get("gpus")) is not None:
+        for i, g in enumerate(_items(v, "gpus", _GPU)):
+            if (c := g.get("clocks_event_counters_us")) is not None:
+                _counters(c, f"gpus[{i}].clocks_event_counters_us", 0, _U64)
+    if (v := get("sensors")) is not None:
+        _items(v, "sensors", _SENSOR)
+    if (v := get("processes")) is not None:
+        for i, p in enumerate(_items(v, "processes", _PROCESS)):
+            argv = p.get("cmdline")
+            if argv is not None and (type(argv) is not list or not set(map(type, argv)) <= _STR_ONLY):
+                raise FieldError(f"processes[{i}].cmdline", "must be a list of strings")
+    if (v := get("throughput")) is not None:
+        _items(v, "throughput", _THROUGHPUT)
+    if (v := get("driver_events")) is not None:
+        for i, e in enumerate(_items(v, "driver_events", _DRIVER_EVENT)):
+            if e["source"] not in _DRIVER_SOURCES:
+                raise FieldError(
+                    f"driver_events[{i}].source", f"must be 'nvml' or 'journal', got {_show(e['source'])}"
+                )
+
+
+_STR_ONLY = {str}
+
+
+def _psi(v: Any) -> None:
+    if type(v) is dict and v.keys() <= _PSI_KINDS and all(map(_PSI_OK, v.values())):
+        return
+    if type(v) is not dict:
+        raise FieldError("psi_memory", f"must be an object or null, got {type(v).__name__}")
+    for kind, fields in v.items():
+        where = f"psi_memory.{kind}"
+        if kind not in ("some", "full"):
+            raise FieldError(where, "unknown pressure kind (expected 'some' or 'full')")
+        if type(fields) is not dict:
+            raise FieldError(where, f"must be an object, got {type(fields).__name__}")
+        for key in _PSI_FIELDS:
+            x = fields.get(key)
+            if x is None:
+                continue
+            hi = _U64 if key == "total" else 100.0  # avg* are percentages of time stalled
+            if type(x) not in _N or not 0 <= x <= hi:
+                raise FieldError(f"{where}.{key}", f"must be a number in [0, {hi:g}], got {_show(x)}")

@@ -84,7 +84,7 @@ def build_sources(
         PsiSource(s.proc_root),
         VmstatSource(s.proc_root),
         BootSource(s.proc_root),
-        ProcessSource(),
+        ProcessSource(proc_root=s.proc_root),
         SensorsSource(s.sys_root),
         BoardSource(s.sys_root, clock=clock),
     )

@@ -23,9 +23,10 @@ def scan_mem_available_kb(data: bytes) -> int | None:
     end = data.find(b"\n", i)
     parts = data[i + len(_AVAIL) : end if end >= 0 else None].split()
     try:
-        return int(parts[0])
+        value = int(parts[0])
     except (IndexError, ValueError):
         return None
+    return value if 0 <= value < 2**64 else None  # a 400-digit value is a broken file, not a reading
 
 
 def scan_psi_some_avg10(data: bytes) -> float | None:
@@ -36,9 +37,10 @@ def scan_psi_some_avg10(data: bytes) -> float | None:
     j = i + len(_SOME)
     end = data.find(b" ", j)
     try:
-        return float(data[j : end if end >= 0 else None])
+        value = float(data[j : end if end >= 0 else None])
     except ValueError:
         return None
+    return value if 0.0 <= value <= 100.0 else None  # also drops nan and inf
 
 
 class _PreadFile:

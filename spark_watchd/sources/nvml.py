@@ -79,7 +79,8 @@ def read_memtotal_bytes(proc_root: str) -> int | None:
         with open(os.path.join(proc_root, "meminfo"), encoding="ascii", errors="replace") as f:
             for line in f:
                 if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024
+                    kb = int(line.split()[1])
+                    return kb * 1024 if 0 <= kb < 2**54 else None  # past 2**64 bytes: a broken file
     except (OSError, ValueError, IndexError):
         return None
     return None

@@ -13,8 +13,13 @@ import re
 
 from spark_watchd.sources.base import SourceUnavailable
 
-_MEMINFO_LINE = re.compile(r"^([A-Za-z0-9_()]+):\s+(\d+)(?:\s+kB)?\s*$")
-_PSI_FIELD = re.compile(r"^(avg10|avg60|avg300|total)=(\d+(?:\.\d+)?)$")
+_MEMINFO_LINE = re.compile(r"^([A-Za-z0-9_()]+):\s+(\d{1,20})(?:\s+kB)?\s*$")
+_PSI_FIELD = re.compile(r"^(avg10|avg60|avg300|total)=(\d{1,20}(?:\.\d{1,6})?)$")
+# The kernel prints these as unsigned 64-bit (or signed, for a few vmstat gauges): a longer number is a
+# broken or hostile file, and one 400-digit value once made every scrape fail converting it to a float.
+U64_MAX = 2**64 - 1
+I64_MIN = -(2**63)
+_MAX_DIGITS = 20
 _BOOT_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
@@ -27,7 +32,10 @@ def parse_meminfo(text: str) -> dict[str, int]:
         m = _MEMINFO_LINE.match(line)
         if not m:
             raise ValueError(f"meminfo line {lineno}: expected 'Key: value [kB]', got {line[:60]!r}")
-        out[m.group(1)] = int(m.group(2))
+        value = int(m.group(2))
+        if value > U64_MAX:
+            raise ValueError(f"meminfo line {lineno}: {m.group(1)} {m.group(2)} is beyond 64 bits")
+        out[m.group(1)] = value
     if "MemTotal" not in out:
         raise ValueError("meminfo: no MemTotal line")
     return out
@@ -48,7 +56,15 @@ def parse_psi(text: str) -> dict[str, dict[str, float]]:
             m = _PSI_FIELD.match(part)
             if not m:
                 raise ValueError(f"pressure line {lineno}: bad field {part[:40]!r}")
-            fields[m.group(1)] = int(m.group(2)) if m.group(1) == "total" else float(m.group(2))
+            key, value = m.group(1), m.group(2)
+            if key == "total":
+                if "." in value or int(value) > U64_MAX:
+                    raise ValueError(f"pressure line {lineno}: total={value[:30]} is not a 64-bit count")
+                fields[key] = int(value)
+            else:
+                fields[key] = float(value)
+                if fields[key] > 100.0:  # a share of wall time: over 100 % cannot happen
+                    raise ValueError(f"pressure line {lineno}: {key}={value} is over 100")
         missing = {"avg10", "avg60", "avg300", "total"} - fields.keys()
         if missing:
             raise ValueError(f"pressure line {lineno}: missing {', '.join(sorted(missing))}")
@@ -65,9 +81,11 @@ def parse_vmstat(text: str) -> dict[str, int]:
         parts = line.split()
         if not parts:
             continue
-        if len(parts) != 2 or not parts[1].lstrip("-").isdigit():
+        if len(parts) != 2 or not parts[1].lstrip("-").isdigit() or not parts[1].isascii():
             raise ValueError(f"vmstat line {lineno}: expected 'name value', got {line[:60]!r}")
-        out[parts[0]] = int(parts[1])
+        if len(parts[1].lstrip("-")) > _MAX_DIGITS or not I64_MIN <= (value := int(parts[1])) <= U64_MAX:
+            raise ValueError(f"vmstat line {lineno}: {parts[0][:40]} {parts[1][:30]}... is beyond 64 bits")
+        out[parts[0]] = value
     if not out:
         raise ValueError("vmstat: empty")
     return out
@@ -80,8 +98,8 @@ def parse_uptime(text: str) -> float:
         value = float(parts[0])
     except (IndexError, ValueError):
         raise ValueError(f"uptime: expected 'seconds idle_seconds', got {text[:60]!r}") from None
-    if value < 0:
-        raise ValueError(f"uptime: negative value {value}")
+    if not 0 <= value < 1e12:  # also refuses nan and inf, which float() accepts
+        raise ValueError(f"uptime: impossible value {parts[0][:30]}")
     return value
 
 

@@ -10,6 +10,8 @@ reused pid). Processes that vanish or deny access mid-scan are skipped.
 
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -17,10 +19,13 @@ import psutil
 
 from spark_watchd.sample.model import ProcessInfo
 from spark_watchd.sample.workloads import classify, is_training_script
+from spark_watchd.sources.procfs import iter_root
 
 # How many scans a new process's argv is read again before the cached answer is trusted.
 SETTLE_SCANS = 3
 _GONE = (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied)
+# One /proc/PID entry psutil or our reader cannot make sense of: skip that entry, never the whole list.
+_MALFORMED = (OSError, ValueError, IndexError, TypeError, OverflowError, psutil.Error)
 
 
 class ProcessSource:
@@ -28,8 +33,15 @@ class ProcessSource:
 
     name = "processes"
 
-    def __init__(self, process_iter: Callable[[], Iterable[psutil.Process]] = psutil.process_iter):
+    def __init__(
+        self, process_iter: Callable[[], Iterable[psutil.Process]] | None = None, proc_root: str = "/proc"
+    ):
+        if process_iter is None:
+            # psutil reads only the real /proc; any other root (a container's /host/proc) is read directly.
+            real = os.path.realpath(proc_root) == "/proc"
+            process_iter = psutil.process_iter if real else functools.partial(iter_root, proc_root)
         self._iter = process_iter
+        self.malformed = 0  # /proc/PID entries skipped because they could not be parsed
         # (pid, create_time) -> (name, argv, kind when not GPU-resident or "candidate", reads so far)
         self._cache: dict[tuple[int, float], tuple[str, tuple[str, ...], str, int]] = {}
         self.cmdline_reads = 0  # argv reads so far: stays flat on a quiet machine
@@ -77,6 +89,9 @@ class ProcessSource:
                     continue
                 rss = proc.memory_info().rss
             except _GONE:
+                continue
+            except _MALFORMED:
+                self.malformed += 1
                 continue
             out.append(
                 ProcessInfo(

@@ -1,0 +1,122 @@
+"""Processes read from a /proc tree under any root (`sources.proc_root`), with psutil's Process interface.
+
+psutil always reads the real /proc (its PROCFS_PATH is process-wide), so a daemon in a
+container pointed at the host's /proc (`/host/proc`) would see only its own processes.
+This reader covers what the process scan asks: pid, create_time, name, cmdline, rss.
+create_time is computed as psutil does (stat starttime / CLK_TCK + `btime` of ROOT/stat).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import nullcontext
+from typing import NamedTuple
+
+import psutil
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_U64_MAX = 2**64 - 1
+
+
+class _Mem(NamedTuple):
+    rss: int
+
+
+def parse_stat(text: str) -> tuple[str, int, int, int]:
+    """(comm, ppid, starttime ticks, rss pages) from /proc/PID/stat; ValueError when malformed.
+
+    comm sits in parentheses and may itself hold spaces and ')' (a process can rename itself to
+    anything), so the fields are split after the last ')'.
+    """
+    head, sep, tail = text.rpartition(")")
+    if not sep or "(" not in head:
+        raise ValueError("stat: no '(comm)'")
+    comm = head.partition("(")[2]
+    fields = tail.split()
+    if len(fields) < 22:
+        raise ValueError(f"stat: {len(fields)} fields after comm, expected at least 22")
+    ppid, start, rss = fields[1], fields[19], fields[21]
+    values = []
+    for v in (ppid, start, rss):
+        if not v.isascii() or not v.lstrip("-").isdigit() or len(v) > 20:
+            raise ValueError(f"stat: not a number: {v[:30]!r}")
+        values.append(int(v))
+    ppid_i, start_i, rss_i = values
+    if not (0 <= ppid_i <= 2**31 and 0 <= start_i <= _U64_MAX and 0 <= rss_i * _PAGE <= _U64_MAX):
+        raise ValueError("stat: value out of range")
+    return comm, ppid_i, start_i, rss_i
+
+
+def boot_time(root: str) -> float:
+    """`btime` of ROOT/stat: the boot time create_time is counted from."""
+    with open(os.path.join(root, "stat"), encoding="ascii", errors="replace") as f:
+        for line in f:
+            if line.startswith("btime "):
+                value = int(line.split()[1])
+                if not 0 <= value < 2**40:
+                    raise ValueError(f"{root}/stat: impossible btime {value}")
+                return float(value)
+    raise ValueError(f"{root}/stat: no btime line")
+
+
+class ProcEntry:
+    """One ROOT/PID directory, read on demand; OSError/ValueError mean "gone" or "malformed"."""
+
+    def __init__(self, root: str, pid: int, btime: float):
+        self.root = root
+        self.pid = pid
+        self._btime = btime
+        self._dir = os.path.join(root, str(pid))
+        self._stat: tuple[str, int, int, int] | None = None
+
+    def _read_stat(self) -> tuple[str, int, int, int]:
+        try:
+            with open(os.path.join(self._dir, "stat"), encoding="utf-8", errors="replace") as f:
+                self._stat = parse_stat(f.read(4096))
+        except FileNotFoundError:
+            raise psutil.NoSuchProcess(self.pid) from None
+        return self._stat
+
+    def _cached(self) -> tuple[str, int, int, int]:
+        return self._stat if self._stat is not None else self._read_stat()
+
+    def create_time(self) -> float:
+        return round(self._btime + self._cached()[2] / _CLK_TCK, 2)
+
+    def name(self) -> str:
+        return self._cached()[0]
+
+    def ppid(self) -> int:
+        return self._cached()[1]
+
+    def cmdline(self) -> list[str]:
+        try:
+            with open(os.path.join(self._dir, "cmdline"), "rb") as f:
+                raw = f.read(131072)  # ARG_MAX-sized at most: a hostile argv does not cost more
+        except FileNotFoundError:
+            raise psutil.NoSuchProcess(self.pid) from None
+        parts = raw.decode("utf-8", "replace").split("\0")
+        return parts[:-1] if parts and parts[-1] == "" else parts
+
+    def is_running(self) -> bool:
+        return os.path.isdir(self._dir)
+
+    def memory_info(self) -> _Mem:
+        return _Mem(self._read_stat()[3] * _PAGE)  # fresh: rss is the one value read every tick
+
+    def oneshot(self):
+        return nullcontext()
+
+
+def iter_root(root: str) -> Iterator[ProcEntry]:
+    """Every numeric directory of ROOT as a ProcEntry; OSError when ROOT (or its stat) cannot be read.
+
+    A tree without process directories (a fixture host) has no processes, and needs no ROOT/stat."""
+    pids = [int(n) for n in os.listdir(root) if n.isdigit() and n.isascii() and len(n) <= 10]
+    if not pids:
+        return
+    btime = boot_time(root)
+    for pid in pids:
+        yield ProcEntry(root, pid, btime)

@@ -9,7 +9,6 @@ receivers pointed at a webhook this test runs, and its group timers shortened.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import subprocess
@@ -109,8 +108,6 @@ def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 30) -> None:
 def stack(tmp_path_factory):
     prometheus = require_binary("prometheus")
     alertmanager = require_binary("prometheus-alertmanager")
-    if importlib.util.find_spec("spark_watchd.daemon") is None:
-        pytest.skip("the daemon (spark_watchd/daemon.py) is not on this branch yet")
     tmp = tmp_path_factory.mktemp("e2e")
     generate = rules_gen()
     hook = Webhook()

@@ -89,8 +89,6 @@ def test_idle_and_half_open_clients_beyond_the_worker_count_do_not_block_scrapes
 
 
 def _progress_server(tmp_path):
-    pytest.importorskip("spark_watchd.web.progress", reason="progress API not merged in this build")
-
     class _Mem:
         name = "meminfo"
 

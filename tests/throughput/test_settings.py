@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
-
+from spark_watchd import config
 from tests.conftest import run_cli
-
-config = pytest.importorskip("spark_watchd.config")
 
 
 def test_progress_section_from_toml_and_environment(tmp_path):

@@ -15,6 +15,7 @@ from spark_watchd.sources import build_sources
 from spark_watchd.web.server import HttpServer, collect_routes
 from tests.conftest import FIXTURES
 from tests.daemon_helpers import http_get, samples, value
+from tests.support.resources import thread_count  # noqa: F401 - re-exported for the reliability tests
 
 GB10_HOST = FIXTURES / "hosts" / "gb10-eviction"
 
@@ -43,14 +44,6 @@ def fd_count(pid: int | str = "self") -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def thread_count(pid: int | str = "self") -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("Threads:"):
-                return int(line.split()[1])
-    raise AssertionError("no Threads line")
-
-
 class LiveDaemon:
     """Daemon + HttpServer in this process, on `host` with the fake NVML `nvml`; ticks are driven by the test."""
 
@@ -64,9 +57,9 @@ class LiveDaemon:
         env.update({f"SPARK_WATCHD_SOURCES__{k.upper()}": str(v) for k, v in src.items()})
         self.settings = load_settings(None, environ=env)
         self.mono = mono or FakeMonotonic()
-        sources = build_sources(self.settings, nvml=nvml, clock=self.mono)
+        self.sources = build_sources(self.settings, nvml=nvml, clock=self.mono)
         state = tmp_path / "state"
-        self.daemon = Daemon(self.settings, sources=sources, clock=clock, state_dir=str(state))
+        self.daemon = Daemon(self.settings, sources=self.sources, clock=clock, state_dir=str(state))
         self.server = HttpServer("127.0.0.1:0", collect_routes(self.daemon), workers=4, timeout=2)
         self.server.start()
         self.url = self.server.url
@@ -78,6 +71,10 @@ class LiveDaemon:
 
     def up(self, source: str) -> float | None:
         return value(self.scrape(), "sparkwatchd_source_up", source=source)
+
+    def memwatch(self):
+        """The meminfo source's fast watch thread (None when the watch is off)."""
+        return next((s.watch for s in self.sources if getattr(s, "watch", None) is not None), None)
 
     def close(self) -> None:
         self.server.stop()

@@ -181,11 +181,9 @@ def fast_watch_share(seconds: float) -> None:
 
 
 def traces() -> list[Path]:
-    for d in (REPO.parent / "shared" / "traces", REPO.parent.parent / "shared" / "traces"):
-        found = sorted(p for p in d.glob("*.jsonl") if not p.name.endswith(".truth.jsonl"))
-        if found:
-            return found
-    return sorted((REPO / "spark_watchd" / "scenarios").glob("*.jsonl"))
+    """The six labelled public example traces (the repo's copy under tests/fixtures/traces/public)."""
+    d = REPO / "tests" / "fixtures" / "traces" / "public"
+    return sorted(p for p in d.glob("*.jsonl") if not p.name.endswith(".truth.jsonl"))
 
 
 def replay_rates() -> None:

@@ -5,7 +5,7 @@ Prints figures, asserts nothing. Run from the repository root:
     python bench/soak.py [--days 7] [--speed 20000] [--traces DIR ...]
 
 The week (7 x 24 x 3600 / 30 = 20,160 samples) is built by looping over the
-traces (../shared/traces when present, else the bundled scenarios) with time
+traces (the labelled public examples, tests/fixtures/traces/public) with time
 made contiguous, and churn on every pass: each process gets a new pid and
 create_time, each training job a new name (`job-p<pass>`). While the daemon
 replays it, a client posts progress reports for a new job name every simulated
@@ -38,12 +38,9 @@ STEP = 30.0
 
 
 def default_traces() -> list[Path]:
-    """The labelled traces (shared) if present, else the scenarios bundled with the package."""
-    for d in (REPO.parent / "shared" / "traces", REPO.parent.parent / "shared" / "traces"):
-        found = sorted(p for p in d.glob("*.jsonl") if not p.name.endswith(".truth.jsonl"))
-        if found:
-            return found
-    return sorted((REPO / "spark_watchd" / "scenarios").glob("*.jsonl"))
+    """The six labelled public example traces (the repo's copy under tests/fixtures/traces/public)."""
+    d = REPO / "tests" / "fixtures" / "traces" / "public"
+    return sorted(p for p in d.glob("*.jsonl") if not p.name.endswith(".truth.jsonl"))
 
 
 def build_week_trace(dst: Path, traces: Iterable[Path], samples: int, churn: bool = True) -> int:

@@ -16,22 +16,12 @@ import pytest
 pytest_plugins = ("tests.support.progress",)
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def _find_shared() -> Path:
-    """The project's shared/ folder: beside the checkout (CI, main) or beside a parent (git worktrees)."""
-    env = os.environ.get("SPARK_WATCHD_SHARED")
-    if env:
-        return Path(env)
-    for parent in REPO.parents:
-        if (parent / "shared" / "traces").is_dir():
-            return parent / "shared"
-    return REPO.parent / "shared"
-
-
-SHARED = _find_shared()
-TRACES = SHARED / "traces"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+# The six labelled public example traces (a copy of the trace-v1 companion set, so the repo stands alone);
+# SPARK_WATCHD_TRACES points the scenario tests at another labelled set in the same layout.
+TRACES = Path(os.environ.get("SPARK_WATCHD_TRACES") or FIXTURES / "traces" / "public")
+# The scenarios shipped inside the package (the public eviction and throttle traces, byte for byte).
+SCENARIOS = REPO / "spark_watchd" / "scenarios"
 
 
 def cli_env(extra: dict | None = None) -> dict:
@@ -75,6 +65,5 @@ def require_binary(name: str) -> str:
 
 @pytest.fixture
 def traces_dir() -> Path:
-    if not TRACES.is_dir():
-        pytest.skip("../shared/traces not present")
+    """The labelled public example traces."""
     return TRACES

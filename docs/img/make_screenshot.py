@@ -1,6 +1,6 @@
 """Regenerate docs/img/status-page.png: the status page during the bundled eviction scenario.
 
-    /work/venv/bin/python docs/img/make_screenshot.py [--dark] [--out PATH]
+    .venv/bin/python docs/img/make_screenshot.py [--dark] [--out PATH]
 
 Replays the first 250 samples of the bundled eviction scenario
 (spark_watchd/scenarios/eviction.jsonl: the eviction is at sample 130; at 250 the

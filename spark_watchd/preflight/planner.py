@@ -50,7 +50,7 @@ class Anchor:
     source: str
 
 
-# Figures from the project's field reports (issue 6 and shared/spec/interfaces.md); where no peak
+# Figures from the project's field reports (issue 6 and docs/interfaces.md); where no peak
 # was reported the anchor says so and the worksheet's own estimate is shown next to it.
 ANCHORS = (
     Anchor("70B QLoRA (NF4 base, bf16 adapters)", 70e9, "qlora", 40.0, "community field reports (issue 6)"),

@@ -1,6 +1,6 @@
 """Frozen data that flows through the daemon: samples (trace-v1) and their readings.
 
-Samples mirror `shared/spec/trace-v1.md` key for key, so a sample written by
+Samples mirror `docs/trace-v1.md` key for key, so a sample written by
 `record` and read back by `replay` round-trips exactly. Mappings inside frozen
 objects (``meminfo``, ``vmstat``...) are plain dicts for speed: treat them as
 read-only.

@@ -44,7 +44,7 @@ def alert_rules(doc: dict) -> list[dict]:
 
 GRAFANA = REPO / "grafana"
 
-# The metric names the daemon exports (shared/spec/interfaces.md plus the team's fixed extensions).
+# The metric names the daemon exports (docs/interfaces.md plus the team's fixed extensions).
 SPEC_METRICS = {
     "up",
     "sparkwatchd_build_info",

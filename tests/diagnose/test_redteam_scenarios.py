@@ -1,7 +1,7 @@
 """Red-team scenarios (tests/fixtures/traces/redteam) replayed through the Diagnoser.
 
 The scenarios were written from trace-v1 "What the severities mean" without reading the engine;
-each one is scored with the rules of ../shared/tools/score-replay: agreement >= 97 % per scenario,
+each one is scored with the rules of bench/score_replay.py: agreement >= 97 % per scenario,
 every episode detected, no false critical, every expected event found within its tolerance and
 none invented (eviction, reboot and, stricter than the scorer, oom_kill). A scenario the engine
 fails today is marked xfail(strict=True) with the reason, so the failure stays on record and the

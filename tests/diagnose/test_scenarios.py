@@ -1,6 +1,6 @@
-"""The engine scored against labelled traces: the shared examples and our harder synthetic scenarios.
+"""The engine scored against labelled traces: the public examples and our harder synthetic scenarios.
 
-Same rules as ../shared/tools/score-replay (agreement, episodes, false criticals, events), run in-process.
+Same rules as bench/score_replay.py (agreement, episodes, false criticals, events), run in-process.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from tests.conftest import TRACES
 
 RANK = {"ok": 0, "unknown": 0, "warning": 1, "critical": 2}
 OWN = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
-SHARED = TRACES if TRACES.is_dir() else None  # ../shared/traces (or SPARK_WATCHD_SHARED), when present
 
 
 def _allowed(spec):
@@ -89,8 +88,8 @@ def test_own_scenarios_meet_the_bar(trace):
     _check(score(trace))
 
 
-@pytest.mark.parametrize("trace", _traces(SHARED) if SHARED else [], ids=lambda p: p.name)
-def test_shared_traces_meet_the_bar(trace):
+@pytest.mark.parametrize("trace", _traces(TRACES), ids=lambda p: p.name)
+def test_public_traces_meet_the_bar(trace):
     _check(score(trace))
 
 

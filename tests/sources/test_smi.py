@@ -12,7 +12,7 @@ import pytest
 from spark_watchd.sources.base import SourceUnavailable
 from spark_watchd.sources.smi import SmiSource, parse_smi_csv, parse_smi_performance, parse_value, run_command
 
-# Verbatim from shared/captures/gb10-nvidia-smi.md.
+# Verbatim from tests/fixtures/captures/gb10-nvidia-smi.md.
 GB10_INDEX_NAME = """index, name, memory.total [MiB], memory.free [MiB]
 0, NVIDIA GB10, [N/A], [N/A]
 """

@@ -18,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # panels.py sits beside this file
 from panels import LEVELS, SEL, Layout, dashboard, m, panel, refs, threshold_steps, unit_override  # noqa: E402
+from signals import board_panels, cluster_panels  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "dashboards"
 
@@ -191,6 +192,7 @@ def overview() -> dict:
             min=0,
         )
     )
+    board_panels(L)
     L.row("Training throughput")
     L.add(
         panel(
@@ -331,6 +333,7 @@ def fleet() -> dict:
     ):
         legend = "{{instance}}" if "by (instance)" in expr else "{{instance}} {{gpu}}{{exported_job}}"
         L.add(panel("timeseries", title, desc, refs((expr, legend)), unit, min=0))
+    cluster_panels(L)
     return dashboard(
         "spark-watchd-fleet",
         "Spark fleet (spark-watchd)",

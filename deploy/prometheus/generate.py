@@ -27,6 +27,8 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # unit_cases.py sits beside this file
 
+import fleet_rules  # noqa: E402 (beside this file, found through the path above)
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 RULES_PATH = HERE / "rules.yml"
@@ -129,6 +131,7 @@ def recording_rules(c: Ctx) -> list[dict]:
             f"sparkwatchd_memory_available_bytes{c.sel()} / sparkwatchd_memory_total_bytes{c.sel()}",
         ),
     ]
+    rules += fleet_rules.recording_rules(c)  # Sparks grouped by their `cluster` label
     return [{"record": name, "expr": expr} for name, expr in rules]
 
 
@@ -316,6 +319,7 @@ def alert_rules(c: Ctx) -> list[dict]:
             "spark-watchd source {{ $labels.source }} is failing on {{ $labels.instance }}",
             "A source that worked before keeps failing; the findings that need it may read unknown.",
         ),
+        fleet_rules.straggler_alert(c),
     ]
     out = []
     for name, severity, gotcha, for_, expr, summary, description in specs:

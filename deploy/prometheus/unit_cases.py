@@ -256,3 +256,80 @@ CASES = [
         [(4, "SparkWatchdHungEngine", quiet), (15, "SparkWatchdHungEngine", fires)],
     ),
 ]
+
+# ---- fleet: two Sparks of one DDP cluster (target label cluster="ddp-a") and a standalone one ----
+PAIR = {"spark-01:9761": 'job="spark-watchd", instance="spark-01:9761", cluster="ddp-a"',
+        "spark-02:9761": 'job="spark-watchd", instance="spark-02:9761", cluster="ddp-a"'}  # fmt: skip
+SOLO = 'job="spark-watchd", instance="spark-03:9761"'
+
+
+def gpu_series(labels: str, clock: str, temp: str, util: str, g4: str = "0x40") -> dict[str, str]:
+    """One Spark's GPU clock (Hz), temperature, utilisation (0..1) and G4 finding level."""
+    return {
+        f'sparkwatchd_gpu_sm_clock_hertz{{{labels}, gpu="0"}}': clock,
+        f'sparkwatchd_gpu_temperature_celsius{{{labels}, gpu="0"}}': temp,
+        f'sparkwatchd_gpu_utilization_ratio{{{labels}, gpu="0"}}': util,
+        f'sparkwatchd_finding_level{{{labels}, gotcha="G4"}}': g4,
+    }
+
+
+def straggler(instance: str) -> list[dict]:
+    return [{"job": "spark-watchd", "instance": instance, "cluster": "ddp-a"}]
+
+
+CASES += [
+    (
+        "fleet_straggler_clock",
+        # spark-01's clock sinks 17% under spark-02's at 5 min; the standalone spark-03 is slower still
+        # but has no peers (no cluster label) and is never compared.
+        {
+            **gpu_series(PAIR["spark-01:9761"], "2.4e9x4 2.0e9x36", "80x40", "0.97x40"),
+            **gpu_series(PAIR["spark-02:9761"], "2.4e9x40", "79x40", "0.97x40"),
+            **gpu_series(SOLO, "1.5e9x40", "70x40", "0.97x40"),
+        },
+        [
+            (12, "SparkWatchdStraggler", quiet),  # 15 min not reached yet
+            (25, "SparkWatchdStraggler", straggler("spark-01:9761")),
+        ],
+    ),
+    (
+        "fleet_straggler_temperature",
+        # Same clocks; spark-02 runs 7 C hotter under load. A 3 C gap is not a straggler.
+        {
+            **gpu_series(PAIR["spark-01:9761"], "2.4e9x40", "78x40", "0.97x40"),
+            **gpu_series(PAIR["spark-02:9761"], "2.4e9x40", "81x9 85x30", "0.97x40"),
+        },
+        [(8, "SparkWatchdStraggler", quiet), (30, "SparkWatchdStraggler", straggler("spark-02:9761"))],
+    ),
+    (
+        "fleet_idle_peer",
+        # spark-02 idles (cool, low clock): it is no peer under load, so spark-01 is not compared with it.
+        {
+            **gpu_series(PAIR["spark-01:9761"], "2.3e9x40", "80x40", "0.97x40"),
+            **gpu_series(PAIR["spark-02:9761"], "0.6e9x40", "45x40", "0.02x40"),
+        },
+        [(30, "SparkWatchdStraggler", quiet)],
+    ),
+    (
+        "fleet_straggler_waiting_peers",
+        # spark-01 shows the G4 throttle signature at 97% while spark-02 waits at 60%: spark-01 is the
+        # straggler even though its clock and temperature stay within the margins.
+        {
+            **gpu_series(PAIR["spark-01:9761"], "2.3e9x40", "82x40", "0.97x40", g4="0x4 1x36"),
+            **gpu_series(PAIR["spark-02:9761"], "2.4e9x40", "79x40", "0.97x4 0.6x36"),
+        },
+        [(12, "SparkWatchdStraggler", quiet), (25, "SparkWatchdStraggler", straggler("spark-01:9761"))],
+    ),
+    (
+        "fleet_both_throttling",
+        # Both Sparks throttle alike (the room is hot): no straggler, the G4 alerts cover each one.
+        {
+            **gpu_series(PAIR["spark-01:9761"], "2.1e9x40", "86x40", "0.97x40", g4="1x40"),
+            **gpu_series(PAIR["spark-02:9761"], "2.1e9x40", "86x40", "0.97x40", g4="1x40"),
+        },
+        [
+            (30, "SparkWatchdStraggler", quiet),
+            (30, "SparkWatchdThrottleSignature", [{"job": "spark-watchd", "instance": i} for i in PAIR]),
+        ],
+    ),
+]

@@ -92,7 +92,18 @@ SPEC_METRICS = {
     "sparkwatchd_training_tokens_per_second",
     "sparkwatchd_training_slowdown_ratio",
     "sparkwatchd_training_last_report_timestamp_seconds",
+    # GB10 board telemetry (community spbm driver; README metrics table, docs/daemon.md)
+    "sparkwatchd_board_power_watts",
+    "sparkwatchd_board_power_limit_watts",
+    "sparkwatchd_board_energy_joules_total",
+    "sparkwatchd_board_temperature_celsius",
+    "sparkwatchd_board_tj_headroom_celsius",
+    "sparkwatchd_board_prochot",
+    "sparkwatchd_board_power_limit_level",
 }
+# Queries whose series exist only on a Spark with the spbm driver or in a `cluster`: the replayed
+# scenarios of test_e2e_alerting.py have neither; test_e2e_fleet.py checks these on its own stack.
+FLEET_ONLY = re.compile(r"sparkwatchd_board_|sparkwatchd:cluster_")
 
 METRIC_RE = re.compile(r"\b(sparkwatchd[:_][\w:]+|up)\{")
 

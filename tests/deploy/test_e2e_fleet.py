@@ -1,0 +1,207 @@
+"""End to end: two replaying Sparks of one DDP cluster -> real Prometheus (shipped rules, time-scaled) -> straggler.
+
+One daemon replays the throttle scenario's throttled stretch (88 C, clocks ~2000 MHz), the other the same
+stretch made healthy (71 C, 2410 MHz, no thermal reason): both under load, scraped with the same
+`cluster` target label. SparkWatchdStraggler must name the throttling one and never the healthy one.
+Both traces carry GB10 board telemetry (the trace-v1 `board` field), so the board and cluster panels of
+the dashboards are checked here against the real Prometheus too.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import cli_env, free_port, require_binary
+from tests.deploy.deploy_helpers import FLEET_ONLY, PROM, REPO, dashboard_queries, load_dashboards, rules_gen
+from tests.deploy.test_e2e_alerting import get_json, substitute, wait_ready
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+SPEED = 600
+TIME_SCALE = 0.01  # the straggler's for: 15m -> 9 s; 5 m windows -> 3 s
+MIN_WINDOW = "3s"
+THROTTLED_FROM = 130  # the throttle scenario is G4-throttled from this sample to its end
+DEADLINE_S = 90
+CLUSTER = "ddp-e2e"
+
+
+def _board(throttling: bool, energy_j: float) -> dict:
+    """A GB10 spbm reading: the throttled Spark asserts PROCHOT with no Tj headroom left."""
+    return {
+        "chip": "spbm",
+        "power_w": {
+            "sys_total": 128.0,
+            "dc_input": 134.0,
+            "soc_pkg": 96.0,
+            "gpu": 80.0,
+            "pl1": 140.0,
+            "syspl1": 231.0,
+            "ewma_pl1": 95.0,
+            "ewma_syspl1": 126.0,
+        },  # fmt: skip
+        "power_cap_w": {"pl1": 140.0, "syspl1": 231.0},
+        "energy_j": {"pkg": energy_j},
+        "energy_power_w": {"pkg": 95.0},
+        "temps_c": {"tj_max": 95.5 if throttling else 72.0, "tj_max_c": 0.5 if throttling else 20.0},
+        "prochot": 1 if throttling else 0,
+        "pl_level": 0,
+    }
+
+
+def write_traces(tmp: Path) -> dict[str, Path]:
+    """The throttled stretch as recorded, and the same stretch healthy; both with board telemetry."""
+    lines = (REPO / "spark_watchd" / "scenarios" / "throttle.jsonl").read_text().splitlines()[THROTTLED_FROM:]
+    out = {"hot": [], "healthy": []}
+    for i, line in enumerate(lines):
+        hot = json.loads(line)
+        healthy = json.loads(line)
+        g = healthy["gpus"][0]
+        g.update(temp_c=round(g["temp_c"] - 17.0, 1), sm_clock_mhz=2410, clocks_event_reasons=0x04)
+        g["clocks_event_counters_us"] = {**g["clocks_event_counters_us"], "sw_thermal": 0, "hw_thermal": 0,
+                                         "hw_slowdown": 0}  # fmt: skip
+        hot["board"] = _board(True, 1e6 + 2850.0 * i)
+        healthy["board"] = _board(False, 1e6 + 2850.0 * i)
+        out["hot"].append(hot)
+        out["healthy"].append(healthy)
+    paths = {}
+    for name, samples in out.items():
+        paths[name] = tmp / f"{name}.jsonl"
+        paths[name].write_text("".join(json.dumps(s) + "\n" for s in samples))
+    return paths
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    prometheus = require_binary("prometheus")
+    tmp = tmp_path_factory.mktemp("fleet")
+    traces = write_traces(tmp)
+    ports = {k: free_port() for k in ("hot", "healthy", "prom")}
+    procs: list[subprocess.Popen] = []
+
+    def spawn(args: list[str], **kw) -> subprocess.Popen:
+        log = open(tmp / f"{len(procs)}-{Path(args[0]).name}.log", "w")  # noqa: SIM115
+        p = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, text=True, **kw)
+        p.log_path = log.name
+        log.close()
+        procs.append(p)
+        return p
+
+    try:
+        rules = tmp / "rules.yml"
+        assert (
+            rules_gen().main(
+                ["--time-scale", str(TIME_SCALE), "--min-window", MIN_WINDOW, "--out", str(rules)]
+            )
+            == 0
+        )
+        prom_cfg = yaml.safe_load((PROM / "prometheus-fleet.yml").read_text())
+        prom_cfg["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
+        prom_cfg["rule_files"] = [str(rules)]
+        prom_cfg.pop("alerting")
+        job = prom_cfg["scrape_configs"][0]
+        job.pop("file_sd_configs")
+        # The documented way to group Sparks: one `cluster` label on the target group.
+        job["static_configs"] = [
+            {
+                "targets": [f"127.0.0.1:{ports['hot']}", f"127.0.0.1:{ports['healthy']}"],
+                "labels": {"cluster": CLUSTER},
+            }
+        ]
+        (tmp / "prometheus.yml").write_text(yaml.safe_dump(prom_cfg))
+        daemons = {}
+        for name in ("hot", "healthy"):
+            daemons[name] = spawn(
+                [sys.executable, "-m", "spark_watchd", "run", "--replay", str(traces[name]), "--speed", str(SPEED),
+                 "--loop", "--interval", "1", "--listen", f"127.0.0.1:{ports[name]}",
+                 "--state-dir", str(tmp / f"state-{name}")],
+                env=cli_env(), cwd=str(REPO),
+            )  # fmt: skip
+        prom = spawn(
+            [prometheus, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'prom'}",
+             f"--web.listen-address=127.0.0.1:{ports['prom']}"]
+        )  # fmt: skip
+        prom_url = f"http://127.0.0.1:{ports['prom']}"
+        wait_ready(f"{prom_url}/-/ready", prom)
+        for name, p in daemons.items():
+            wait_ready(f"http://127.0.0.1:{ports[name]}/metrics", p)
+        yield {
+            "prom": prom_url,
+            "started": time.monotonic(),
+            "instances": {n: f"127.0.0.1:{ports[n]}" for n in ("hot", "healthy")},
+        }
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def _firing(prom: str) -> list[dict]:
+    res = get_json(
+        f"{prom}/api/v1/query", {"query": 'ALERTS{alertname="SparkWatchdStraggler", alertstate="firing"}'}
+    )
+    return [r["metric"] for r in res["data"]["result"]]
+
+
+def test_straggler_alert_names_the_throttling_spark_of_the_cluster(fleet):
+    inst = fleet["instances"]
+    end = fleet["started"] + DEADLINE_S
+    firing: list[dict] = []
+    seen: list[dict] = []
+    while time.monotonic() < end:
+        firing = _firing(fleet["prom"])
+        seen += firing
+        if any(a["instance"] == inst["hot"] for a in firing):
+            break
+        time.sleep(1)
+    assert any(a["instance"] == inst["hot"] for a in firing), (
+        f"no straggler alert within {DEADLINE_S}s: {seen}"
+    )
+    alert = next(a for a in firing if a["instance"] == inst["hot"])
+    assert alert["cluster"] == CLUSTER and alert["severity"] == "warning"
+    # A few more evaluations: the healthy Spark is never named.
+    for _ in range(5):
+        seen += _firing(fleet["prom"])
+        time.sleep(1)
+    assert not [a for a in seen if a["instance"] == inst["healthy"]]
+    rules = get_json(f"{fleet['prom']}/api/v1/rules")["data"]["groups"]
+    bad = [(r["name"], r.get("lastError")) for g in rules for r in g["rules"] if r["health"] != "ok"]
+    assert not bad
+
+
+def test_board_and_cluster_dashboard_queries_return_data(fleet):
+    instances = list(fleet["instances"].values())
+    pending = [
+        (name, where, substitute(expr, instances))
+        for name, dash in load_dashboards().items()
+        for where, expr in dashboard_queries(dash)
+        if FLEET_ONLY.search(expr)
+    ]
+    assert len(pending) >= 9
+    end = time.monotonic() + 60
+    while pending and time.monotonic() < end:
+        still = []
+        for name, where, expr in pending:
+            now = time.time()
+            res = get_json(
+                f"{fleet['prom']}/api/v1/query_range",
+                {"query": expr, "start": now - 120, "end": now, "step": "1"},
+            )
+            assert res["status"] == "success", (name, where, expr, res)
+            if not any(s["values"] for s in res["data"]["result"]):
+                still.append((name, where, expr))
+        pending = still
+        if pending:
+            time.sleep(1)
+    assert not pending, "queries without data:\n" + "\n".join(f"{n} {w}: {e}" for n, w, e in pending)

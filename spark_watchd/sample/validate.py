@@ -4,7 +4,7 @@ Run once per parsed line (replay speed matters): exact `type()` tests against
 small tuples, and one chained comparison per number (it also refuses NaN and
 infinities, which `1e400` decodes to). Unknown keys are ignored and missing keys
 are "not sampled", as the spec says; `processes[].ppid` and `driver_events` are
-optional (added 2026-12) and checked when present.
+optional (added 2026-12) and checked when present, as is `board`.
 """
 
 from __future__ import annotations
@@ -193,6 +193,8 @@ def check_sample(d: Mapping[str, Any]) -> None:
                 raise FieldError(f"processes[{i}].cmdline", "must be a list of strings")
     if (v := get("throughput")) is not None:
         _items(v, "throughput", _THROUGHPUT)
+    if (v := get("board")) is not None:
+        _board(v)
     if (v := get("driver_events")) is not None:
         for i, e in enumerate(_items(v, "driver_events", _DRIVER_EVENT)):
             if e["source"] not in _DRIVER_SOURCES:
@@ -202,6 +204,32 @@ def check_sample(d: Mapping[str, Any]) -> None:
 
 
 _STR_ONLY = {str}
+# trace-v1 `board` (spbm driver): channel maps with a plausible range each; 100 kW is no board.
+_BOARD_MAPS = (
+    ("power_w", 0, 1e5),
+    ("power_cap_w", 0, 1e5),
+    ("energy_j", 0, _MAX),
+    ("energy_power_w", 0, 1e5),
+    ("temps_c", -273.15, 1000),
+)
+
+
+def _board(v: Any) -> None:
+    if type(v) is not dict:
+        raise FieldError("board", f"must be an object or null, got {type(v).__name__}")
+    for key, lo, hi in _BOARD_MAPS:
+        m = v.get(key)
+        if m is None:
+            continue
+        if type(m) is not dict:
+            raise FieldError(f"board.{key}", f"must be an object, got {type(m).__name__}")
+        for ch, x in m.items():
+            if type(x) not in _N or not lo <= x <= hi:
+                raise FieldError(f"board.{key}.{ch}", f"must be a number in [{lo:g}, {hi:g}], got {_show(x)}")
+    for key in ("prochot", "pl_level"):
+        x = v.get(key)
+        if x is not None and (type(x) is not int or not 0 <= x <= _U64):
+            raise FieldError(f"board.{key}", f"must be a non-negative integer, got {_show(x)}")
 
 
 def _psi(v: Any) -> None:

@@ -65,6 +65,11 @@ BAD = [
     (("host",), 7, "host"),
     (("driver_events",), [{"ts": 1.0, "gpu": 0, "xid": 79, "source": "dmesg", "text": "x"}], "source"),
     (("driver_events",), [{"ts": 1.0, "gpu": "0", "xid": None, "source": "nvml", "text": "x"}], "gpu"),
+    (("board",), [1], "board"),
+    (("board",), {"power_w": {"dc_input": "135"}}, "board.power_w.dc_input"),
+    (("board",), {"temps_c": {"tj_max": math.inf}}, "board.temps_c.tj_max"),
+    (("board",), {"energy_j": [1]}, "board.energy_j"),
+    (("board",), {"prochot": 1.5}, "board.prochot"),
 ]
 
 
@@ -96,6 +101,13 @@ def test_optional_new_fields_are_accepted_when_well_formed(tmp_path):
     good = _set(BASE, ("processes", 0, "ppid"), 1)
     good["driver_events"] = [{"ts": 1.0, "gpu": 0, "xid": None, "source": "journal", "text": "NVRM: Xid 79"}]
     assert parse_line(json.dumps(good))["driver_events"][0]["source"] == "journal"
+    good["board"] = {
+        "chip": "spbm",
+        "power_w": {"dc_input": 135.6},
+        "temps_c": {"tj_max_c": 0.0},
+        "prochot": 1,
+    }
+    assert Sample.from_dict(parse_line(json.dumps(good))).board.prochot == 1
     old = dict(BASE)
     for key in ("host", "psi_memory", "sensors", "throughput", "mem_available_min_kb"):
         old.pop(key)  # an old or minimal trace: missing optional keys are "not sampled"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from spark_watchd.diagnose.engine import Diagnoser
@@ -22,6 +23,25 @@ def add_arguments(parser):
     parser.add_argument(
         "--skip-bad", action="store_true", help="skip malformed lines with a warning instead of failing"
     )
+    parser.add_argument("--state-dir", metavar="DIR", help="where a bare capture name is looked up")
+    parser.add_argument("--config", metavar="PATH", help="configuration file naming the state directory")
+
+
+def _locate(args) -> str:
+    """TRACE as given, or a capture of that name in the state directory `run` uses (same rule as `runs`)."""
+    if os.path.exists(args.trace) or os.sep in args.trace:
+        return args.trace
+    from spark_watchd.commands.statedir import resolve_state_dir
+    from spark_watchd.config import load_settings
+    from spark_watchd.errors import ConfigError
+
+    overrides = {"daemon": {"state_dir": args.state_dir}} if args.state_dir else None
+    try:
+        state_dir = resolve_state_dir(load_settings(args.config, overrides), create=False)
+    except ConfigError:
+        return args.trace
+    capture = os.path.join(state_dir, "captures", args.trace)
+    return capture if os.path.exists(capture) else args.trace
 
 
 def _samples(path, skip_bad):
@@ -69,7 +89,7 @@ def main(args) -> int:
     last = {}
     n = 0
     try:
-        for sample in _samples(args.trace, args.skip_bad):
+        for sample in _samples(_locate(args), args.skip_bad):
             d = observe(sample)
             n += 1
             if jsonl:

@@ -7,6 +7,7 @@ import os
 import sys
 
 from spark_watchd import __version__
+from spark_watchd.commands.statedir import is_explicit, resolve_state_dir
 from spark_watchd.config import Settings, load_settings
 from spark_watchd.errors import EX_CONFIG, EX_DATAERR, EX_SOFTWARE, EX_USAGE, ConfigError
 from spark_watchd.logs import configure_logging, get_logger
@@ -71,20 +72,10 @@ def load_or_report(args: argparse.Namespace) -> Settings | None:
 
 def usable_state_dir(settings: Settings, explicit: bool) -> str:
     """The configured state dir if writable; the default falls back to a per-user one (unprivileged runs)."""
-    path = settings.daemon.state_dir
-    try:
-        os.makedirs(path, exist_ok=True)
-        if os.access(path, os.W_OK):
-            return path
-    except OSError:
-        pass
-    if explicit:
-        raise ConfigError(f"key 'daemon.state_dir': {path} is not a writable directory")
-    base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
-    fallback = os.path.join(base, "spark-watchd")
-    os.makedirs(fallback, exist_ok=True)
-    get_logger("run").info(f"state dir {path} not writable; using {fallback}")
-    return fallback
+    path = resolve_state_dir(settings, explicit=explicit)
+    if path != settings.daemon.state_dir:
+        get_logger("run").info(f"state dir {settings.daemon.state_dir} not writable; using {path}")
+    return path
 
 
 def main(args: argparse.Namespace) -> int:
@@ -126,7 +117,7 @@ def serve(settings: Settings, args: argparse.Namespace, *, announce: bool = Fals
                 state_dir = None  # replayed events must not land in the real journal and counters
         else:
             # Set by file, environment or flag: the user meant it, so no silent fallback.
-            state_dir = usable_state_dir(settings, explicit="state_dir" in settings.daemon.model_fields_set)
+            state_dir = usable_state_dir(settings, explicit=is_explicit(settings))
     except ConfigError as exc:
         print(f"spark-watchd: bad configuration: {exc}", file=sys.stderr)
         return EX_CONFIG

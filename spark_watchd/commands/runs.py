@@ -19,13 +19,12 @@ def add_arguments(parser) -> None:
 
 
 def _state_dir(args) -> str:
-    if args.state_dir:
-        return args.state_dir
-    import spark_watchd.config as config
+    """Where `run` keeps state for this user and configuration (the same rule, nothing created)."""
+    from spark_watchd.commands.statedir import resolve_state_dir
+    from spark_watchd.config import load_settings
 
-    load = getattr(config, "load_settings", None)
-    settings = load(args.config) if load is not None else config.Settings()
-    return settings.daemon.state_dir
+    overrides = {"daemon": {"state_dir": args.state_dir}} if args.state_dir else None
+    return resolve_state_dir(load_settings(args.config, overrides), create=False)
 
 
 def _fmt(v, spec: str = "", none: str = "-") -> str:

@@ -14,13 +14,13 @@ log = logging.getLogger(__name__)
 
 
 def _rows(snapshot: Snapshot) -> list[tuple[str, float, float | None, float | None, float | None]]:
-    """(job, last report ts, step seconds, tokens/s, slowdown) from the tracker, else from the sample."""
+    """(job, last report ts, step seconds, tokens/s, slowdown) of running jobs from the tracker, else the sample."""
     jobs = snapshot.extras.get("jobs") if snapshot.extras else None
     if jobs:
         return [
             (j.job, j.ts, j.step_seconds, j.tokens_per_second, j.slowdown_ratio)
             for j in jobs
-            if isinstance(j, JobStats)
+            if isinstance(j, JobStats) and not j.ended  # a finished run leaves /metrics at once
         ]
     # No live jobs: replay and demo serve recorded samples, whose throughput[] is all there is (no baseline).
     sample = snapshot.sample

@@ -267,8 +267,12 @@ class JobTracker:
             ended = self._expire(self._clock())
             for name in sorted(self._jobs):
                 job = self._jobs[name]
-                step_s, tps = job.step_s, job.tokens.rate
                 prev = job.collected
+                if job.ended and prev is not None and prev[0] == job.run_id and prev[1] is job.anchor:
+                    # Finished and its last interval already sampled: the page's line and `status` stop here
+                    # instead of running flat until the job expires (issue 14.3).
+                    continue
+                step_s, tps = job.step_s, job.tokens.rate
                 if prev is not None and prev[0] == job.run_id:
                     q, p = prev[1], job.anchor
                     dt, dstep = p.ts - q.ts, p.step - q.step

@@ -73,3 +73,14 @@ def test_exposition_passes_promtool_check_metrics(clock):
         [promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30
     )
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_an_ended_job_leaves_metrics_at_once(clock):
+    t = JobTracker(ProgressSettings(warmup_steps=0, warmup_s=0, baseline_s=40), clock)
+    for i in range(3):
+        t.report(ProgressReport(job="done", step=10 * i, tokens=100 * i, ts=T0 + 20 * i))
+    t.report(ProgressReport(job="live", step=1))
+    t.report(ProgressReport(job="done", step=30, tokens=300, ts=T0 + 60, event="end"))
+    v = values(render(Snapshot(None, None, extras={"jobs": t.stats()})))
+    assert not [k for k in v if k[1] == "done"]
+    assert ("sparkwatchd_training_last_report_timestamp_seconds", "live") in v

@@ -58,6 +58,11 @@ def test_six_reports_give_step_time_tokens_rate_and_a_ledger_run(daemon):
         daemon, {"job": "e2e-sft", "step": 50, "tokens": 204800, "ts": t0 + 100, "event": "end"}
     )
     assert status == 200 and reply["ended"] is True
+    # A finished job leaves /metrics with the next tick, not after the 15-minute expiry.
+    daemon.wait_until(
+        lambda: metric(daemon, "sparkwatchd_training_last_report_timestamp_seconds", "e2e-sft") is None,
+        "the ended job's series to go",
+    )
     ledger = daemon.state_dir / "runs.jsonl"
     daemon.wait_until(lambda: any(r["job"] == "e2e-sft" for r in read_runs(ledger)[0]), "the ledger line")
     out = run_cli("runs", "--json", "--state-dir", str(daemon.state_dir), "--job", "e2e-sft")

@@ -186,3 +186,16 @@ def test_job_table_has_a_json_view_keyed_by_job(clock):
         and view["b"]["tokens_per_second"] == 409.6
         and view["a"]["step"] == 1
     )
+
+
+def test_an_ended_run_is_sampled_once_more_then_leaves_the_samples(clock):
+    t, _ = tracker(clock)
+    t.report(R(0, 0, T0))
+    t.collect({})
+    t.report(R(10, 1000, T0 + 10, event="end"))
+    (r,) = t.collect({})["throughput"]  # the final interval still reaches the page's line and the ledger
+    assert (r.step, r.step_seconds) == (10, 1.0)
+    clock.advance(60)
+    assert t.collect({})["throughput"] == ()  # the line stops at the end, `status` no longer lists it
+    t.report(R(1, 10, T0 + 100))  # the same name starting again is a new run and is sampled again
+    assert [x.step for x in t.collect({})["throughput"]] == [1]

@@ -9,10 +9,13 @@ it then derives from `object`, which is enough for code that only checks it.
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
 from spark_watchd.integrations.reporter import ProgressReporter
+
+log = logging.getLogger("spark_watchd.integrations.hf")
 
 
 def _job_from_args(args: Any) -> str:
@@ -62,8 +65,31 @@ class SparkWatchdMixin:
         world = getattr(args, "world_size", 1) or 1
         return int(state.global_step) * int(per_step) * int(accum) * int(world)
 
+    def _count_tokens(self, args: Any) -> None:
+        """Turn on the Trainer's own token count so the one-line callback gives tokens/s (issue 14.2)."""
+        if self.tokens_per_step or args is None:
+            return
+        if getattr(args, "include_num_input_tokens_seen", "no") not in ("no", False, None):
+            return  # the user chose "all" or "non_padding": keep it
+        try:
+            # The Trainer reads the option on every step, so switching it on here counts from the first batch.
+            args.include_num_input_tokens_seen = "all"
+        except Exception as e:  # frozen or foreign args: say why tokens/s will be missing, once
+            log.warning(
+                "spark-watchd: cannot enable include_num_input_tokens_seen (%s); tokens/s will be missing: "
+                "pass TrainingArguments(include_num_input_tokens_seen='all') or "
+                "SparkWatchdCallback(tokens_per_step=N)",
+                e,
+            )
+            return
+        log.info(
+            "spark-watchd: counting input tokens for tokens/s (include_num_input_tokens_seen='all', padding "
+            "included; set 'non_padding' yourself to leave padding out)"
+        )
+
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         if getattr(state, "is_world_process_zero", True) and self.reporter is None:
+            self._count_tokens(args)
             self.reporter = ProgressReporter(
                 self.job or _job_from_args(args),
                 url=self.url,

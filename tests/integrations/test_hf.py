@@ -100,9 +100,9 @@ def test_real_transformers_trainer_reports_to_a_real_daemon(tmp_path, daemon):
 
     args = transformers.TrainingArguments(
         output_dir=str(tmp_path / "tiny-gpt2"), max_steps=5, per_device_train_batch_size=2, report_to=[],
-        use_cpu=True, logging_steps=1, save_strategy="no", include_num_input_tokens_seen="all",
-        disable_tqdm=True, dataloader_num_workers=0,
+        use_cpu=True, logging_steps=1, save_strategy="no", disable_tqdm=True, dataloader_num_workers=0,
     )  # fmt: skip
+    # The README's one-liner: no include_num_input_tokens_seen, yet tokens/s must come out (issue 14.2).
     cb = SparkWatchdCallback(url=daemon.url, min_interval=0)  # job name from output_dir
     trainer = transformers.Trainer(model=model, args=args, train_dataset=Tokens(), callbacks=[cb])
     trainer.train()
@@ -122,3 +122,17 @@ def test_real_transformers_trainer_reports_to_a_real_daemon(tmp_path, daemon):
     )
     assert run["samples"] == 5 * 2 and run["reports"] >= 3
     assert run["mean_tokens_per_second"] > 0 and run["mean_step_seconds"] > 0
+
+
+def test_hf_callback_says_once_why_tokens_are_missing_when_it_cannot_count(caplog):
+    class Frozen(SimpleNamespace):
+        def __setattr__(self, name, value):
+            raise AttributeError(f"{name} is frozen")
+
+    cb = SparkWatchdMixin()
+    with caplog.at_level("WARNING", logger="spark_watchd.integrations.hf"):
+        cb._count_tokens(Frozen(include_num_input_tokens_seen="no"))
+    assert "tokens/s will be missing" in caplog.text and "frozen" in caplog.text
+    chosen = SimpleNamespace(include_num_input_tokens_seen="non_padding")
+    cb._count_tokens(chosen)
+    assert chosen.include_num_input_tokens_seen == "non_padding"  # the user's choice is kept

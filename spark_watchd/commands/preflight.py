@@ -46,17 +46,18 @@ def collect(args: argparse.Namespace, launch_text: str | None) -> list[checks.Ch
     except (OSError, ValueError):
         meminfo = None
     fake = nvml_from_env()  # SPARK_WATCHD_FAKE_NVML: a fake GB10 for end-to-end tests and demos
-    if fake is not None or os.path.abspath(args.root) == "/":
-        gpus, gpu_error = gather.nvml_snapshot(fake)
-    else:
-        gpus, gpu_error = None, "host root given: the GPU is this machine's"
+    own_gpu = fake is not None or os.path.abspath(args.root) == "/"
+    gpus, gpu_error = gather.nvml_snapshot(fake) if own_gpu else (None, None)
     nvml_procs = [p for g in gpus or () for p in g.get("processes", ())]
     workloads, wl_error = gather.scan_workloads(os.path.join(args.root, "proc"), nvml_procs)
     out: list[checks.Check] = []
     out += checks.g1_torch_cuda(probe, ldconfig, probe_error, explicit_python=bool(args.python))
     out += checks.g2_flash_attn(probe)
     out += checks.g3_memory(meminfo)
-    out += checks.g4_thermal(gpus, gpu_error)
+    if own_gpu:
+        out += checks.g4_thermal(gpus, gpu_error)
+    else:  # another root's tree says nothing about its GPU: not a missing GPU either
+        out.append(checks.Check("G4", "SKIP", "host root given: the GPU is this machine's"))
     out += checks.g6_contention(workloads, wl_error, gather.proc_hidepid(os.path.join(args.root, "proc")))
     out += checks.g7_capability(probe)
     out += checks.g9_container(gather.container_markers(args.root))

@@ -30,14 +30,20 @@ def g1_torch_cuda(
 ) -> list[Check]:
     """G1: torch built for CUDA 13, and no libcudart.so.12 left where a loader could find it."""
     if probe is None:
-        # An interpreter the operator named must work; our own failing is only a gap in the report.
-        status = "FAIL" if explicit_python else "SKIP"
+        # An interpreter the operator named must work; our own failing is a gap the verdict must show.
+        status = "FAIL" if explicit_python else "WARN"
         return [Check("G1", status, f"could not run the probe: {probe_error or 'unknown error'}")]
     torch = probe.get("torch")
     out: list[Check] = []
     if not torch:
+        # G1 is a verdict (PASS/FAIL/WARN): no torch means the CUDA build was never checked, not "fine".
+        why = probe.get("torch_error") or "import failed"
         out.append(
-            Check("G1", "SKIP", f"torch not installed ({probe.get('torch_error') or 'import failed'})")
+            Check(
+                "G1",
+                "WARN",
+                f"torch not installed ({why}): CUDA build not checked; --python the training venv",
+            )
         )
     else:
         cuda = torch.get("cuda")
@@ -69,7 +75,7 @@ def g2_flash_attn(probe: Mapping[str, Any] | None) -> list[Check]:
         return [Check("G2", "SKIP", "torch not installed")]
     fa = probe.get("flash_attn") or {}
     if not fa.get("installed"):
-        return [Check("G2", "INFO", "flash-attn not installed: attention falls back to PyTorch SDPA")]
+        return [Check("G2", "PASS", "flash-attn not installed: attention uses PyTorch SDPA")]
     if fa.get("error"):
         return [Check("G2", "WARN", f"flash-attn installed but does not import: {fa['error']}")]
     return [Check("G2", "PASS", f"flash-attn {fa.get('version', 'unknown')} imports")]
@@ -114,10 +120,11 @@ def g3_memory(meminfo: Mapping[str, int] | None) -> list[Check]:
 
 def g4_thermal(gpus: Sequence[Mapping[str, Any]] | None, error: str | None = None) -> list[Check]:
     """G4: temperature and power snapshot before the run starts."""
+    # No GPU readings: the launch cannot be called ready (issue 14.5), so these warn rather than skip.
     if gpus is None:
-        return [Check("G4", "SKIP", f"NVML unavailable ({error or 'no driver'})")]
+        return [Check("G4", "WARN", f"no GPU readings: NVML missing ({error or 'no driver'})")]
     if not gpus:
-        return [Check("G4", "SKIP", "NVML reports no GPU")]
+        return [Check("G4", "WARN", "no GPU readings: NVML reports no GPU")]
     out = []
     for g in gpus:
         temp, power, slow = g.get("temp_c"), g.get("power_w"), g.get("slowdown_temp_c")
@@ -159,7 +166,7 @@ def g6_contention(
             )
         else:
             cap = w.get("cap")
-            out.append(Check("G6", "INFO", f"{what} running" + (f", capped: {cap}" if cap else "")))
+            out.append(Check("G6", "PASS", f"{what} running" + (f", capped: {cap}" if cap else "")))
     return out
 
 
@@ -167,19 +174,19 @@ def g7_capability(probe: Mapping[str, Any] | None) -> list[Check]:
     """G7: the device is compute capability 12.1 and torch carries kernels for it (sm_121 / sm_121a)."""
     torch = (probe or {}).get("torch")
     if not torch:
-        return [Check("G7", "SKIP", "torch not installed")]
+        return [Check("G7", "WARN", "torch not installed: sm_121 kernels not checked")]
     if not torch.get("cuda_available"):
         why = torch.get("cuda_error") or (
             "CPU-only build" if not torch.get("cuda") else "no CUDA device visible"
         )
-        return [Check("G7", "SKIP", f"torch.cuda not available ({why})")]
+        return [Check("G7", "WARN", f"torch.cuda not available ({why}): sm_121 kernels not checked")]
     cap = tuple(torch.get("capability") or ())
     name = torch.get("device_name", "?")
     out = []
     if cap == GB10_CAPABILITY:
         out.append(Check("G7", "PASS", f"{name} compute capability 12.1"))
     else:
-        out.append(Check("G7", "INFO", f"{name} compute capability {'.'.join(map(str, cap))}: not a GB10"))
+        out.append(Check("G7", "WARN", f"{name} compute capability {'.'.join(map(str, cap))}: not a GB10"))
     archs = set(torch.get("arch_list") or ())
     native = sorted(archs & {"sm_121", "sm_121a"})
     major = f"sm_{cap[0]}0" if cap else None
@@ -199,7 +206,7 @@ def g7_capability(probe: Mapping[str, Any] | None) -> list[Check]:
 
 
 def g9_container(markers: Mapping[str, Any]) -> list[Check]:
-    """G9: inside a container or on the bare host, by /.dockerenv, /run/.containerenv and PID 1's cgroup."""
+    """G9: PASS inside a container, WARN on the bare host (the community's contract: train in NGC containers)."""
     found = []
     if markers.get("dockerenv"):
         found.append("/.dockerenv")
@@ -211,10 +218,15 @@ def g9_container(markers: Mapping[str, Any]) -> list[Check]:
         found.append(f"cgroup mentions {m.group(1)}")
     if found:
         return [
-            Check("G9", "INFO", f"container ({', '.join(found)}): host memory and NVML are shared with it")
+            Check("G9", "PASS", f"container ({', '.join(found)}): host memory and NVML are shared with it")
         ]
     return [
-        Check("G9", "INFO", "bare host (no /.dockerenv, no /run/.containerenv, cgroup not a container's)")
+        Check(
+            "G9",
+            "WARN",
+            "bare host (no /.dockerenv, no /run/.containerenv, cgroup not a container's): "
+            "an NGC container gives a matched CUDA 13 torch stack",
+        )
     ]
 
 
@@ -238,7 +250,7 @@ def g10_tensor_parallel(
     if tp <= 1:
         return [Check("G10", "PASS", f"no tensor parallel across Sparks{where} (tensor parallel size 1)")]
     # Each Spark has one GPU, so tensor parallel 2 always crosses the ConnectX-7 link between two boxes.
-    out = [Check("G10", "INFO", f"tensor parallel size {tp}{where}: spans {tp} Sparks over the network")]
+    out = [Check("G10", "PASS", f"tensor parallel size {tp}{where}: spans {tp} Sparks over the network")]
     if not _MULTINODE.search(text):
         out.append(Check("G10", "WARN", "no multi-node setting (Ray cluster, --nnodes, MASTER_ADDR) found"))
     if "NCCL_SOCKET_IFNAME" not in text and "NCCL_SOCKET_IFNAME" not in env:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 
 from spark_watchd.preflight import hostinfo, planner
@@ -17,7 +18,13 @@ EXIT = {"fits": 0, "tight": 1, "unknown": 1, "does not fit": 3}
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of `spark-watchd plan`."""
     parser.add_argument("--params", required=True, help="parameter count: 70B, 7.5B, 500M, 70e9")
-    parser.add_argument("--method", choices=planner.METHODS, default="qlora")
+    # So `--params -5B` reaches parse_params ("must be positive") instead of argparse's "expected one argument".
+    parser._negative_number_matcher = re.compile(r"^-\d+(\.\d+)?(e\d+)?[kmbtKMBT]?$")
+    parser.add_argument(
+        "--method",
+        choices=planner.METHODS,
+        help="full, lora or qlora (default qlora, said on stderr: the method moves memory the most)",
+    )
     parser.add_argument(
         "--dtype",
         choices=sorted(planner.BYTES_PER_PARAM),
@@ -34,12 +41,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--vocab", type=int, default=planner.DEFAULT_VOCAB, help="vocabulary size (logits)")
     parser.add_argument(
-        "--checkpoint-gb", type=float, help="on-disk checkpoint size read at load (default: weights)"
+        "--checkpoint-gib", type=float, help="on-disk checkpoint size in GiB read at load (default: weights)"
     )
     parser.add_argument(
-        "--budget-gb", type=float, help="GB available to training (default: MemAvailable - reserve)"
+        "--budget-gib", type=float, help="GiB available to training (default: MemAvailable - reserve)"
     )
-    parser.add_argument("--reserve-gb", type=float, default=hostinfo.DEFAULT_OS_RESERVE_GB, help="OS reserve")
+    parser.add_argument(
+        "--reserve-gib", type=float, default=hostinfo.DEFAULT_OS_RESERVE_GIB, help="OS reserve in GiB"
+    )
     parser.add_argument(
         "--root", default="/", help="host root to read proc/meminfo under (tests, containers)"
     )
@@ -62,16 +71,22 @@ def render(plan: planner.Plan) -> str:
     rows.append("")
     width = max(len(k) for k in plan.lines) + 2
     for name, gb in plan.lines.items():
-        rows.append(f"  {name:<{width}}{gb:>9.2f} GB")
-    rows.append(f"  {'steady total':<{width}}{plan.steady_gb:>9.2f} GB")
-    rows.append(f"  {'load peak':<{width}}{plan.load_peak_gb:>9.2f} GB  (weights + checkpoint in page cache)")
-    budget = "unknown" if plan.budget_gb is None else f"{plan.budget_gb:.2f} GB"
+        rows.append(f"  {name:<{width}}{gb:>9.2f} GiB")
+    rows.append(f"  {'steady total':<{width}}{plan.steady_gib:>9.2f} GiB")
+    rows.append(
+        f"  {'load peak':<{width}}{plan.load_peak_gib:>9.2f} GiB  (weights + checkpoint in page cache)"
+    )
+    budget = "unknown" if plan.budget_gib is None else f"{plan.budget_gib:.2f} GiB"
     rows.append(f"  {'budget today':<{width}}{budget:>12}")
     rows.append("")
     a = plan.anchor
-    reported = f"reported about {a['reported_gb']:g} GB" if a["reported_gb"] else "no peak reported"
+    reported = (
+        f"reported about {a['reported_gib']:.1f} GiB ({a['reported_gib'] * planner.GIB / planner.GB:.0f} GB)"
+        if a["reported_gib"]
+        else "no peak reported"
+    )
     rows.append(
-        f"nearest anchor: {a['name']}: {reported}; worksheet {a['worksheet_gb']:.1f} GB ({a['source']})"
+        f"nearest anchor: {a['name']}: {reported}; worksheet {a['worksheet_gib']:.1f} GiB ({a['source']})"
     )
     rows.append(f"verdict: {plan.verdict}")
     for i, step in enumerate(plan.advice, 1):
@@ -84,9 +99,12 @@ def main(args: argparse.Namespace) -> int:
     try:
         params = planner.parse_params(args.params)
         trainable = planner.parse_params(args.trainable_params) if args.trainable_params else None
+        if args.method is None:
+            print("spark-watchd plan: no --method given: planning qlora (pass --method full, lora or qlora)",
+                  file=sys.stderr)  # fmt: skip
         job = planner.Job(
             params=params,
-            method=args.method,
+            method=args.method or "qlora",
             dtype=args.dtype,
             optimizer=args.optimizer,
             lora_rank=args.lora_rank,
@@ -96,15 +114,15 @@ def main(args: argparse.Namespace) -> int:
             packing=args.packing,
             gradient_checkpointing=args.gradient_checkpointing,
             vocab=args.vocab,
-            checkpoint_gb=args.checkpoint_gb,
+            checkpoint_gib=args.checkpoint_gib,
         )
-        budget = args.budget_gb
+        budget = args.budget_gib
         note = None
         if budget is None:
             try:
-                budget = hostinfo.training_budget_gb(hostinfo.read_meminfo(args.root), args.reserve_gb)
+                budget = hostinfo.training_budget_gib(hostinfo.read_meminfo(args.root), args.reserve_gib)
             except (OSError, ValueError, KeyError) as exc:
-                note = f"spark-watchd plan: no budget ({exc}); pass --budget-gb"
+                note = f"spark-watchd plan: no budget ({exc}); pass --budget-gib"
         plan = planner.worksheet(job, budget)
     except ValueError as exc:
         print(f"spark-watchd plan: {exc}", file=sys.stderr)

@@ -9,7 +9,7 @@ from spark_watchd.sources.parsers import parse_meminfo
 
 KIB = 1024
 # The daemon's own G3 reserve (thresholds.os_reserve_bytes), so `plan` and the live budget agree.
-DEFAULT_OS_RESERVE_GB = Thresholds().os_reserve_bytes / 1e9
+DEFAULT_OS_RESERVE_GIB = Thresholds().os_reserve_bytes / 2**30
 
 
 def read_meminfo(root: str = "/") -> dict[str, int]:
@@ -18,7 +18,7 @@ def read_meminfo(root: str = "/") -> dict[str, int]:
         return parse_meminfo(f.read())
 
 
-def training_budget_gb(meminfo: dict[str, int], reserve_gb: float = DEFAULT_OS_RESERVE_GB) -> float:
+def training_budget_gib(meminfo: dict[str, int], reserve_gib: float = DEFAULT_OS_RESERVE_GIB) -> float:
     """GB (10^9 B) a training job may take today: MemAvailable minus the OS reserve, never below 0."""
     # NVML memory info is Not Supported on GB10; MemAvailable is the truth for the shared pool.
-    return max(0.0, meminfo["MemAvailable"] * KIB / 1e9 - reserve_gb)
+    return max(0.0, meminfo["MemAvailable"] * KIB / 2**30 - reserve_gib)

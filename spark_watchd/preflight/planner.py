@@ -1,6 +1,7 @@
 """The UMA worksheet: how much of the Spark's one memory pool a training job needs (pure arithmetic).
 
-GB here is 10^9 bytes, as in the worksheet ("70B QLoRA: 70e9 x 0.5 B = 35 GB of weights").
+Figures are GiB (2^30 bytes) like every other spark-watchd output; the community's worksheet says
+decimal GB ("70B QLoRA: 70e9 x 0.5 B = 35 GB of weights" is 32.6 GiB).
 Every term is a documented estimate, not a measurement: compare against the anchors and leave
 head-room. No I/O here; `commands/plan.py` reads today's budget and prints.
 """
@@ -11,7 +12,8 @@ import math
 import re
 from dataclasses import asdict, dataclass, field
 
-GB = 1e9
+GB = 1e9  # the community's reported peaks are decimal GB
+GIB = 2**30
 BYTES_PER_PARAM = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "int8": 1.0, "nf4": 0.5, "fp4": 0.5, "nvfp4": 0.5}
 # Optimizer state per trainable parameter: AdamW keeps two fp32 moments (8 B); bitsandbytes 8-bit
 # AdamW two 8-bit moments (~2 B); SGD with momentum one fp32 buffer (4 B).
@@ -34,7 +36,7 @@ CHECKPOINT_BYTES_PER_TOKEN_HIDDEN_LAYER = 2.0
 LOGIT_BYTES = 4.0  # logits upcast to fp32 for the loss
 DEFAULT_VOCAB = 128256  # Llama-3 tokenizer
 # CUDA context, cuBLAS workspaces and allocator slack on GB10 (about what an idle torch process holds).
-RUNTIME_OVERHEAD_GB = 1.0
+RUNTIME_OVERHEAD_GIB = 1.0
 # Below this share of the budget a plan "fits"; up to the whole budget it is "tight".
 FIT_SHARE = 0.85
 
@@ -46,15 +48,21 @@ class Anchor:
     name: str
     params: float
     method: str
-    reported_gb: float | None
+    reported_gib: float | None
     source: str
 
 
 # Figures from the project's field reports (issue 6 and docs/interfaces.md); where no peak
 # was reported the anchor says so and the worksheet's own estimate is shown next to it.
 ANCHORS = (
-    Anchor("70B QLoRA (NF4 base, bf16 adapters)", 70e9, "qlora", 40.0, "community field reports (issue 6)"),
-    Anchor("120B MoE NVFP4 LoRA", 120e9, "lora", 68.0, "community field reports (issue 6)"),
+    Anchor(
+        "70B QLoRA (NF4 base, bf16 adapters)",
+        70e9,
+        "qlora",
+        40 * GB / GIB,
+        "community field reports (issue 6)",
+    ),
+    Anchor("120B MoE NVFP4 LoRA", 120e9, "lora", 68 * GB / GIB, "community field reports (issue 6)"),
     Anchor(
         "27B LoRA at packing 1024", 27e9, "lora", None, "community field reports (issue 6); no peak given"
     ),
@@ -66,7 +74,9 @@ _SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
 
 def parse_params(text: str) -> float:
     """Parameter count from '70B', '7.5b', '500M', '1.2T' or '70e9'; ValueError names the input."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?(?:e\d+)?)\s*([kmbtKMBT]?)\s*", str(text))
+    m = re.fullmatch(r"\s*([-+]?\d+(?:\.\d+)?(?:e\d+)?)\s*([kmbtKMBT]?)\s*", str(text))
+    if m and float(m.group(1)) <= 0:
+        raise ValueError(f"parameter count {text!r} must be positive, e.g. 8B or 70B")
     if not m:
         raise ValueError(
             f"parameter count {text!r}: expected a number with an optional K/M/B/T suffix, e.g. 70B"
@@ -93,7 +103,7 @@ class Job:
     packing: int | None = None  # packed sequence length; replaces seq_len when given
     gradient_checkpointing: bool = True
     vocab: int = DEFAULT_VOCAB
-    checkpoint_gb: float | None = None  # on-disk checkpoint read during load; default: the weights
+    checkpoint_gib: float | None = None  # on-disk checkpoint read during load; default: the weights
 
 
 @dataclass(frozen=True)
@@ -102,11 +112,11 @@ class Plan:
 
     job: dict
     architecture: dict
-    lines: dict  # name -> GB
-    steady_gb: float
-    load_peak_gb: float
-    peak_gb: float
-    budget_gb: float | None
+    lines: dict  # name -> GiB
+    steady_gib: float
+    load_peak_gib: float
+    peak_gib: float
+    budget_gib: float | None
     verdict: str  # fits / tight / does not fit / unknown (no budget)
     anchor: dict
     advice: list[str] = field(default_factory=list)
@@ -144,7 +154,7 @@ def _validate(job: Job) -> None:
 
 
 def _lines(job: Job) -> tuple[str, float, int, int, int, dict[str, float]]:
-    """(weights dtype, trainable params, hidden, layers, tokens per step, worksheet lines in GB)."""
+    """(weights dtype, trainable params, hidden, layers, tokens per step, worksheet lines in GiB)."""
     _validate(job)
     dtype = job.dtype or DEFAULT_WEIGHT_DTYPE[job.method]
     hidden, layers = architecture(job.params)
@@ -156,42 +166,42 @@ def _lines(job: Job) -> tuple[str, float, int, int, int, dict[str, float]]:
     else:
         trainable = lora_params(job.params, job.lora_rank)
 
-    lines: dict[str, float] = {"weights": job.params * BYTES_PER_PARAM[dtype] / GB}
+    lines: dict[str, float] = {"weights": job.params * BYTES_PER_PARAM[dtype] / GIB}
     if job.method == "full":
-        lines["gradients"] = trainable * BYTES_PER_PARAM[job.compute_dtype] / GB
+        lines["gradients"] = trainable * BYTES_PER_PARAM[job.compute_dtype] / GIB
     else:
-        lines["lora adapters"] = trainable * ADAPTER_BYTES / GB
-        lines["gradients"] = trainable * ADAPTER_BYTES / GB
-    lines["optimizer states"] = trainable * OPTIMIZER_BYTES[job.optimizer] / GB
+        lines["lora adapters"] = trainable * ADAPTER_BYTES / GIB
+        lines["gradients"] = trainable * ADAPTER_BYTES / GIB
+    lines["optimizer states"] = trainable * OPTIMIZER_BYTES[job.optimizer] / GIB
     if job.gradient_checkpointing:
         per_token = hidden * (
             layers * CHECKPOINT_BYTES_PER_TOKEN_HIDDEN_LAYER + ACT_BYTES_PER_TOKEN_HIDDEN_LAYER
         )
     else:
         per_token = hidden * layers * ACT_BYTES_PER_TOKEN_HIDDEN_LAYER
-    lines["activations"] = tokens * per_token / GB
-    lines["logits"] = tokens * job.vocab * LOGIT_BYTES / GB
-    lines["runtime overhead"] = RUNTIME_OVERHEAD_GB
+    lines["activations"] = tokens * per_token / GIB
+    lines["logits"] = tokens * job.vocab * LOGIT_BYTES / GIB
+    lines["runtime overhead"] = RUNTIME_OVERHEAD_GIB
     return dtype, trainable, hidden, layers, tokens, lines
 
 
-def worksheet(job: Job, budget_gb: float | None = None) -> Plan:
-    """Fill in the worksheet for one job and judge it against the budget (GB available to training)."""
+def worksheet(job: Job, budget_gib: float | None = None) -> Plan:
+    """Fill in the worksheet for one job and judge it against the budget (GiB available to training)."""
     dtype, trainable, hidden, layers, tokens, lines = _lines(job)
     steady = sum(lines.values())
     # Loading safetensors on unified memory: the page cache holds the checkpoint while the same
     # pool holds the loaded copy, so the load peaks at about twice the checkpoint (G3 load transient).
-    checkpoint = job.checkpoint_gb if job.checkpoint_gb is not None else lines["weights"]
-    load_peak = lines["weights"] + checkpoint + RUNTIME_OVERHEAD_GB
+    checkpoint = job.checkpoint_gib if job.checkpoint_gib is not None else lines["weights"]
+    load_peak = lines["weights"] + checkpoint + RUNTIME_OVERHEAD_GIB
     peak = max(steady, load_peak)
 
     # The steady state decides; the load transient's page-cache half is reclaimable, so a transient
     # over budget only makes a plan tight (drop caches before loading), never "does not fit".
-    if budget_gb is None:
+    if budget_gib is None:
         verdict = "unknown"
-    elif steady > budget_gb:
+    elif steady > budget_gib:
         verdict = "does not fit"
-    elif steady > FIT_SHARE * budget_gb or load_peak > budget_gb:
+    elif steady > FIT_SHARE * budget_gib or load_peak > budget_gib:
         verdict = "tight"
     else:
         verdict = "fits"
@@ -203,12 +213,12 @@ def worksheet(job: Job, budget_gb: float | None = None) -> Plan:
         job=job_d,
         architecture={"hidden": hidden, "layers": layers, "tokens_per_step": tokens},
         lines={k: round(v, 3) for k, v in lines.items()},
-        steady_gb=round(steady, 3),
-        load_peak_gb=round(load_peak, 3),
-        peak_gb=round(peak, 3),
-        budget_gb=None if budget_gb is None else round(budget_gb, 3),
+        steady_gib=round(steady, 3),
+        load_peak_gib=round(load_peak, 3),
+        peak_gib=round(peak, 3),
+        budget_gib=None if budget_gib is None else round(budget_gib, 3),
         verdict=verdict,
-        anchor={**asdict(anchor), "worksheet_gb": round(sum(_lines(anchor_job(anchor))[5].values()), 3)},
+        anchor={**asdict(anchor), "worksheet_gib": round(sum(_lines(anchor_job(anchor))[5].values()), 3)},
         advice=oom_ladder(job, dtype) if verdict in ("tight", "does not fit") else [],
     )
 
@@ -224,12 +234,12 @@ def anchor_job(anchor: Anchor) -> Job:
 
 
 def nearest_anchor(params: float, method: str) -> Anchor:
-    """The anchor closest in size (log scale), preferring the same method."""
+    """The same-method anchor closest in size (log scale); any method only when none shares it.
 
-    def distance(a: Anchor) -> float:
-        return abs(math.log(params / a.params)) + (0.0 if a.method == method else 1.0)
-
-    return min(ANCHORS, key=distance)
+    An 8B QLoRA compared with a 9B full fine-tune says nothing: the method moves memory far more than size.
+    """
+    same = [a for a in ANCHORS if a.method == method] or list(ANCHORS)
+    return min(same, key=lambda a: abs(math.log(params / a.params)))
 
 
 def oom_ladder(job: Job, dtype: str) -> list[str]:

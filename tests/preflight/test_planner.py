@@ -12,18 +12,19 @@ from spark_watchd.preflight import hostinfo, planner
 from tests.conftest import FIXTURES, run_cli
 
 GB10_BARE = FIXTURES / "hosts" / "gb10-operator-bare"
+GB = 1e9 / 2**30  # the worksheet's decimal GB in the GiB the plan prints
 
 
 def test_70b_qlora_reproduces_the_worksheet_35_gb_of_weights():
     plan = planner.worksheet(planner.Job(params=planner.parse_params("70B"), method="qlora"))
     assert plan.job["dtype"] == "nf4"
-    assert plan.lines["weights"] == pytest.approx(35.0)
+    assert plan.lines["weights"] == pytest.approx(35.0 * GB, abs=1e-3)  # 32.6 GiB
     # Before activations: weights plus the adapter's own weights, gradients and AdamW states.
     before_activations = sum(v for k, v in plan.lines.items() if k not in ("activations", "logits"))
-    assert 35.0 < before_activations < 40.0
+    assert 35.0 * GB < before_activations < 40.0 * GB
     # ... and the whole job lands near the community's 70B QLoRA anchor of about 40 GB.
-    assert plan.anchor["reported_gb"] == 40.0
-    assert abs(plan.steady_gb - 40.0) / 40.0 < 0.15
+    assert plan.anchor["reported_gib"] == pytest.approx(40.0 * GB)
+    assert abs(plan.steady_gib - 40.0 * GB) / (40.0 * GB) < 0.15
 
 
 @pytest.mark.parametrize(
@@ -31,15 +32,15 @@ def test_70b_qlora_reproduces_the_worksheet_35_gb_of_weights():
 )
 def test_weights_follow_bytes_per_parameter(dtype, per_param):
     plan = planner.worksheet(planner.Job(params=10e9, method="lora", dtype=dtype))
-    assert plan.lines["weights"] == pytest.approx(10 * per_param)
+    assert plan.lines["weights"] == pytest.approx(10 * per_param * GB, abs=1e-3)
 
 
 def test_full_fine_tune_with_adamw_costs_gradients_and_eight_bytes_of_state_per_param():
     plan = planner.worksheet(planner.Job(params=9e9, method="full"))
-    assert plan.lines["gradients"] == pytest.approx(18.0)
-    assert plan.lines["optimizer states"] == pytest.approx(72.0)
+    assert plan.lines["gradients"] == pytest.approx(18.0 * GB, abs=1e-3)
+    assert plan.lines["optimizer states"] == pytest.approx(72.0 * GB, abs=1e-3)
     eight_bit = planner.worksheet(planner.Job(params=9e9, method="full", optimizer="adamw8bit"))
-    assert eight_bit.lines["optimizer states"] == pytest.approx(18.0)
+    assert eight_bit.lines["optimizer states"] == pytest.approx(18.0 * GB, abs=1e-3)
 
 
 def test_lora_adapter_grows_linearly_with_rank_and_matches_llama_70b():
@@ -66,7 +67,7 @@ def test_gradient_checkpointing_and_packing_move_activations():
 
 def test_load_transient_is_about_twice_the_checkpoint():
     plan = planner.worksheet(planner.Job(params=30e9, method="lora"))
-    assert plan.load_peak_gb == pytest.approx(2 * 60 + planner.RUNTIME_OVERHEAD_GB)
+    assert plan.load_peak_gib == pytest.approx(2 * 60 * GB + planner.RUNTIME_OVERHEAD_GIB, abs=2e-3)
 
 
 @pytest.mark.parametrize(
@@ -99,13 +100,15 @@ def test_oom_ladder_starts_with_dropping_caches_and_prefers_bf16_lora_before_qlo
         (110e9, "lora", "120B MoE"),
         (30e9, "lora", "27B LoRA"),
         (8e9, "full", "9B full"),
+        (8e9, "qlora", "70B QLoRA"),  # the method first: not the 9B full fine-tune at 111 GB (issue 14.9)
+        (8e9, "lora", "27B LoRA"),
     ],
 )
 def test_nearest_anchor(params, method, anchor):
     assert planner.nearest_anchor(params, method).name.startswith(anchor)
 
 
-@pytest.mark.parametrize("text", ["70", "seventy", "70 GB", "-7B", ""])
+@pytest.mark.parametrize("text", ["70", "seventy", "70 GB", "-7B", "0", ""])
 def test_bad_parameter_counts_name_the_input(text):
     with pytest.raises(ValueError, match="parameter count"):
         planner.parse_params(text)
@@ -118,24 +121,26 @@ def test_parameter_counts(text, value):
 
 def test_budget_is_mem_available_minus_reserve_from_a_gb10_meminfo():
     mi = hostinfo.read_meminfo(str(GB10_BARE))
-    assert hostinfo.training_budget_gb(mi) == pytest.approx((118505911 * 1024 - 4 * 2**30) / 1e9)
+    assert hostinfo.training_budget_gib(mi) == pytest.approx((118505911 * 1024 - 4 * 2**30) / 2**30)
 
 
 def test_plan_cli_prints_the_table_against_todays_budget():
     proc = run_cli("plan", "--params", "70B", "--method", "qlora", "--root", str(GB10_BARE))
     assert proc.returncode == 0, proc.stderr
-    assert "weights" in proc.stdout and "35.00 GB" in proc.stdout
-    assert "117.06 GB" in proc.stdout  # 118,505,911 kB available minus the 4 GiB reserve
+    assert "weights" in proc.stdout and "32.60 GiB" in proc.stdout  # 35 GB
+    assert "109.02 GiB" in proc.stdout  # 118,505,911 kB available minus the 4 GiB reserve
+    assert " GB " not in proc.stdout.replace("(40 GB)", "")  # GiB everywhere, the anchor's quote aside
+    assert "no --method" not in proc.stderr
     assert "verdict: fits" in proc.stdout
     assert "70B QLoRA" in proc.stdout
 
 
 def test_plan_cli_json_and_exit_code_when_it_does_not_fit():
-    proc = run_cli("plan", "--params", "9B", "--method", "full", "--budget-gb", "60", "--json")
+    proc = run_cli("plan", "--params", "9B", "--method", "full", "--budget-gib", "60", "--json")
     assert proc.returncode == 3
     plan = json.loads(proc.stdout)
     assert plan["verdict"] == "does not fit"
-    assert plan["lines"]["optimizer states"] == pytest.approx(72.0)
+    assert plan["lines"]["optimizer states"] == pytest.approx(72.0 * GB, abs=1e-3)
     assert plan["advice"]
 
 
@@ -168,12 +173,27 @@ def test_worksheet_is_consistent_for_any_job(params, method, dtype, optimizer, r
     )
     plan = planner.worksheet(job, budget)
     assert all(v >= 0 for v in plan.lines.values())
-    assert plan.steady_gb == pytest.approx(sum(plan.lines.values()), abs=0.01)
-    assert plan.peak_gb == max(plan.steady_gb, plan.load_peak_gb)
-    if plan.steady_gb > budget + 0.001:
+    assert plan.steady_gib == pytest.approx(sum(plan.lines.values()), abs=0.01)
+    assert plan.peak_gib == max(plan.steady_gib, plan.load_peak_gib)
+    if plan.steady_gib > budget + 0.001:
         assert plan.verdict == "does not fit"
     if plan.verdict == "fits":
-        assert plan.peak_gb <= budget + 0.001
+        assert plan.peak_gib <= budget + 0.001
     # A bigger model of the same shape never needs less.
     bigger = planner.worksheet(planner.Job(**{**job.__dict__, "params": params * 2}), budget)
-    assert bigger.steady_gb >= plan.steady_gb
+    assert bigger.steady_gib >= plan.steady_gib
+
+
+def test_plan_says_which_method_it_assumed():
+    proc = run_cli("plan", "--params", "8B", "--budget-gib", "100")
+    assert proc.returncode == 0, proc.stderr
+    assert "no --method given: planning qlora" in proc.stderr
+    assert "nearest anchor: 70B QLoRA" in proc.stdout
+
+
+@pytest.mark.parametrize("text", ["0", "-5B", "0B"])
+def test_plan_refuses_zero_and_negative_sizes_clearly(text):
+    proc = run_cli("plan", "--params", text, "--method", "lora", "--budget-gib", "100")
+    assert proc.returncode == 2
+    assert f"parameter count '{text}' must be positive" in proc.stderr
+    assert proc.stdout == ""

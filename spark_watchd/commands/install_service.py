@@ -31,6 +31,36 @@ STATE_DIR = "/var/lib/spark-watchd"
 
 # ProtectHome=yes hides these; an interpreter living there needs ProtectHome=read-only.
 HOME_PREFIXES = ("/home/", "/root/", "/run/user/")
+# PrivateTmp=yes gives the service its own empty /tmp and /var/tmp: an interpreter there is gone.
+TMP_PREFIXES = ("/tmp/", "/var/tmp/")
+
+
+def interpreter_paths(python: str, root: str = "/") -> tuple[str, ...]:
+    """The venv's python and the real interpreter its symlinks lead to (pyenv, uv, conda live in homes)."""
+    real = os.path.realpath(_in_root(root, python))
+    if os.path.abspath(root) != "/":
+        base = os.path.realpath(root)
+        real = "/" + os.path.relpath(real, base) if real.startswith(base + os.sep) else real
+    return (python,) if real == python else (python, real)
+
+
+def sandbox_for(python: str, root: str = "/") -> tuple[str, str | None]:
+    """(ProtectHome value, note) for this interpreter; ValueError when the unit could never start."""
+    paths = interpreter_paths(python, root)
+    shown = python if len(paths) == 1 else f"{python} (really {paths[1]})"
+    if any(p.startswith(TMP_PREFIXES) for p in paths):
+        raise ValueError(
+            f"interpreter {shown} lives under /tmp or /var/tmp, which the unit's PrivateTmp=yes hides from "
+            "the service, so it would not start: install spark-watchd into a venv outside /tmp (e.g. "
+            "python3 -m venv /opt/spark-watchd) and run its install-service"
+        )
+    if any(p.startswith(HOME_PREFIXES) for p in paths):
+        return (
+            "read-only",
+            f"interpreter {shown} is under a home directory: the unit uses ProtectHome=read-only",
+        )
+    return "yes", None
+
 
 Runner = Callable[[Sequence[str]], int]
 
@@ -160,13 +190,9 @@ def plan_install(args: argparse.Namespace) -> list[Action]:
             Action("write", path=config_path, content=configdoc.render(), mode=0o640, group=args.user)
         )
 
-    protect_home = "read-only" if args.python.startswith(HOME_PREFIXES) else "yes"
-    if protect_home != "yes":
-        actions.append(
-            Action(
-                "note", text=f"{args.python} is under a home directory: the unit uses ProtectHome=read-only"
-            )
-        )
+    protect_home, note = sandbox_for(args.python, root)
+    if note:
+        actions.append(Action("note", text=note))
     unit = unitfile.render_unit(
         python=args.python,
         user=args.user,

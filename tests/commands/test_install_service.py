@@ -170,3 +170,39 @@ def test_a_relative_config_path_is_a_usage_error(tmp_path, capsys):
     assert install_service.main(_args("--root", str(root), "--config", "config.toml"), Recorder()) == 2
     assert "must be an absolute path" in capsys.readouterr().err
     assert not (root / "etc/systemd").exists()
+
+
+def _venv_linking_to(tmp_path, real_rel: str) -> tuple[str, str]:
+    """A root holding /opt/venv/bin/python -> REAL_REL (as a venv's symlink to pyenv / uv / conda)."""
+    root = _root(tmp_path)
+    real = root / real_rel.lstrip("/")
+    real.parent.mkdir(parents=True)
+    real.write_text("#!/bin/sh\n")
+    link = root / "opt/venv/bin/python"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(real)
+    return str(root), "/opt/venv/bin/python"
+
+
+def test_a_venv_linking_into_a_home_gets_protecthome_read_only(tmp_path):
+    root, python = _venv_linking_to(tmp_path, "/root/.pyenv/versions/3.12.3/bin/python3.12")
+    proc = run_cli("install-service", "--dry-run", "--root", root, "--python", python)
+    assert proc.returncode == 0, proc.stderr
+    assert "really /root/.pyenv/versions/3.12.3/bin/python3.12" in proc.stdout
+    assert "ProtectHome=read-only" in proc.stdout and "ProtectHome=yes" not in proc.stdout
+    assert install_service.main(_args("--root", root, "--python", python), Recorder()) == 0
+    unit = (tmp_path / "root/etc/systemd/system/spark-watchd.service").read_text()
+    assert "ProtectHome=read-only\n" in unit and f"ExecStart={python} -m" in unit
+
+
+def test_an_interpreter_under_tmp_is_refused_in_dry_run_and_real_run(tmp_path, capsys):
+    root, python = _venv_linking_to(tmp_path, "/tmp/uv/python/bin/python3")
+    proc = run_cli("install-service", "--dry-run", "--root", root, "--python", python)
+    assert proc.returncode == 2
+    assert "really /tmp/uv/python/bin/python3" in proc.stderr and "PrivateTmp=yes" in proc.stderr
+    assert proc.stdout == ""
+    assert (
+        install_service.main(_args("--root", root, "--python", "/var/tmp/venv/bin/python"), Recorder()) == 2
+    )
+    assert "PrivateTmp=yes" in capsys.readouterr().err
+    assert not (tmp_path / "root/etc/systemd/system/spark-watchd.service").exists()

@@ -7,7 +7,7 @@ import importlib
 import sys
 
 from spark_watchd import __version__
-from spark_watchd.errors import EX_USAGE
+from spark_watchd.errors import EX_USAGE, ConfigError
 
 # Explicit list (no import side effects): (verb, module under spark_watchd.commands, one-line help).
 VERBS = (
@@ -50,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
         return EX_USAGE
     try:
         return int(modules[args.verb].main(args) or 0)
+    except ConfigError as exc:  # e.g. a bad SPARK_WATCHD_FAKE_NVML met deep inside a verb: no traceback
+        print(f"spark-watchd {args.verb}: bad configuration: {exc}", file=sys.stderr)
+        return exc.exit_code
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 
 from spark_watchd.commands.run import add_common_arguments, load_or_report
 from spark_watchd.errors import EX_CONFIG
@@ -21,9 +22,10 @@ def main(args: argparse.Namespace) -> int:
     if settings is None:
         return EX_CONFIG
     from spark_watchd.daemon import build_live_sources, build_runtime
+    from spark_watchd.logs import get_logger
     from spark_watchd.sources.collect import Collector
 
-    collector = Collector(build_live_sources(settings))
+    collector = Collector(build_live_sources(settings), log=_NoRetryLog(get_logger("collector")))
     runtime = build_runtime(settings, None)  # a one-off look must not touch the daemon's journal and counters
     try:
         sample, statuses = collector.collect()
@@ -36,7 +38,7 @@ def main(args: argparse.Namespace) -> int:
         out = sample.to_dict()
         out["findings"] = {g: f.to_dict() for g, f in diagnosis.findings.items()}
         out["events"] = [e.to_dict() for e in diagnosis.events]
-        out["sources"] = {n: {"up": s.up, "error": s.error} for n, s in statuses.items()}
+        out["sources"] = {n: {"up": s.up, "error": _no_retry(s.error)} for n, s in statuses.items()}
         print(json.dumps(out, separators=(",", ":")))
         return 0
     print(_human(sample, diagnosis, statuses))
@@ -58,7 +60,7 @@ def _human(sample, diagnosis, statuses) -> str:
         )
     for name, st in statuses.items():
         if not st.up:
-            lines.append(f"source {name} down: {st.error}")
+            lines.append(f"source {name} down: {_no_retry(st.error)}")
     for gotcha, f in diagnosis.findings.items():
         lines.append(f"{gotcha} {f.severity.upper()}: {f.summary}")
         lines.extend(f"    advice: {a}" for a in f.advice)
@@ -69,3 +71,24 @@ def _human(sample, diagnosis, statuses) -> str:
 
 def _fmt(v, unit: str) -> str:
     return "n/a" if v is None else f"{v:g} {unit}"
+
+
+# A source's "(next retry in N s)" aside is for the daemon's loop; a one-shot command never retries.
+_RETRY = re.compile(r" \(next retry in [^)]*\)")
+
+
+def _no_retry(text: str | None) -> str | None:
+    return None if text is None else _RETRY.sub("", text)
+
+
+class _NoRetryLog:
+    """The collector's logger with the retry aside taken out of each message."""
+
+    def __init__(self, log) -> None:
+        self._log = log
+
+    def __getattr__(self, level: str):
+        fn = getattr(self._log, level)
+        return lambda msg, **kw: fn(
+            _no_retry(msg), **{k: _no_retry(v) if k == "error" else v for k, v in kw.items()}
+        )

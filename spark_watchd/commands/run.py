@@ -136,7 +136,8 @@ def serve(settings: Settings, args: argparse.Namespace, *, announce: bool = Fals
         )
     except (OSError, ValueError) as exc:
         daemon.close()
-        print(f"spark-watchd: cannot listen on {settings.daemon.listen}: {exc}", file=sys.stderr)
+        hint = "; pick another address with --listen HOST:PORT" if isinstance(exc, OSError) else ""
+        print(f"spark-watchd: cannot listen on {settings.daemon.listen}: {exc}{hint}", file=sys.stderr)
         return EX_SOFTWARE
     recorder = None
     if settings.daemon.record_dir:
@@ -179,6 +180,11 @@ def _log_missing_sources(settings: Settings, log) -> set[str]:
     names = set()
     try:
         for name, reason in missing_sources(settings):
+            if (
+                name == "sensors"
+            ):  # up with nothing to read (not down): "missing" would contradict source_up 1
+                log.info(f"sensors: {reason}; the source stays up with no readings", source=name)
+                continue
             log.warning(f"{name} missing: {reason}", source=name)
             names.add(name)
     except Exception as exc:  # the check is advisory; the first tick reports real state anyway

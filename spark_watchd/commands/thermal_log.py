@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -160,6 +161,7 @@ def main(args: argparse.Namespace, nvml: Any = None) -> int:
     if args.file == "-":
         out, close = sys.stdout, False
     else:
+        created = not os.path.exists(args.file)
         try:
             out, close = open(args.file, "a", encoding="ascii"), True  # noqa: SIM115
         except OSError as exc:
@@ -173,6 +175,9 @@ def main(args: argparse.Namespace, nvml: Any = None) -> int:
             from spark_watchd.sources.nvml import describe_nvml_error
 
             print(f"spark-watchd thermal-log: NVML unavailable: {describe_nvml_error(exc)}", file=sys.stderr)
+            if close and created and out.tell() == 0:
+                out.close()
+                os.unlink(args.file)  # NVML failed before the first line: leave no empty CSV behind
             return 1
         return 0
     finally:

@@ -10,8 +10,8 @@
 `report()` only stores the totals and wakes a background thread: it never blocks
 the loop on the network and never raises into it. Reports are coalesced (the
 totals are cumulative, so only the latest matters) and sent at most once per
-`min_interval`. When the daemon is not running the reports are dropped with
-one debug log line.
+`min_interval`. When the daemon is not running (or the URL is wrong) the
+reports are dropped with one warning, repeated only after it answered again.
 """
 
 from __future__ import annotations
@@ -181,11 +181,13 @@ class ProgressReporter:
             finally:
                 conn.close()
         except (OSError, http.client.HTTPException) as e:
-            # Daemon not running (or restarting): stay quiet, back off up to a minute.
+            # Daemon not running, restarting or a wrong URL: say so once (not every report), back off.
             self._backoff = min(60.0, max(self.min_interval, self._backoff * 2 or 1.0))
             self._log_once(
-                "down", logging.DEBUG, "spark-watchd not reachable at %s (%s); reports dropped", self.url, e
-            )
+                "down", logging.WARNING,
+                "spark-watchd not reachable at %s (%s); progress reports are dropped until it answers "
+                "(check the URL or SPARK_WATCHD_URL)", self.url, e,
+            )  # fmt: skip
             return False
         self._backoff = 0.0
         self._logged.discard("down")

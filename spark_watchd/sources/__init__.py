@@ -28,9 +28,13 @@ def nvml_from_env() -> Any:
     """The fake NVML named by SPARK_WATCHD_FAKE_NVML (see spark_watchd.testing), else None."""
     if not os.environ.get(FAKE_NVML_ENV):
         return None
+    from spark_watchd.errors import ConfigError
     from spark_watchd.sources.fake_nvml import nvml_from_env as fake
 
-    return fake()
+    try:
+        return fake()
+    except ValueError as exc:  # a bad value is the user's configuration, not a crash with a traceback
+        raise ConfigError(str(exc)) from None
 
 
 def _section(settings: Any) -> SourcesSettings:

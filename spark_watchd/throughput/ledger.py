@@ -128,7 +128,10 @@ def _delta(last: int | None, first: int | None) -> int | None:
 def run_record(stats: JobStats, reason: str, totals: _Totals) -> dict[str, Any]:
     """The ledger line for one finished run (pure)."""
     duration = max(0.0, stats.ts - stats.run_start_ts)
-    steps = max(0, stats.step - stats.first_step)
+    intervals = max(0, stats.step - stats.first_step)  # steps between the first and the last report
+    # A report of step N says N steps are done: a run first heard at step 0 or 1 did all of them itself
+    # (steps 1-80 are 80 steps, not 79); a resumed run's first report is where it picked up.
+    steps = max(0, stats.step) if stats.first_step <= 1 else intervals
     tokens = _delta(stats.tokens, stats.first_tokens)
     samples = _delta(stats.samples, stats.first_samples)
     # Token counts may arrive on fewer reports than steps (log dicts every N steps): use their own span.
@@ -149,7 +152,7 @@ def run_record(stats: JobStats, reason: str, totals: _Totals) -> dict[str, Any]:
         "tokens": tokens,
         "samples": samples,
         "reports": stats.reports,
-        "mean_step_seconds": _div(duration, steps) if steps else None,
+        "mean_step_seconds": _div(duration, intervals) if intervals else None,
         "mean_tokens_per_second": _div(tokens, tok_span),
         "mean_samples_per_second": _div(samples, duration),
         "baseline_step_seconds": stats.baseline_step_seconds,

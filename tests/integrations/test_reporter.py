@@ -65,7 +65,7 @@ def test_url_and_token_come_from_the_environment(progress_server, monkeypatch):
     assert progress_server.headers[0]["authorization"] == "Bearer from-env"
 
 
-def test_daemon_not_running_stays_quiet_and_never_raises(caplog):
+def test_daemon_not_running_or_a_wrong_url_warns_once_and_never_raises(caplog):
     caplog.set_level(logging.DEBUG, logger="spark_watchd.integrations.reporter")
     rep = ProgressReporter("j", url=f"http://127.0.0.1:{free_port()}", min_interval=0)
     for step in range(50):
@@ -73,8 +73,9 @@ def test_daemon_not_running_stays_quiet_and_never_raises(caplog):
     rep.close()
     assert rep.sent == 0 and rep.dropped > 0
     records = [r for r in caplog.records if r.name == "spark_watchd.integrations.reporter"]
-    assert len(records) == 1 and records[0].levelno == logging.DEBUG
-    assert "not reachable" in records[0].getMessage()
+    # One warning for 50 lost reports: a wrong URL is not silent forever, nor a log line per step.
+    assert len(records) == 1 and records[0].levelno == logging.WARNING
+    assert "not reachable" in records[0].getMessage() and "SPARK_WATCHD_URL" in records[0].getMessage()
 
 
 def test_refused_reports_warn_once_and_bad_arguments_never_raise(progress_server, caplog):

@@ -85,8 +85,12 @@ def test_close_writes_open_and_pending_runs(tmp_path, clock):
     tp.close()
     (run,) = read_runs(tmp_path / "runs.jsonl")[0]
     assert (run["job"], run["end_reason"], run["steps"], run["energy_j"], run["sample_intervals"]) == (
-        "a", "shutdown", 8, None, 0,
-    )  # fmt: skip
+        "a",
+        "shutdown",
+        9,
+        None,
+        0,
+    )  # fmt: skip  (steps 1-9 are nine steps)
 
 
 def test_long_runs_keep_the_intervals_that_left_the_ring(tmp_path, clock):
@@ -181,3 +185,20 @@ def test_attach_wires_a_daemon_and_replay_mode_writes_no_ledger(tmp_path, monkey
     replay.tracker.report(ProgressReport(job="b", step=1, event="end"))
     replay.tracker.close()
     assert list(cwd.iterdir()) == [] and '"b"' not in (tmp_path / "runs.jsonl").read_text()
+
+
+def test_steps_one_to_eighty_are_eighty_steps_and_a_resumed_run_counts_from_its_pick_up(tmp_path, clock):
+    from spark_watchd.throughput.ledger import _Totals, run_record
+
+    t = JobTracker(ProgressSettings(), clock)
+    for step in range(1, 81):
+        t.report(ProgressReport(job="loop", step=step, ts=T0 + 2 * step))
+    run = run_record(
+        t.report(ProgressReport(job="loop", step=80, ts=T0 + 160, event="end")), "end", _Totals()
+    )
+    assert (run["steps"], run["mean_step_seconds"]) == (80, 2.0)  # 79 intervals of 2 s between the reports
+    t.report(ProgressReport(job="resumed", step=1000, ts=T0, event="start"))
+    run = run_record(
+        t.report(ProgressReport(job="resumed", step=1080, ts=T0 + 160, event="end")), "end", _Totals()
+    )
+    assert (run["steps"], run["mean_step_seconds"]) == (80, 2.0)

@@ -122,6 +122,8 @@ def serve(settings: Settings, args: argparse.Namespace, *, announce: bool = Fals
         print(f"spark-watchd: bad configuration: {exc}", file=sys.stderr)
         return EX_CONFIG
     daemon = Daemon(settings, replay=feed, state_dir=state_dir)
+    if feed is not None:  # the page dates a replay by its recording and shows it as if it ended now
+        daemon.extras_providers["replay"] = feed.info
     if announce:  # the demo verb: the status page shows a DEMO badge naming the scenario
         daemon.extras_providers["demo"] = lambda: os.path.splitext(os.path.basename(args.replay))[0]
     if daemon.collector is not None:

@@ -9,6 +9,7 @@ repeats the trace shifted forward so time never goes back.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Callable, Iterator
 
@@ -37,6 +38,7 @@ class ReplayFeed:
         self.on_bad_line = on_bad_line
         self.rebase = rebase
         self.passes = 0
+        self.offset_s = 0.0  # added to recorded time in the current pass (what the page undoes to date it)
         self.step_s = self._probe()  # typical recorded spacing, for freshness and the loop seam
 
     def _samples(self) -> Iterator[Sample]:
@@ -65,6 +67,7 @@ class ReplayFeed:
                     first_ts = sample.ts
                     if offset is None:
                         offset = (self.clock() - sample.ts) if self.rebase else 0.0
+                    self.offset_s = offset
                 if prev is not None:
                     gap = max(0.0, sample.ts - prev.ts)
                     yield self._shift(prev, offset, uptime_shift), gap / self.speed
@@ -81,6 +84,10 @@ class ReplayFeed:
             shift = (last_ts - first_ts) + self.step_s
             offset += shift
             uptime_shift += shift
+
+    def info(self) -> dict:
+        """What the page says about the replay: the trace, the speed, and recorded = served - offset_s."""
+        return {"trace": os.path.basename(self.path), "speed": self.speed, "offset_s": self.offset_s}
 
     @staticmethod
     def _shift(sample: Sample, offset: float, uptime_shift: float) -> Sample:

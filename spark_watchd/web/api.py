@@ -83,6 +83,25 @@ def status_dict(daemon) -> dict[str, Any]:
             for name, st in snap.sources.items()
         },
         "extras": _jsonable(snap.extras),
+        "replay": replay_clock(snap),
+    }
+
+
+def replay_clock(snap: Snapshot) -> dict[str, Any] | None:
+    """For a replay: when the newest sample was recorded, and the shift that shows it as now.
+
+    A replay at 60x serves trace time 60 times faster than the wall clock, so its sample times run hours
+    ahead; pages add `shift_s` to every time they print, so the newest sample reads as now (issue 14.7).
+    """
+    info = (snap.extras or {}).get("replay")
+    s = snap.sample
+    if not isinstance(info, Mapping) or s is None:
+        return None
+    return {
+        "trace": info.get("trace"),
+        "speed": info.get("speed"),
+        "recorded_ts": s.ts - float(info.get("offset_s") or 0.0),
+        "shift_s": round(time.time() - s.ts, 3),
     }
 
 

@@ -286,3 +286,27 @@ def test_a_step_time_change_held_by_a_firmware_power_limit_is_said_on_the_page(b
             "\n", " "
         )
         assert log.errors == [] and log.off_origin == []
+
+
+def test_a_fast_replay_is_dated_by_its_recording_and_shown_as_ending_now(browser, daemons):
+    # 250 samples 30 s apart served in about a second: trace time runs two hours ahead of the wall clock.
+    origin = daemons["eviction"]
+    doc = _get(origin + "/api/v1/status")
+    assert doc["ts"] - time.time() > 3600  # what the page must not print as is (issue 14.7)
+    rep = doc["replay"]
+    assert rep["trace"] == "eviction.jsonl" and rep["speed"] == float(SPEED)
+    assert abs(doc["ts"] + rep["shift_s"] - time.time()) < 30
+    recorded = time.strftime("%Y-%m-%d", time.gmtime(rep["recorded_ts"]))
+    first = json.loads((SCENARIOS / "eviction.jsonl").read_text().splitlines()[0])["ts"]
+    assert 0 < rep["recorded_ts"] - first < 250 * 31  # the newest replayed sample's own recorded time
+    with open_page(browser, origin) as (page, log):
+        page.wait_for_selector('#events li[data-kind="eviction"]')
+        text = page.locator("#freshness").inner_text()
+        assert f"replay of eviction.jsonl recorded {recorded}" in text and "times shifted to now" in text
+        shown = time.mktime(time.strptime(text.split("Last sample ")[1][:19], "%Y-%m-%d %H:%M:%S"))
+        now_utc = time.mktime(time.gmtime())
+        assert abs(shown - now_utc) < 60, text
+        when = page.locator('#events li[data-kind="eviction"] time').get_attribute("datetime")
+        evt = time.mktime(time.strptime(when[:19], "%Y-%m-%dT%H:%M:%S"))
+        assert evt <= now_utc + 60  # events are dated in the past, never hours ahead
+        assert log.errors == []

@@ -27,9 +27,9 @@
     return Number(v).toLocaleString("en-US", { maximumFractionDigits: d, minimumFractionDigits: 0 });
   }
   const gib = (b) => (b === null || b === undefined ? "–" : num(b / GIB, 1) + " GiB");
-  function stamp(t) {
+  function stamp(t, raw) {
     if (!t) return "–";
-    const d = new Date(t * 1000);
+    const d = new Date((t + (raw ? 0 : state.shift || 0)) * 1000);
     const p = (n) => (n < 10 ? "0" : "") + n;
     return d.getFullYear() + "-" + p(d.getMonth() + 1) + "-" + p(d.getDate()) + " " + p(d.getHours()) + ":" + p(d.getMinutes()) + ":" + p(d.getSeconds());
   }
@@ -101,6 +101,7 @@
     out.published = s.published_at || null;
     out.fresh = s.fresh !== false;
     out.age = typeof s.age_seconds === "number" ? s.age_seconds : null;
+    out.replay = s.replay && typeof s.replay.shift_s === "number" ? s.replay : null;
     return out;
   }
 
@@ -108,6 +109,8 @@
 
   function render() {
     const st = state.status;
+    state.shift = st && st.replay ? st.replay.shift_s : 0;
+    SparkChart.setTimeShift(state.shift);
     if (st) {
       renderHeader(st);
       renderFindings(st.findings);
@@ -132,6 +135,12 @@
     }
     const ts = st.ts || state.lastTs;
     let text = ts ? "Last sample " + stamp(ts) : "No sample yet";
+    if (st.replay && st.replay.recorded_ts) {
+      // Times are shown as if the newest sample were now; say what was really replayed, and when it was recorded.
+      const what = st.replay.trace ? st.replay.trace + " " : "";
+      text += " · replay of " + what + "recorded " + stamp(st.replay.recorded_ts, true) +
+        (st.replay.speed && st.replay.speed !== 1 ? " at " + num(st.replay.speed) + "×" : "") + ", times shifted to now";
+    }
     if (st.published && st.mode === "live") {
       const age = Math.max(0, Date.now() / 1000 - st.published);
       text += " (" + num(age, 0) + " s ago)";
@@ -332,7 +341,7 @@
       const li = h("li");
       li.dataset.kind = e.kind;
       const t = h("time", null, stamp(e.ts));
-      t.setAttribute("datetime", new Date(e.ts * 1000).toISOString());
+      t.setAttribute("datetime", new Date((e.ts + (state.shift || 0)) * 1000).toISOString());
       li.appendChild(t);
       let label = EVENT_LABEL[e.kind] || e.kind;
       if (e.kind === "reboot" && e.after_throttle) label = "reboot after throttle";

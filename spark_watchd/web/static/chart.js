@@ -53,7 +53,10 @@
   }
 
   function pad2(n) { return (n < 10 ? "0" : "") + n; }
-  function clock(t) { const d = new Date(t * 1000); return pad2(d.getHours()) + ":" + pad2(d.getMinutes()); }
+  /* A replay serves trace time faster than the wall clock; the page shifts every printed time so the newest sample reads as now. */
+  let timeShift = 0;
+  function clock(t) { const d = new Date((t + timeShift) * 1000); return pad2(d.getHours()) + ":" + pad2(d.getMinutes()); }
+  function setTimeShift(s) { timeShift = isFinite(s) ? s : 0; }
 
   /* Keep at most ~2 points per pixel column (first/min/max/last) so long 1 s replays stay light. */
   function decimate(points, xOf, width) {
@@ -233,5 +236,5 @@
     renderLegend(figure, series, t);
   }
 
-  window.SparkChart = { draw: draw, clock: clock };
+  window.SparkChart = { draw: draw, clock: clock, setTimeShift: setTimeShift };
 })();

@@ -14,6 +14,7 @@ import json
 import re
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -200,7 +201,10 @@ def test_live_daemon_without_a_gpu_says_nvml_is_down_and_why(browser, daemons):
         assert down.inner_text().startswith("nvml down: " + error.split("(")[0].strip())
         assert page.locator("#sources li.up").count() >= 1  # /proc is read all the same
         assert _severity(page, "G4") == "unknown"
-        assert page.locator("#chart-power .nodata").text_content() == "No data yet"
+        # Not "No data yet" forever: the GPU charts say why they are empty (issue 14.8).
+        for chart in ("power", "temp", "clock"):
+            nodata = page.locator(f"#chart-{chart} .nodata").text_content()
+            assert nodata.startswith("No GPU readings: NVML missing (") and "Driver Not Loaded" in nodata
         page.wait_for_selector('#chart-memory path[data-series="Available"]')
         assert page.locator("#mode").is_hidden()  # live, not a replay
         assert log.errors == [] and log.off_origin == []
@@ -309,4 +313,37 @@ def test_a_fast_replay_is_dated_by_its_recording_and_shown_as_ending_now(browser
         when = page.locator('#events li[data-kind="eviction"] time').get_attribute("datetime")
         evt = time.mktime(time.strptime(when[:19], "%Y-%m-%dT%H:%M:%S"))
         assert evt <= now_utc + 60  # events are dated in the past, never hours ahead
+        assert log.errors == []
+
+
+def test_charts_keep_units_and_colours_apart_and_cards_do_not_squash(browser, daemons):
+    origin = daemons["eviction"]
+    with open_page(browser, origin, width=820) as (page, log):
+        page.wait_for_selector('#chart-temp path[data-series="Slowdown threshold"]', state="attached")
+        # Power alone on its chart; temperature and its slowdown line on their own, in different colours.
+        assert page.locator("#chart-power path[data-series]").evaluate_all(
+            "ps => ps.map(p => p.dataset.series)"
+        ) == ["Power"]
+        temp = page.locator('#chart-temp path[data-series="Temperature"]').get_attribute("class")
+        slow = page.locator('#chart-temp path[data-series="Slowdown threshold"]').get_attribute("class")
+        colour = lambda cls: next(c for c in cls.split() if re.fullmatch(r"k\d", c))  # noqa: E731
+        assert colour(temp) != colour(slow)
+        # One y axis each: right-axis labels are the only axis texts without a text-anchor.
+        assert (
+            page.locator(
+                "#chart-power text.axis:not([text-anchor]), #chart-temp text.axis:not([text-anchor])"
+            ).count()
+            == 0
+        )
+        assert page.locator("#chart-paging text.axis:not([text-anchor])").count() > 0  # the probe sees one
+        # The memory chart: at most five series, each its own colour.
+        mem = page.locator("#chart-memory path[data-series]").evaluate_all(
+            "ps => ps.map(p => p.getAttribute('class'))"
+        )
+        assert 0 < len(mem) <= 5 and len({colour(c) for c in mem}) == len(mem)
+        # At 820 px the three finding cards wrap instead of squashing below a readable width.
+        widths = page.locator(".finding").evaluate_all("cs => cs.map(c => c.getBoundingClientRect().width)")
+        assert len(widths) == 3 and min(widths) >= 340, widths
+        assert page.evaluate("document.documentElement.scrollWidth") <= 820
+        page.screenshot(path=str(Path(tempfile.gettempdir()) / "sw-page-820.png"), full_page=True)
         assert log.errors == []

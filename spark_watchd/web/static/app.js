@@ -102,6 +102,7 @@
     out.fresh = s.fresh !== false;
     out.age = typeof s.age_seconds === "number" ? s.age_seconds : null;
     out.replay = s.replay && typeof s.replay.shift_s === "number" ? s.replay : null;
+    out.gpus = Array.isArray(s.gpus) ? s.gpus : null;
     return out;
   }
 
@@ -265,33 +266,40 @@
     const W = (v) => num(v, 0) + " W", C = (v) => num(v, 1) + " °C", MHZ = (v) => num(v, 0) + " MHz";
     const G = (v) => num(v, 1) + " GiB", PCT = (v) => num(v, 2) + " %", RATE = (v) => num(v) + "/s";
 
+    // Without a GPU the GPU charts would say "No data yet" forever: say why instead.
+    const gpuEmpty = noGpuReason(state.status);
+    // Power and temperature have their own charts and axes: two units on one plot read as one scale.
     SparkChart.draw($("chart-power"), Object.assign({}, base, {
-      bands: bands,
-      left: { fmt: (v) => num(v, 0) + " W", zero: true }, right: { fmt: (v) => num(v, 0) + "°" },
+      bands: bands, empty: gpuEmpty,
+      left: { fmt: (v) => num(v, 0) + " W", zero: true },
+      series: [{ label: "Power", k: 0, points: seriesOf("power_w"), fmt: W }],
+    }));
+    SparkChart.draw($("chart-temp"), Object.assign({}, base, {
+      bands: bands, empty: gpuEmpty,
+      left: { fmt: (v) => num(v, 0) + " °C" },
       series: [
-        { label: "Power", k: 0, points: seriesOf("power_w"), fmt: W },
-        { label: "Temperature", k: 1, axis: "r", points: seriesOf("temp_c"), fmt: C },
-        { label: "Slowdown", k: 1, axis: "r", dash: true, points: seriesOf("slowdown_temp_c"), fmt: C },
+        { label: "Temperature", k: 1, points: seriesOf("temp_c"), fmt: C },
+        { label: "Slowdown threshold", k: 6, dash: true, points: seriesOf("slowdown_temp_c"), fmt: C },
       ],
     }));
     SparkChart.draw($("chart-clock"), Object.assign({}, base, {
-      bands: bands, left: { fmt: (v) => num(v, 0) },
+      bands: bands, empty: gpuEmpty, left: { fmt: (v) => num(v, 0) },
       series: [
         { label: "SM clock", k: 0, points: seriesOf("sm_clock_mhz"), fmt: MHZ },
         { label: "Applications clock", k: 6, dash: true, points: seriesOf("app_clock_mhz"), fmt: MHZ },
       ],
     }));
+    // Five series in five distinct hues; the pool's total is the axis top, the window minimum is in the G3 card.
+    const totals = seriesOf("mem_total_bytes", 1 / GIB).filter((p) => p[1] !== null);
     SparkChart.draw($("chart-memory"), Object.assign({}, base, {
-      left: { fmt: (v) => num(v, 0), zero: true },
+      left: { fmt: (v) => num(v, 0), zero: true, max: totals.length ? totals[totals.length - 1][1] : undefined },
       series: [
         { label: "Available", k: 0, points: seriesOf("mem_available_bytes", 1 / GIB), fmt: G },
-        { label: "Available (window min)", k: 5, thin: true, points: seriesOf("mem_available_min_bytes", 1 / GIB), fmt: G },
         // An overdrawn budget (negative) is drawn at 0: the G3 card gives the figure.
         { label: "Budget", k: 3, dash: true, points: seriesOf("mem_budget_bytes", 1 / GIB, 0), fmt: G },
         { label: "Page cache", k: 4, points: seriesOf("mem_cached_bytes", 1 / GIB), fmt: G },
         { label: "Anon", k: 2, points: seriesOf("mem_anon_bytes", 1 / GIB), fmt: G },
         { label: "GPU-attributed", k: 1, points: seriesOf("mem_gpu_attributed_bytes", 1 / GIB), fmt: G },
-        { label: "Total", k: 6, dash: true, thin: true, points: seriesOf("mem_total_bytes", 1 / GIB), fmt: G },
       ],
     }));
     SparkChart.draw($("chart-psi"), Object.assign({}, base, {
@@ -321,6 +329,13 @@
       bands: bands, left: { fmt: (v) => num(v) + " s", zero: true }, right: { fmt: (v) => num(v / 1000, 1) + "k", zero: true },
       series: training, empty: "No training job has reported progress (POST /api/v1/progress)",
     }));
+  }
+
+  function noGpuReason(st) {
+    if (!st || (st.gpus && st.gpus.length) || state.records.some((r) => r.power_w != null || r.temp_c != null)) return undefined;
+    const nv = (st.sources || []).find((x) => x.name === "nvml");
+    if (nv && !nv.up) return "No GPU readings: NVML missing" + (nv.error ? " (" + String(nv.error).split(" (")[0] + ")" : "");
+    return st.gpus ? "No GPU readings: NVML reports no GPU" : undefined;
   }
 
   function renderEvents() {

@@ -111,7 +111,7 @@ class GpuReading:
             index, name, uuid = g("index", 0), g("name", ""), g("uuid", "")
             rest = tuple(g(k) for k in _GPU_OPTIONAL)
         return cls(
-            index if type(index) is int else int(index),
+            index if type(index) is int else int(index or 0),  # null is "not sampled": the first GPU
             name if type(name) is str else str(name),
             uuid if type(uuid) is str else str(uuid),
             *rest,

@@ -43,3 +43,25 @@ def test_every_exit_code_is_listed():
 
 def test_the_training_job_label_rename_is_said():
     assert "exported_job" in README
+
+
+def _readme_test_line() -> str:
+    return next(ln for ln in README.splitlines() if ln.endswith("# run the tests"))
+
+
+def test_the_readme_test_install_pulls_no_cuda_torch():
+    # `train` brings accelerate, whose torch requirement pulls CUDA wheels (5.9 GB) unless CPU torch came first.
+    line = _readme_test_line()
+    extras = re.search(r"pip install -e '\.\[([\w,]+)\]'", line).group(1).split(",")
+    assert "test" in extras and "train" not in extras
+    assert "MB" in README[README.index(line) :][:600]  # the cost is said next to the command
+
+
+def test_ci_installs_cpu_torch_before_train_and_runs_the_readme_test_command():
+    ci = (REPO / ".ci" / "run").read_text()
+    steps = [ln.strip() for ln in ci.splitlines() if "pip install" in ln]
+    torch_at = next(i for i, ln in enumerate(steps) if "torch" in ln)
+    train_at = next(i for i, ln in enumerate(steps) if "train" in ln.split("-e", 1)[-1])
+    assert torch_at < train_at
+    test_cmd = _readme_test_line().split("&&")[-1].split("#")[0].strip()
+    assert test_cmd in ci

@@ -77,6 +77,9 @@ class Daemon:
         if hasattr(self.runtime, "throttle_seconds"):
             # Rendered by diagnose/metrics.py as sparkwatchd_throttled_seconds_total.
             self.extras_providers["throttle_seconds_total"] = self.runtime.throttle_seconds
+        if hasattr(self.runtime, "xid_error_counts"):
+            # sparkwatchd_gpu_xid_errors_total (export/driver.py); read through self.runtime: a reload swaps it.
+            self.extras_providers["xid_counts"] = lambda: self.runtime.xid_error_counts()
         self.version = __version__
         self.ticks = 0
         self.overruns = 0

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from spark_watchd.diagnose import features as feat
+from spark_watchd.diagnose.driver import DriverTracker
 from spark_watchd.diagnose.g3 import G3Tracker
 from spark_watchd.diagnose.g4 import G4Tracker
 from spark_watchd.diagnose.g6 import G6Tracker
@@ -24,6 +25,7 @@ class Diagnoser:
         self.g3 = G3Tracker(self.th)
         self.g4 = G4Tracker(self.th)
         self.g6 = G6Tracker(self.th)
+        self.driver = DriverTracker(self.th)
         self._prev: feat.Features | None = None
         self._restored: Mapping[str, Any] | None = None
 
@@ -55,7 +57,7 @@ class Diagnoser:
 
     def set_thresholds(self, th: Thresholds) -> None:
         """Use new thresholds from the next sample on, keeping every window, baseline and episode."""
-        self.th = self.g3.th = self.g4.th = self.g6.th = self.g4.anomalies.th = th
+        self.th = self.g3.th = self.g4.th = self.g6.th = self.g4.anomalies.th = self.driver.th = th
 
     @property
     def throttle_seconds(self) -> float:
@@ -81,7 +83,8 @@ class Diagnoser:
         reboot = f.reboot or (prev is None and self._restored_reboot(sample))
         self._restored = None
         if reboot:
-            events.extend(self.g4.reboot(sample.ts, sample.boot_id))
+            events.extend(self.g4.reboot(sample.ts, sample.boot_id, self.driver.reboot_cause(sample)))
+            self.driver.reboot()
             self.g3.reboot()
             self.g6.reboot()
             self.window.clear()
@@ -96,9 +99,11 @@ class Diagnoser:
         win.append(sample)
         while sample.ts - win[0].ts > th.window_s:
             win.popleft()
+        events.extend(self.driver.update(sample) if sample.driver_events else ())
         g4f, e4 = self.g4.update(sample, f)
         g3f, e3 = self.g3.update(sample, f)
         g6f, e6 = self.g6.update(sample, f)
+        g3f, g4f = self.driver.g3(g3f, sample.ts), self.driver.g4(g4f, sample.ts)
         events.extend(e4)
         events.extend(e3)
         events.extend(e6)

@@ -77,8 +77,8 @@ class G4Tracker:
             and at_ts - lt <= self.th.reboot_after_throttle_window_s + self.th.throttle_end_quiet_s
         )
 
-    def reboot(self, ts: float, boot_id: str | None) -> list[Event]:
-        """A new boot was seen at ts: report it and whether it followed a throttle."""
+    def reboot(self, ts: float, boot_id: str | None, cause: str | None = None) -> list[Event]:
+        """A new boot was seen at ts: report it, whether it followed a throttle, and any driver fault that ended it."""
         th = self.th
         events = []
         ref = self.last_ts if self.last_ts is not None else ts
@@ -97,6 +97,9 @@ class G4Tracker:
         summary = "Host rebooted" + (f" after a {gap / 60:.1f} min gap" if gap is not None else "")
         summary += " right after a thermal throttle" if after else " (no throttle before it)"
         details = {"boot_id": boot_id}
+        if cause:
+            summary += f"; {cause}"
+            details["driver_cause"] = cause
         if gap is not None:
             details["gap_s"] = round(gap, 1)
         events.append(Event("reboot", "G4", ts, summary, after_throttle=after, details=details))

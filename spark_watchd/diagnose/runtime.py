@@ -14,12 +14,22 @@ from spark_watchd.diagnose.engine import Diagnoser
 from spark_watchd.diagnose.incidents import CaptureRing
 from spark_watchd.diagnose.journal import EventJournal, read_events, read_state, write_state_atomic
 from spark_watchd.diagnose.thresholds import Thresholds
+from spark_watchd.diagnose.xid import xid_label
 from spark_watchd.logs import get_logger
 from spark_watchd.sample.findings import Diagnosis, Event
 from spark_watchd.sample.model import Sample
 
 # sparkwatchd_events_total{kind}
-COUNT_KINDS = ("eviction", "oom_kill", "reboot", "reboot_after_throttle", "throttle_start")
+COUNT_KINDS = (
+    "eviction",
+    "oom_kill",
+    "reboot",
+    "reboot_after_throttle",
+    "throttle_start",
+    "xid",
+    "driver_oom",
+    "pcie_fatal",
+)
 STATE_VERSION = 1
 # The state is rewritten on every change that matters for a reboot verdict, and otherwise at most
 # this often (sample time), so a week replayed at speed does not fsync 20,000 times.
@@ -42,6 +52,8 @@ class DiagnosisRuntime:
         self.thresholds = thresholds or Thresholds()
         self.engine = Diagnoser(self.thresholds)
         self.counts = dict.fromkeys(COUNT_KINDS, 0)
+        # sparkwatchd_gpu_xid_errors_total{gpu,xid}: "GPU:XID" -> count (bounded labels, see diagnose.xid)
+        self.xid_counts: dict[str, int] = {}
         self._recent: deque[Event] = deque(maxlen=recent)
         self.state_dir = Path(state_dir) if state_dir is not None else None
         self._capture_args = (capture_pre, capture_post, capture_keep)
@@ -69,6 +81,9 @@ class DiagnosisRuntime:
             for k, v in (st.get("event_counts") or {}).items():
                 if k in self.counts and isinstance(v, int):
                     self.counts[k] = v
+            for k, v in (st.get("xid_counts") or {}).items():
+                if isinstance(k, str) and k.count(":") == 1 and isinstance(v, int):
+                    self.xid_counts[k] = v
         events, self.journal_skipped = read_events(self.state_dir / "events.jsonl")
         self._recent.extend(events[-recent:])
         self._journal = EventJournal(self.state_dir / "events.jsonl")
@@ -90,8 +105,10 @@ class DiagnosisRuntime:
     def observe(self, sample: Sample) -> Diagnosis:
         """Judge one sample; count, journal and persist what it brought."""
         d = self.engine.observe(sample)
+        if sample.driver_events:
+            d = self._driver_events(d)
         for e in d.events:
-            if e.kind in self.counts:
+            if e.kind in self.counts and not e.details.get("previous_boot"):
                 self.counts[e.kind] += 1
             if e.kind == "reboot" and e.after_throttle:
                 self.counts["reboot_after_throttle"] += 1
@@ -109,6 +126,22 @@ class DiagnosisRuntime:
             self._storage_ok()
         return d
 
+    def _driver_events(self, d: Diagnosis) -> Diagnosis:
+        """Drop previous-boot events already journaled (a restart re-reads that boot); count live Xids."""
+        keep = []
+        for e in d.events:
+            if e.details.get("previous_boot"):
+                if any(r.kind == e.kind and r.ts == e.ts and r.summary == e.summary for r in self._recent):
+                    continue
+            elif e.kind == "xid":
+                gpu = e.details.get("gpu")
+                key = f"{gpu if gpu is not None else 'unknown'}:{xid_label(e.details.get('xid'))}"
+                self.xid_counts[key] = self.xid_counts.get(key, 0) + 1
+            keep.append(e)
+        if len(keep) == len(d.events):
+            return d
+        return Diagnosis(d.ts, d.findings, tuple(keep))
+
     def _persist(self, ts: float) -> None:
         st = self.engine.state()
         key = (
@@ -117,12 +150,18 @@ class DiagnosisRuntime:
             st["last_thermal_ts"],
             st["reboot_hold_until"],
             tuple(self.counts.values()),
+            tuple(self.xid_counts.values()),
         )
         if key == self._saved_key and self._saved_ts is not None and ts - self._saved_ts < STATE_REFRESH_S:
             return
         write_state_atomic(
             self.state_dir / "state.json",
-            {"version": STATE_VERSION, "engine": st, "event_counts": dict(self.counts)},
+            {
+                "version": STATE_VERSION,
+                "engine": st,
+                "event_counts": dict(self.counts),
+                "xid_counts": dict(self.xid_counts),
+            },
         )
         self._saved_key = key
         self._saved_ts = ts
@@ -135,6 +174,10 @@ class DiagnosisRuntime:
     def event_counts(self) -> dict[str, int]:
         """Cumulative counts per kind for sparkwatchd_events_total (carried across restarts)."""
         return dict(self.counts)
+
+    def xid_error_counts(self) -> dict[str, int]:
+        """Cumulative Xid counts per "GPU:XID" for sparkwatchd_gpu_xid_errors_total (carried across restarts)."""
+        return dict(self.xid_counts)
 
     def throttle_seconds(self) -> float:
         """Seconds spent in thermal throttle per the classifier (carried across restarts)."""

@@ -243,3 +243,20 @@ class Thresholds(BaseModel):
     eviction_rearm_s: float = Field(
         1800.0, ge=0, description="A process evicted once is not reported again for, s."
     )
+
+    # ---- driver faults --------------------------------------------------------------------------
+    # Owners report the whole host wedging within minutes of an NV_ERR_NO_MEMORY line under unified-memory
+    # pressure (no OOM kill, no panic): G3 stays critical long enough for an alert and a look.
+    driver_oom_hold_s: float = Field(
+        600.0, ge=0, description="G3 stays critical this long after a live NV_ERR_NO_MEMORY line, seconds."
+    )
+    # The hung-engine pattern needs minutes to show (anomaly_min_s); an Xid 43/109 logged within this
+    # before it is the driver saying the same thing.
+    hung_xid_window_s: float = Field(
+        900.0, gt=0, description="An Xid 43/109 this recent is named by the hung-engine anomaly, seconds."
+    )
+    # A driver out-of-memory or PCIe fatal error older than this before a reboot is not its stated cause
+    # (an Xid 79 always is: nothing reaches the GPU again until a power cycle).
+    driver_fault_reboot_window_s: float = Field(
+        3600.0, gt=0, description="A driver fault this close before a reboot is named as its cause, seconds."
+    )

@@ -9,7 +9,16 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from spark_watchd.sample.model import GOTCHAS, SEVERITY_LEVEL
 
 ANOMALY_KINDS = ("power_delivery", "hung_engine", "power_limit")
-EVENT_KINDS = ("eviction", "oom_kill", "reboot", "reboot_after_throttle", "throttle_start")
+EVENT_KINDS = (
+    "eviction",
+    "oom_kill",
+    "reboot",
+    "reboot_after_throttle",
+    "throttle_start",
+    "xid",
+    "driver_oom",
+    "pcie_fatal",
+)
 log = logging.getLogger(__name__)
 
 

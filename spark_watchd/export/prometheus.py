@@ -28,6 +28,7 @@ AREA_RENDERERS = (
     "spark_watchd.export.diagnosis",
     "spark_watchd.export.training",
     "spark_watchd.export.board",
+    "spark_watchd.export.driver",
 )
 
 

@@ -13,13 +13,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spark_watchd.sample.board import BoardReading
+from spark_watchd.sample.driver import DriverEvent
 
 TRACE_VERSION = 1
 GOTCHAS = ("G3", "G4", "G6")
 SEVERITIES = ("unknown", "ok", "warning", "critical")
 # sparkwatchd_finding_level values: -1 unknown, 0 ok, 1 warning, 2 critical
 SEVERITY_LEVEL = {"unknown": -1, "ok": 0, "warning": 1, "critical": 2}
-EVENT_KINDS = ("eviction", "oom_kill", "reboot", "throttle_start", "throttle_end")
+EVENT_KINDS = (
+    "eviction",
+    "oom_kill",
+    "reboot",
+    "throttle_start",
+    "throttle_end",
+    "xid",
+    "driver_oom",
+    "pcie_fatal",
+)
 
 # NVML clocks-event reason bits (nvml.h nvmlClocksEventReason*). Use the named
 # constants: one community TUI read 0x10 as SW thermal, which is sync boost.
@@ -269,10 +279,12 @@ class Sample:
     processes: tuple[ProcessInfo, ...] = ()
     throughput: tuple[ThroughputReading, ...] = ()
     board: BoardReading | None = None  # optional: only hosts with the spbm hwmon driver
+    driver_events: tuple[DriverEvent, ...] = ()  # optional in trace-v1 (added 2026-12)
 
     def to_dict(self) -> dict[str, Any]:
-        """The trace-v1 object: every key present, null where not supported; `board` only when read."""
-        d = {
+        """The trace-v1 object: every key present, null where not supported; `board` and `driver_events` only
+        when there is something (older traces round-trip line for line)."""
+        d: dict[str, Any] = {
             "v": TRACE_VERSION,
             "ts": self.ts,
             "host": self.host,
@@ -289,6 +301,8 @@ class Sample:
         }
         if self.board is not None:
             d["board"] = self.board.to_dict()
+        if self.driver_events:
+            d["driver_events"] = [e.to_dict() for e in self.driver_events]
         return d
 
     @classmethod
@@ -325,6 +339,9 @@ class Sample:
                 if val is not None and not isinstance(val, kind):
                     raise TypeError(f"'{key}' must be {_KIND_NAMES[kind]}, got {type(val).__name__}")
         gfd, sfd, pfd = GpuReading.from_dict, Sensor.from_dict, ProcessInfo.from_dict
+        dev = d.get("driver_events")  # optional: older traces lack it
+        if dev is not None and type(dev) is not list:
+            raise TypeError(f"'driver_events' must be a list, got {type(dev).__name__}")
         return cls(
             float(d["ts"]),
             host,
@@ -339,6 +356,7 @@ class Sample:
             tuple([pfd(x) for x in procs]) if procs else (),
             tuple([ThroughputReading.from_dict(x) for x in tp]) if tp else (),
             BoardReading.from_dict(b) if (b := d.get("board")) is not None else None,
+            tuple([DriverEvent.from_dict(x) for x in dev]) if dev else (),
         )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from spark_watchd.sources.base import Source, SourceUnavailable
 from spark_watchd.sources.board import BoardSource
+from spark_watchd.sources.driver_events import DriverEventsSource
 from spark_watchd.sources.kernel import BootSource, MeminfoSource, PsiSource, VmstatSource
 from spark_watchd.sources.nvml import NvmlSource
 from spark_watchd.sources.processes import ProcessSource
@@ -66,8 +67,8 @@ def build_sources(
     settings: Any = None, nvml: Any = None, clock: Callable[[], float] = time.monotonic
 ) -> tuple[Source, ...]:
     """The sources in tick order: GPU (NVML, or nvidia-smi when NVML cannot load), meminfo, psi, vmstat,
-    boot, processes, sensors, board (spbm; empty, not down, without the community driver).
-    Without NVML and nvidia-smi the `nvml` source is still listed (and down)."""
+    boot, processes, sensors, board (spbm; empty, not down, without the community driver), driver_events
+    (unless turned off). Without NVML and nvidia-smi the `nvml` source is still listed (and down)."""
     s = _section(settings)
     if nvml is None:
         nvml = nvml_from_env()  # SPARK_WATCHD_FAKE_NVML: end-to-end tests run the real daemon on a fake GPU
@@ -82,7 +83,7 @@ def build_sources(
             backoff_max_s=s.nvml_backoff_max_s,
             clock=clock,
         )
-    return (
+    core: tuple[Source, ...] = (
         gpu,
         MeminfoSource(s.proc_root, watch_interval_s=s.fast_watch_interval_s),
         PsiSource(s.proc_root),
@@ -91,6 +92,18 @@ def build_sources(
         ProcessSource(proc_root=s.proc_root),
         SensorsSource(s.sys_root),
         BoardSource(s.sys_root, clock=clock),
+    )
+    if not s.driver_events:
+        return core
+    return (
+        *core,
+        DriverEventsSource(
+            nvml if isinstance(gpu, NvmlSource) else None,
+            journalctl=s.journalctl_path or None,
+            journal_timeout_s=s.journal_timeout_s,
+            follow=s.kernel_log_follow,
+            nvml_events=isinstance(gpu, NvmlSource),
+        ),
     )
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from spark_watchd.logs import get_logger
 from spark_watchd.sample.board import BoardReading
+from spark_watchd.sample.driver import DriverEvent
 from spark_watchd.sample.model import GpuReading, ProcessInfo, Sample, Sensor, ThroughputReading
 from spark_watchd.snapshot import SourceStatus
 
@@ -18,6 +19,7 @@ _ITEM_TYPES = {
     "sensors": Sensor,
     "processes": ProcessInfo,
     "throughput": ThroughputReading,
+    "driver_events": DriverEvent,
 }
 _SAMPLE_FIELDS = (
     "host",
@@ -32,6 +34,7 @@ _SAMPLE_FIELDS = (
     "processes",
     "throughput",
     "board",
+    "driver_events",
 )
 
 

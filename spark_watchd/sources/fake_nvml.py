@@ -20,6 +20,7 @@ are the real pynvml ctypes structures.
     nvml.not_supported = FakeNvml.ALL       # or a set of function names that answer Not Supported
     nvml.block()                            # device calls hang until nvml.unblock()
     nvml.call_counts["nvmlInit"]            # how often each function was called
+    nvml.inject_xid(79)                     # Xid 79 on GPU 0 to every registered event set (see fake_nvml_events)
 
 Functions the fake does not implement raise `NVMLError_FunctionNotFound`, as
 the real binding does when the driver lacks a symbol.
@@ -34,6 +35,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pynvml as _real
+
+from spark_watchd.sources.fake_nvml_events import FakeEventsMixin
 
 # Field ids of the cumulative clocks-event counters (values in ns).
 FI_SW_POWER_CAP = 74
@@ -76,7 +79,7 @@ class FakeGpu:
     graphics_procs: list[tuple[int, int | None]] = field(default_factory=list)
 
 
-class FakeNvml:
+class FakeNvml(FakeEventsMixin):
     """Module-like stand-in for pynvml; see the module docstring."""
 
     ALL = frozenset({"*"})
@@ -290,7 +293,8 @@ class FakeNvml:
 class FileControlledNvml(FakeNvml):
     """A GB10 whose faults follow a JSON file, re-read on every call: faults switched on and off from outside a
     running daemon (`SPARK_WATCHD_FAKE_NVML=file:PATH`). Keys, all optional: `fail_init` (an NVML_ERROR_* code
-    or null), `lost`, `blocked`, `not_supported` (true: every call), `gpu` (FakeGpu attributes)."""
+    or null), `lost`, `blocked`, `not_supported` (true: every call), `gpu` (FakeGpu attributes), `xids` (a list of
+    Xid codes on GPU 0, delivered once each time the file changes)."""
 
     def __init__(self, path: str):
         super().__init__([FakeGpu()])
@@ -319,6 +323,8 @@ class FileControlledNvml(FakeNvml):
             self.unblock()
         for key, val in (doc.get("gpu") or {}).items():
             setattr(self.gpus[0], key, val)
+        for xid in doc.get("xids") or ():
+            self.inject_xid(int(xid))
 
     def _wait_unblocked(self) -> None:
         while not self._gate.wait(0.1):  # a blocked call polls the file: the test unblocks it from outside

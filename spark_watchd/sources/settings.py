@@ -33,6 +33,23 @@ class SourcesSettings(BaseModel):
         description="Seconds between MemAvailable/PSI readings between ticks; 0 turns the watch off.",
     )
 
+    # Driver faults (Xid, NV_ERR_NO_MEMORY, PCIe AER fatal): every feed optional, missing ones are states.
+    driver_events: bool = Field(
+        True, description="Watch NVML Xid events and the kernel log for driver faults (driver_events)."
+    )
+    journalctl_path: str = Field(
+        "journalctl",
+        description="journalctl for the previous boot's and the live kernel log; empty turns both off. "
+        "Reading them needs group systemd-journal (the shipped unit adds it).",
+    )
+    # journalctl -k -b -1 on a week-long boot answers in well under a second; the first tick waits for it.
+    journal_timeout_s: float = Field(
+        5.0, gt=0, le=60, description="journalctl reading the previous boot is killed after this long."
+    )
+    kernel_log_follow: bool = Field(
+        True, description="Follow the live kernel log (journalctl -k -f) for NV_ERR_NO_MEMORY and AER lines."
+    )
+
     @field_validator("fast_watch_interval_s")
     @classmethod
     def _watch_not_too_fast(cls, v: float) -> float:

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from spark_watchd.sample.driver import DriverEvent
 from spark_watchd.sample.model import GpuReading, ProcessInfo, Sample, ThroughputReading
 from spark_watchd.sample.trace import TraceError, TraceWriter, iter_trace_dicts, read_trace, repair_torn_tail
 
@@ -25,6 +26,7 @@ TRACE_KEYS = {
     "sensors",
     "processes",
     "throughput",
+    "driver_events",
 }
 
 
@@ -43,6 +45,7 @@ def _sample(ts: float) -> Sample:
             ),
         ),
         throughput=(ThroughputReading(job="j", ts=ts, step=3, step_seconds=2.0, tokens_per_second=2048.0),),
+        driver_events=(DriverEvent(ts - 0.5, 0, 79, "nvml", "Xid 79 (NVML event)"),),
     )
 
 

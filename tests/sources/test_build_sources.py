@@ -18,7 +18,7 @@ from spark_watchd.testing import FakeNvml
 from tests.conftest import FIXTURES, REPO
 
 GB10 = FIXTURES / "hosts" / "gb10-eviction"
-ORDER = ["nvml", "meminfo", "psi", "vmstat", "boot", "processes", "sensors", "board"]
+ORDER = ["nvml", "meminfo", "psi", "vmstat", "boot", "processes", "sensors", "board", "driver_events"]
 
 
 def tick(sources):

@@ -1,0 +1,41 @@
+"""sparkwatchd_gpu_xid_errors_total{gpu,xid}: Xids per GPU, every known code always present (bounded labels)."""
+
+from __future__ import annotations
+
+import logging
+
+from prometheus_client.core import CounterMetricFamily
+
+from spark_watchd.diagnose.xid import XID_LABELS
+
+log = logging.getLogger(__name__)
+
+
+def families(snapshot):
+    """The Xid counter family; never raises (a renderer never breaks a scrape)."""
+    try:
+        return list(_families(snapshot))
+    except Exception:
+        log.exception("driver metrics failed")
+        return []
+
+
+def _families(snapshot):
+    counts = (getattr(snapshot, "extras", None) or {}).get("xid_counts") or {}
+    fam = CounterMetricFamily(
+        "sparkwatchd_gpu_xid_errors",
+        "Xid errors the GPU driver reported this daemon saw live (NVML events or the kernel log); "
+        'xid="other" for codes outside the documented table.',
+        labels=["gpu", "xid"],
+    )
+    sample = getattr(snapshot, "sample", None)
+    # Every GPU in the sample gets every code at 0 so increase() sees the first Xid, not a new series.
+    series = {f"{g.index}:{x}": 0 for g in (sample.gpus if sample is not None else ()) for x in XID_LABELS}
+    for key, n in counts.items():
+        gpu, _, xid = key.partition(":")
+        if xid in XID_LABELS:
+            series[key] = n
+    for key, n in sorted(series.items()):
+        gpu, _, xid = key.partition(":")
+        fam.add_metric([gpu, xid], float(n))
+    yield fam

@@ -1,0 +1,222 @@
+"""Driver events: kernel log parsing on journal excerpts, NVML Xid events on the fake, every feed optional."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from spark_watchd.sample.driver import DriverEvent, event_kind, kernel_line_kind
+from spark_watchd.sample.model import Sample
+from spark_watchd.sources.driver_events import DriverEventsSource
+from spark_watchd.sources.driverlog import journal_problem, parse_journal_json
+from spark_watchd.testing import FakeNvml
+from tests.conftest import FIXTURES
+
+JOURNAL = FIXTURES / "journal"
+
+
+def _lines(name: str) -> list[str]:
+    return (JOURNAL / name).read_text().splitlines()
+
+
+def _until(fn, timeout: float = 5.0):
+    """Poll fn() until it returns something truthy, or fail at the deadline."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = fn()
+        if got:
+            return got
+        time.sleep(0.02)
+    raise AssertionError("condition not met before the deadline")
+
+
+def _runner(stdout: str = "", stderr: str = "", rc: int = 0):
+    calls = []
+
+    def run(argv, timeout):
+        calls.append((list(argv), timeout))
+        return subprocess.CompletedProcess(list(argv), rc, stdout, stderr)
+
+    run.calls = calls
+    return run
+
+
+def test_previous_boot_excerpt_yields_xids_no_memory_and_nothing_else():
+    events = parse_journal_json(_lines("previous-boot-xid79.jsonl"))
+    kinds = [(event_kind(e), e.xid) for e in events]
+    assert kinds == [("xid", 13), ("xid", 13), ("xid", 43), ("driver_oom", None), ("xid", 79)]
+    last = events[-1]
+    assert last.source == "journal" and last.gpu is None
+    assert last.ts == pytest.approx(1764410800.5) and "fallen off the bus" in last.text
+
+
+def test_wedge_excerpt_reads_no_memory_and_fatal_aer_but_not_corrected_aer_or_bad_lines():
+    events = parse_journal_json(_lines("previous-boot-nomem-wedge.jsonl"))
+    assert [event_kind(e) for e in events] == ["driver_oom", "driver_oom", "pcie_fatal", "pcie_fatal"]
+    corrected = (
+        "mlx5_core 0000:01:00.0: PCIe Bus Error: severity=Corrected, type=Physical Layer, (Receiver ID)"
+    )
+    assert kernel_line_kind(corrected) is None
+    assert kernel_line_kind("NVRM: GPU 000f:01:00.0: GPU has fallen off the bus.") is None
+
+
+def test_parse_keeps_only_the_latest_events_of_a_fault_storm():
+    line = json.dumps(
+        {"__REALTIME_TIMESTAMP": "1", "MESSAGE": "NVRM: Xid (PCI:0000:01:00): 31, pid=1, name=x"}
+    )
+    assert len(parse_journal_json([line] * 500, limit=50)) == 50
+
+
+def test_journal_problem_names_the_missing_group_and_journalctl_failures():
+    hint = "Hint: You are currently not seeing messages from other users and the system.\n"
+    assert "systemd-journal" in journal_problem(0, hint, events_seen=False)
+    assert journal_problem(0, hint, events_seen=True) is None
+    assert journal_problem(
+        1, "Specifying boot ID or boot offset has no effect, no persistent journal was found.\n", False
+    ).startswith("journalctl exited 1: Specifying")
+
+
+def test_first_collect_hands_over_the_previous_boot_then_only_new_events():
+    run = _runner("\n".join(_lines("previous-boot-xid79.jsonl")))
+    src = DriverEventsSource(None, runner=run, follow=False, nvml_events=False)
+    try:
+        first = src.collect({})["driver_events"]
+        assert [e.xid for e in first][-1] == 79
+        assert run.calls[0][0] == ["journalctl", "-k", "-b", "-1", "-o", "json", "--no-pager", "-q"]
+        assert src.collect({})["driver_events"] == []
+        assert src.states["previous-boot"] == "read: 5 driver fault line(s)"
+    finally:
+        src.close()
+
+
+@pytest.mark.parametrize(
+    ("raise_", "state"),
+    [
+        (OSError(2, "No such file or directory"), "journalctl not available (No such file or directory)"),
+        (subprocess.TimeoutExpired(["journalctl"], 5), "journalctl took over 5 s: skipped"),
+    ],
+)
+def test_unreadable_journal_is_a_state_not_an_error(raise_, state):
+    def run(argv, timeout):
+        raise raise_
+
+    src = DriverEventsSource(None, runner=run, follow=False, nvml_events=False)
+    try:
+        assert src.collect({}) == {"driver_events": []}
+        assert src.states["previous-boot"] == state
+    finally:
+        src.close()
+
+
+def test_nvml_xid_event_arrives_with_its_gpu_index_and_code():
+    nvml = FakeNvml([FakeNvml.gb10().gpus[0], FakeNvml.gb10(index=1, uuid="GPU-b").gpus[0]])
+    src = DriverEventsSource(nvml, journalctl=None, follow=False, wait_ms=50, clock=lambda: 1764400000.0)
+    try:
+        src.collect({})
+        _until(lambda: "watching" in src.states.get("nvml-events", ""))
+        assert nvml.inject_xid(79, gpu=1) == 1
+        got = _until(lambda: src.collect({})["driver_events"])
+        assert got == [DriverEvent(1764400000.0, 1, 79, "nvml", "Xid 79 (NVML event)")]
+        assert src.states["nvml-events"] == "watching Xid events on 2 GPU(s)"
+    finally:
+        src.close()
+    assert nvml.call_counts["nvmlEventSetFree"] == 1 and not nvml.initialized
+
+
+def test_driver_without_xid_events_is_a_state_and_the_source_stays_up():
+    nvml = FakeNvml.gb10()
+    nvml.not_supported = {"nvmlDeviceRegisterEvents"}
+    src = DriverEventsSource(nvml, journalctl=None, follow=False, wait_ms=50)
+    try:
+        assert src.collect({}) == {"driver_events": []}
+        _until(lambda: "not supported" in src.states.get("nvml-events", ""))
+        assert nvml.inject_xid(79) == 0 and src.collect({}) == {"driver_events": []}
+    finally:
+        src.close()
+
+
+def test_lost_gpu_stops_the_watch_and_it_comes_back_after_recovery():
+    nvml = FakeNvml.gb10()
+    src = DriverEventsSource(nvml, journalctl=None, follow=False, wait_ms=20, retry_s=0.05)
+    try:
+        src.collect({})
+        _until(lambda: "watching" in src.states.get("nvml-events", ""))
+        nvml.lose_gpu_after(0)
+        nvml.lost = True
+        _until(lambda: src.states["nvml-events"].startswith(("lost", "not available")))
+        nvml.recover()
+        _until(lambda: "watching" in src.states["nvml-events"])
+        _until(lambda: nvml.inject_xid(119))
+        assert [e.xid for e in _until(lambda: src.collect({})["driver_events"])] == [119]
+    finally:
+        src.close()
+
+
+def _follower(messages: list[str]) -> list[str]:
+    """A stand-in for `journalctl -k -f -o json`: prints the messages as journal JSON, then waits."""
+    lines = [
+        json.dumps({"__REALTIME_TIMESTAMP": str(1764400000000000 + i), "MESSAGE": m})
+        for i, m in enumerate(messages)
+    ]
+    code = f"import sys, time\nsys.stdout.write({chr(10).join(lines) + chr(10)!r})\nsys.stdout.flush()\ntime.sleep(60)\n"
+    return [sys.executable, "-c", code]
+
+
+LIVE = [
+    "NVRM: Xid (PCI:000f:01:00): 109, pid=777, name=python3, Ch 00000010, errorString CTX SWITCH TIMEOUT, Info 0x3c040",
+    "NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051) returned from _memdescAllocInternal(pMemDesc) @ mem_desc.c:1359",
+    "systemd-journald[412]: Time spent on flushing to /var/log/journal is 1.2ms",
+]
+
+
+def test_live_kernel_log_gives_xid_lines_when_nvml_events_are_off():
+    src = DriverEventsSource(None, runner=_runner(), nvml_events=False, follow_argv=_follower(LIVE))
+    try:
+        src.collect({})
+        got = _until(lambda: src.collect({})["driver_events"])
+        assert [(event_kind(e), e.xid) for e in got] == [("xid", 109), ("driver_oom", None)]
+    finally:
+        src.close()
+    assert src._proc.poll() is not None  # the follower is stopped with the source
+
+
+def test_live_kernel_xid_is_not_recorded_twice_while_nvml_delivers_it():
+    nvml = FakeNvml.gb10()
+    src = DriverEventsSource(nvml, runner=_runner(), wait_ms=20, follow_argv=None)
+    src.follow_argv = _follower(LIVE)
+    src._nvml_watching.set()  # as once NVML registered; the follower starts with it
+    try:
+        src.collect({})
+        got = _until(lambda: src.collect({})["driver_events"])
+        assert [event_kind(e) for e in got] == ["driver_oom"]
+    finally:
+        src.close()
+
+
+def test_sample_round_trips_driver_events_and_old_traces_stay_valid():
+    ev = DriverEvent(1764400000.5, 0, 79, "nvml", "Xid 79 (NVML event)")
+    s = Sample(ts=1764400001.0, driver_events=(ev,))
+    d = s.to_dict()
+    assert d["driver_events"] == [
+        {"ts": 1764400000.5, "gpu": 0, "xid": 79, "source": "nvml", "text": "Xid 79 (NVML event)"}
+    ]
+    assert Sample.from_dict(json.loads(json.dumps(d))) == s
+    del d["driver_events"]
+    assert Sample.from_dict(d).driver_events == ()
+
+
+@pytest.mark.parametrize(
+    ("bad", "match"),
+    [
+        ({"driver_events": {"xid": 79}}, "'driver_events' must be a list"),
+        ({"driver_events": [{"ts": 1, "xid": "79", "source": "nvml"}]}, "'xid' must be an integer"),
+        ({"driver_events": [{"ts": 1, "xid": 79, "source": "dmesg"}]}, "'source' must be nvml or journal"),
+    ],
+)
+def test_malformed_driver_events_name_the_key(bad, match):
+    with pytest.raises((TypeError, ValueError), match=match):
+        Sample.from_dict({"v": 1, "ts": 1.0, **bad})

@@ -23,6 +23,9 @@ from signals import board_panels, cluster_panels  # noqa: E402
 OUT = Path(__file__).resolve().parent / "dashboards"
 
 
+DRIVER_KINDS = 'kind=~"driver_oom|pcie_fatal"'
+
+
 def overview() -> dict:
     """One Spark: findings, GPU thermals, unified memory, contention, training, the daemon itself."""
     L = Layout()
@@ -213,6 +216,43 @@ def overview() -> dict:
             refs((m("sparkwatchd_training_tokens_per_second"), "{{exported_job}}")),
             "suffix: tok/s",
             min=0,
+        )
+    )
+    L.row("Driver faults")
+    L.add(
+        panel(
+            "timeseries",
+            "Xid errors",
+            "Xids the GPU driver reported (NVML events, or the kernel log where the driver sends no events), per "
+            "GPU and code; docs/driver-faults.md says what each code means and which need a reset or power cycle.",
+            refs(
+                (
+                    f"sum by (gpu, xid) (increase({m('sparkwatchd_gpu_xid_errors_total')}[$__rate_interval])) > 0",
+                    "GPU {{gpu}} Xid {{xid}}",
+                )
+            ),
+            "short",
+            min=0,
+            decimals=0,
+            custom={"drawStyle": "bars", "fillOpacity": 80},
+        )
+    )
+    L.add(
+        panel(
+            "timeseries",
+            "Driver out of memory and PCIe fatal errors",
+            "NV_ERR_NO_MEMORY kernel lines (the driver ran out of the unified pool before the OOM killer: owners "
+            "report a host wedge next) and PCIe AER fatal errors (a ConnectX-7 link between two Sparks).",
+            refs(
+                (
+                    f"sum by (kind) (increase({m('sparkwatchd_events_total', DRIVER_KINDS)}[$__rate_interval])) > 0",
+                    "{{kind}}",
+                )
+            ),
+            "short",
+            min=0,
+            decimals=0,
+            custom={"drawStyle": "bars", "fillOpacity": 80},
         )
     )
     L.row("spark-watchd")

@@ -26,6 +26,13 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # unit_cases.py sits beside this file
+sys.path.insert(
+    1, str(Path(__file__).resolve().parents[2])
+)  # the package: its Xid table says which are fatal
+
+from spark_watchd.diagnose.xid import FATAL_XIDS  # noqa: E402
+
+FATAL_XID_RE = "|".join(str(x) for x in sorted(FATAL_XIDS))
 
 import fleet_rules  # noqa: E402 (beside this file, found through the path above)
 
@@ -142,6 +149,12 @@ def _finding_share(metric: str, gotcha: str, w: str) -> str:
 def _events(c: Ctx, kind: str, seconds: float) -> str:
     sel = c.sel('kind="' + kind + '"')
     return f"sum by (job, instance) (increase(sparkwatchd_events_total{sel}[{c.win(seconds)}])) > 0"
+
+
+def _xids(c: Ctx, op: str, seconds: float) -> str:
+    """Xid counters that rose, fatal codes (op `=~`) or the others (`!~`), per GPU and code."""
+    sel = c.sel(f'xid{op}"{FATAL_XID_RE}"')
+    return f"sum by (job, instance, gpu, xid) (increase(sparkwatchd_gpu_xid_errors_total{sel}[{c.win(seconds)}])) > 0"
 
 
 def _anomaly(c: Ctx, kind: str) -> str:
@@ -297,6 +310,48 @@ def alert_rules(c: Ctx) -> list[dict]:
             "GPU busy at low power on {{ $labels.instance }} (hung engine)",
             "Utilisation reads high while power is low and the temperature falls: the GPU engine is "
             "likely hung, not working. Not a thermal throttle.",
+        ),
+        # ---- driver faults (diagnose/xid.py marks which Xids need a reset, reboot or power cycle) ----
+        (
+            "SparkWatchdGpuXidFatal",
+            "critical",
+            None,
+            "0s",
+            _xids(c, "=~", 900),
+            "GPU {{ $labels.gpu }} on {{ $labels.instance }} reported fatal Xid {{ $labels.xid }}",
+            "The GPU driver reported an Xid after which the GPU needs a reset, a reboot or a power cycle "
+            "(79: fell off the bus; 119/120: GSP firmware; 48/95: uncorrectable memory errors). The event "
+            "on the status page names the fault and the next step.",
+        ),
+        (
+            "SparkWatchdGpuXid",
+            "warning",
+            None,
+            "0s",
+            _xids(c, "!~", 900),
+            "GPU {{ $labels.gpu }} on {{ $labels.instance }} reported Xid {{ $labels.xid }}",
+            "The GPU driver reported an Xid that is usually one application's fault (13, 31, 43: a kernel "
+            "crashed or a context died; 109: an engine stopped responding). The GPU keeps working.",
+        ),
+        (
+            "SparkWatchdDriverOutOfMemory",
+            "critical",
+            "G3",
+            "0s",
+            _events(c, "driver_oom", 1800),
+            "The GPU driver ran out of unified memory on {{ $labels.instance }} (NV_ERR_NO_MEMORY)",
+            "The kernel log shows NVRM NV_ERR_NO_MEMORY: the driver could not allocate from the unified "
+            "pool before the OOM killer moved. Owners report a silent whole-host wedge next.",
+        ),
+        (
+            "SparkWatchdPcieFatal",
+            "critical",
+            None,
+            "0s",
+            _events(c, "pcie_fatal", 1800),
+            "PCIe AER fatal error on {{ $labels.instance }}",
+            "The kernel logged an uncorrectable (fatal) PCIe error: a link went down. On a dual-Spark "
+            "pair the ConnectX-7 link can soft-lock the head node.",
         ),
         (
             "SparkWatchdNvmlLost",

@@ -255,6 +255,34 @@ CASES = [
         {s("sparkwatchd_anomaly", 'kind="hung_engine"'): "0x5 1x25"},
         [(4, "SparkWatchdHungEngine", quiet), (15, "SparkWatchdHungEngine", fires)],
     ),
+    (
+        "driver_xid",
+        # Xid 79 at minute 6 (fatal: page), Xid 13 at minute 20 (an application's: warning); the counters
+        # are exported at 0 beforehand, so increase() sees the first one.
+        {
+            s("sparkwatchd_gpu_xid_errors_total", 'gpu="0", xid="79"'): "0x5 1x40",
+            s("sparkwatchd_gpu_xid_errors_total", 'gpu="0", xid="13"'): "0x19 1x26",
+        },
+        [
+            (4, "SparkWatchdGpuXidFatal", quiet),
+            (8, "SparkWatchdGpuXidFatal", [{**INST, "gpu": "0", "xid": "79"}]),
+            (8, "SparkWatchdGpuXid", quiet),
+            (22, "SparkWatchdGpuXid", [{**INST, "gpu": "0", "xid": "13"}]),
+            (40, "SparkWatchdGpuXid", quiet),
+            (40, "SparkWatchdGpuXidFatal", quiet),
+        ],
+    ),
+    (
+        "driver_oom_and_pcie",
+        {s(EV, 'kind="driver_oom"'): "0x9 1x40", s(EV, 'kind="pcie_fatal"'): "0x19 1x30"},
+        [
+            (5, "SparkWatchdDriverOutOfMemory", quiet),
+            (12, "SparkWatchdDriverOutOfMemory", fires),
+            (12, "SparkWatchdPcieFatal", quiet),
+            (22, "SparkWatchdPcieFatal", fires),
+            (45, "SparkWatchdDriverOutOfMemory", quiet),
+        ],
+    ),
 ]
 
 # ---- fleet: two Sparks of one DDP cluster (target label cluster="ddp-a") and a standalone one ----

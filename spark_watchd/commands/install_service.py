@@ -200,6 +200,8 @@ def plan_install(args: argparse.Namespace) -> list[Action]:
         interval_s=configured_interval(config_path),
         device_group="video" if video else None,
         protect_home=protect_home,
+        # systemd refuses a unit naming a missing group; without it driver faults come from NVML only.
+        journal_group="systemd-journal" if group_exists("systemd-journal", root) else None,
     )
     actions.append(Action("write", path=_in_root(root, os.path.join(args.unit_dir, UNIT_NAME)), content=unit))
     if offline:

@@ -14,7 +14,7 @@ from spark_watchd.diagnose.engine import Diagnoser
 from spark_watchd.diagnose.incidents import CaptureRing
 from spark_watchd.diagnose.journal import EventJournal, read_events, read_state, write_state_atomic
 from spark_watchd.diagnose.thresholds import Thresholds
-from spark_watchd.diagnose.xid import xid_label
+from spark_watchd.diagnose.xid import XID_LABELS, xid_label
 from spark_watchd.logs import get_logger
 from spark_watchd.sample.findings import Diagnosis, Event
 from spark_watchd.sample.model import Sample
@@ -54,6 +54,7 @@ class DiagnosisRuntime:
         self.counts = dict.fromkeys(COUNT_KINDS, 0)
         # sparkwatchd_gpu_xid_errors_total{gpu,xid}: "GPU:XID" -> count (bounded labels, see diagnose.xid)
         self.xid_counts: dict[str, int] = {}
+        self._xid_gpus: set[int] = set()
         self._recent: deque[Event] = deque(maxlen=recent)
         self.state_dir = Path(state_dir) if state_dir is not None else None
         self._capture_args = (capture_pre, capture_post, capture_keep)
@@ -105,6 +106,13 @@ class DiagnosisRuntime:
     def observe(self, sample: Sample) -> Diagnosis:
         """Judge one sample; count, journal and persist what it brought."""
         d = self.engine.observe(sample)
+        for g in sample.gpus:
+            if g.index not in self._xid_gpus:
+                # Every code at 0 for each GPU ever seen (kept through NVML outages and restarts), so
+                # increase() sees the first Xid and the series set stays flat.
+                self._xid_gpus.add(g.index)
+                for label in XID_LABELS:
+                    self.xid_counts.setdefault(f"{g.index}:{label}", 0)
         if sample.driver_events:
             d = self._driver_events(d)
         for e in d.events:

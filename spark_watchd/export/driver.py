@@ -28,14 +28,9 @@ def _families(snapshot):
         'xid="other" for codes outside the documented table.',
         labels=["gpu", "xid"],
     )
-    sample = getattr(snapshot, "sample", None)
-    # Every GPU in the sample gets every code at 0 so increase() sees the first Xid, not a new series.
-    series = {f"{g.index}:{x}": 0 for g in (sample.gpus if sample is not None else ()) for x in XID_LABELS}
-    for key, n in counts.items():
+    # The runtime holds every code at 0 for each GPU it has seen, so increase() sees the first Xid.
+    for key, n in sorted(counts.items()):
         gpu, _, xid = key.partition(":")
         if xid in XID_LABELS:
-            series[key] = n
-    for key, n in sorted(series.items()):
-        gpu, _, xid = key.partition(":")
-        fam.add_metric([gpu, xid], float(n))
+            fam.add_metric([gpu, xid], float(n))
     yield fam

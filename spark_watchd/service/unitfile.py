@@ -18,10 +18,23 @@ DEFAULT_INTERVAL_S = 30.0
 WATCHDOG_INTERVALS = 4
 WATCHDOG_MIN_S = 60
 
-_SUPPLEMENTARY = (
+_DEVICE_GROUP_WHY = (
     "# /dev/nvidia* are root:video (0660) or 0666 depending on the driver's NVreg_DeviceFileMode.\n"
-    "SupplementaryGroups={group}\n"
 )
+# journalctl -k (the previous boot's Xid / NV_ERR_NO_MEMORY lines, the live kernel log) reads the system
+# journal, which only root and this group may read; nothing else is granted by it.
+_JOURNAL_GROUP_WHY = (
+    "# systemd-journal: read-only access to the kernel log (driver faults: Xid, NV_ERR_NO_MEMORY).\n"
+)
+
+
+def _supplementary(device_group: str | None, journal_group: str | None) -> str:
+    groups = [g for g in (device_group, journal_group) if g]
+    if not groups:
+        return ""
+    why = (_DEVICE_GROUP_WHY if device_group else "") + (_JOURNAL_GROUP_WHY if journal_group else "")
+    return f"{why}SupplementaryGroups={' '.join(groups)}\n"
+
 
 TEMPLATE = """# spark-watchd: live watch of DGX Spark (GB10) memory pressure, thermal throttling and contention.
 # `spark-watchd install-service` writes this unit with this installation's interpreter and a
@@ -118,6 +131,7 @@ def render_unit(
     interval_s: float = DEFAULT_INTERVAL_S,
     device_group: str | None = "video",
     protect_home: str = "yes",
+    journal_group: str | None = "systemd-journal",
 ) -> str:
     """The unit text for one installation (paths must not contain whitespace or quotes)."""
     for what, value in (("python", python), ("config", config), ("user", user)):
@@ -138,7 +152,7 @@ def render_unit(
             "missed ticks and a slow NVML call never trip it."
         ),
         protect_home=protect_home,
-        supplementary=_SUPPLEMENTARY.format(group=device_group) if device_group else "",
+        supplementary=_supplementary(device_group, journal_group),
     )
 
 

@@ -98,4 +98,6 @@ class ReplayFeed:
             ts=sample.ts + offset,
             uptime_s=sample.uptime_s + uptime_shift if sample.uptime_s is not None else None,
             throughput=tuple(dataclasses.replace(t, ts=t.ts + offset) for t in sample.throughput),
+            # Shifted with the sample: a fault's place before or after the boot must not change.
+            driver_events=tuple(dataclasses.replace(e, ts=e.ts + offset) for e in sample.driver_events),
         )

@@ -294,4 +294,11 @@ def _event_dict(e: Event) -> dict[str, Any]:
     d = {"kind": e.kind, "gotcha": e.gotcha, "ts": e.ts, "summary": e.summary}
     if e.after_throttle is not None:
         d["after_throttle"] = e.after_throttle
+    if e.kind in _DRIVER_KINDS and e.details:
+        # The page labels driver faults by code and marks fatal ones: keep those few keys, not the kernel line.
+        d["details"] = {k: e.details[k] for k in _DRIVER_KEYS if k in e.details}
     return d
+
+
+_DRIVER_KINDS = ("xid", "driver_oom", "pcie_fatal")
+_DRIVER_KEYS = ("xid", "gpu", "fatal", "previous_boot")

@@ -140,7 +140,9 @@ def test_runtime_counts_live_xids_per_gpu_and_never_recounts_the_previous_boot(t
     prev = _shift(_journal("previous-boot-xid79.jsonl"), s.ts - s.uptime_s)
     live = (DriverEvent(s.ts - 1, 0, 79, "nvml", "x"), DriverEvent(s.ts - 1, 0, 4242, "nvml", "y"))
     d = rt.observe(_with(s, *prev, *live))
-    assert rt.xid_error_counts() == {"0:79": 1, "0:other": 1}
+    counts = rt.xid_error_counts()
+    assert {k: v for k, v in counts.items() if v} == {"0:79": 1, "0:other": 1}
+    assert set(counts) == {f"0:{x}" for x in xid.XID_LABELS}  # every code at 0: increase() sees the first
     assert rt.event_counts()["xid"] == 2 and len([e for e in d.events if e.kind == "xid"]) == 6
     rt.close()
     # A restart in the same boot reads the same previous boot again: shown once, counted never.
@@ -148,5 +150,5 @@ def test_runtime_counts_live_xids_per_gpu_and_never_recounts_the_previous_boot(t
     s2 = host.sample()
     d2 = rt2.observe(_with(s2, *prev))
     assert not [e for e in d2.events if e.kind == "xid"]
-    assert rt2.xid_error_counts() == {"0:79": 1, "0:other": 1} and rt2.event_counts()["xid"] == 2
+    assert rt2.xid_error_counts() == counts and rt2.event_counts()["xid"] == 2
     rt2.close()

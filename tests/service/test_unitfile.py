@@ -56,8 +56,24 @@ def test_render_uses_given_interpreter_user_and_config():
 
 def test_without_a_device_group_no_supplementary_group_is_asked_for():
     # systemd refuses to start a unit naming a group that does not exist.
-    assert "SupplementaryGroups" not in unitfile.render_unit(device_group=None)
-    assert "SupplementaryGroups=video" in unitfile.render_unit()
+    assert "SupplementaryGroups" not in unitfile.render_unit(device_group=None, journal_group=None)
+    assert "SupplementaryGroups=video systemd-journal" in unitfile.render_unit()
+    assert "SupplementaryGroups=systemd-journal\n" in unitfile.render_unit(device_group=None)
+
+
+def test_the_journal_group_keeps_exposure_at_or_under_2(tmp_path):
+    # The kernel log is read through group systemd-journal (issue 15): the sandbox must stay as tight.
+    exe = require_binary("systemd-analyze")
+    path = tmp_path / "spark-watchd.service"
+    path.write_text(unitfile.render_unit(python=sys.executable))
+    proc = subprocess.run(
+        [exe, "security", "--offline=yes", "--no-pager", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    m = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", proc.stdout)
+    assert m and float(m.group(1)) <= 2.0, proc.stdout[-400:]
 
 
 @pytest.mark.parametrize("bad", ["/opt/my venv/bin/python", "/opt/$x/python", "", "venv/bin/python"])

@@ -347,3 +347,48 @@ def test_charts_keep_units_and_colours_apart_and_cards_do_not_squash(browser, da
         assert page.evaluate("document.documentElement.scrollWidth") <= 820
         page.screenshot(path=str(Path(tempfile.gettempdir()) / "sw-page-820.png"), full_page=True)
         assert log.errors == []
+
+
+def test_driver_faults_in_a_replayed_trace_show_on_the_page_and_in_metrics(browser, tmp_path):
+    # The throttle trace with an Xid 79 from NVML and an NV_ERR_NO_MEMORY kernel line added to one sample.
+    lines = (SCENARIOS / "throttle.jsonl").read_text().splitlines()[:60]
+    obj = json.loads(lines[50])
+    no_memory = (
+        "NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051) returned from "
+        "_memdescAllocInternal(pMemDesc) @ mem_desc.c:1359"
+    )
+    obj["driver_events"] = [
+        {"ts": obj["ts"] - 3, "gpu": 0, "xid": 79, "source": "nvml", "text": "Xid 79 (NVML event)"},
+        {"ts": obj["ts"] - 2, "gpu": None, "xid": None, "source": "journal", "text": no_memory},
+    ]
+    lines[50] = json.dumps(obj)
+    trace = tmp_path / "driver.jsonl"
+    trace.write_text("\n".join(lines) + "\n")
+    port = free_port()
+    cmd = [sys.executable, "-m", "spark_watchd", "run", "--replay", str(trace), "--speed", SPEED]
+    cmd += ["--listen", f"127.0.0.1:{port}", "--interval", "1", "--state-dir", str(tmp_path / "state")]
+    proc = subprocess.Popen(
+        cmd, env=cli_env({}), cwd=str(REPO), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    origin = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while not ((_get(origin + "/api/v1/history?limit=1") or {}).get("held", 0) >= 60):
+            assert time.monotonic() < deadline and proc.poll() is None, "replay did not finish"
+            time.sleep(0.1)
+        with urllib.request.urlopen(origin + "/metrics", timeout=5) as r:
+            metrics = r.read().decode()
+        assert 'sparkwatchd_gpu_xid_errors_total{gpu="0",xid="79"} 1.0' in metrics
+        assert 'sparkwatchd_events_total{kind="driver_oom"} 1.0' in metrics
+        with open_page(browser, origin) as (page, log):
+            xid = page.locator('#events li[data-kind="xid"]')
+            expect(xid).to_contain_text("Xid 79 (fatal)")
+            expect(xid).to_contain_text("GPU fell off the bus")
+            expect(page.locator('#events li[data-kind="driver_oom"]')).to_contain_text("NV_ERR_NO_MEMORY")
+            assert log.errors == [] and log.off_origin == []
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()

@@ -6,8 +6,8 @@
   const GIB = 1024 * 1024 * 1024;
   const MAX_RECORDS = 50000;
   const TITLES = { G3: "Unified-memory pressure", G4: "Thermal throttling", G6: "Workload contention" };
-  const EVENT_CLASS = { eviction: "bad", oom_kill: "bad", reboot: "bad", throttle_start: "warn", throttle_end: "good" };
-  const EVENT_LABEL = { eviction: "eviction", oom_kill: "OOM kill", reboot: "reboot", throttle_start: "throttle start", throttle_end: "throttle end" };
+  const EVENT_CLASS = { eviction: "bad", oom_kill: "bad", reboot: "bad", throttle_start: "warn", throttle_end: "good", xid: "warn", driver_oom: "bad", pcie_fatal: "bad" };
+  const EVENT_LABEL = { eviction: "eviction", oom_kill: "OOM kill", reboot: "reboot", throttle_start: "throttle start", throttle_end: "throttle end", xid: "Xid", driver_oom: "driver out of memory", pcie_fatal: "PCIe fatal error" };
 
   const state = { records: [], generation: null, lastTs: null, status: null, workloads: null, hours: parseFloat(body.dataset.pageHours) || 12 };
   try { const h = parseFloat(localStorage.getItem("sparkwatchd.hours")); if (h > 0) state.hours = h; } catch (e) { /* storage off */ }
@@ -351,7 +351,7 @@
     all.sort((a, b) => b.ts - a.ts);
     const ol = $("events");
     ol.textContent = "";
-    if (!all.length) { ol.appendChild(h("li", "empty", "No throttle, eviction, OOM kill or reboot seen.")); return; }
+    if (!all.length) { ol.appendChild(h("li", "empty", "No throttle, eviction, OOM kill, reboot or driver fault seen.")); return; }
     for (const e of all.slice(0, 100)) {
       const li = h("li");
       li.dataset.kind = e.kind;
@@ -359,8 +359,13 @@
       t.setAttribute("datetime", new Date((e.ts + (state.shift || 0)) * 1000).toISOString());
       li.appendChild(t);
       let label = EVENT_LABEL[e.kind] || e.kind;
+      let cls = EVENT_CLASS[e.kind] || "";
       if (e.kind === "reboot" && e.after_throttle) label = "reboot after throttle";
-      li.appendChild(h("span", "kind " + (EVENT_CLASS[e.kind] || ""), (e.gotcha ? e.gotcha + " " : "") + label));
+      const d = e.details || {};
+      // Driver faults: the Xid code in the label, fatal ones (reset / power cycle needed) marked bad.
+      if (e.kind === "xid") { label = "Xid " + d.xid + (d.fatal ? " (fatal)" : ""); if (d.fatal) cls = "bad"; }
+      if (d.previous_boot) label += " (previous boot)";
+      li.appendChild(h("span", "kind " + cls, (e.gotcha ? e.gotcha + " " : "") + label));
       li.appendChild(h("span", "what", e.summary || ""));
       ol.appendChild(li);
     }

@@ -62,7 +62,7 @@ _THROUGHPUT = (
 )
 _DRIVER_EVENT = (
     ("ts", _N, 0, _MAX, True),
-    ("gpu", _I, 0, 4096, True),
+    ("gpu", _I, 0, 4096, False),  # null: a kernel-log line names a PCI address, not an NVML index
     ("xid", _I, 0, _I64, False),
     ("source", _S, None, None, True),
     ("text", _S, None, None, True),

@@ -36,7 +36,7 @@ def _args(*argv):
     return p.parse_args(list(argv))
 
 
-def _root(tmp_path, users=("root",), groups=("root", "video")):
+def _root(tmp_path, users=("root",), groups=("root", "video", "systemd-journal")):
     root = tmp_path / "root"
     (root / "etc").mkdir(parents=True)
     (root / "etc" / "passwd").write_text("".join(f"{u}:x:0:0::/:/bin/sh\n" for u in users))
@@ -101,7 +101,7 @@ def test_existing_config_is_kept_and_its_interval_sets_the_watchdog(tmp_path):
     assert config.read_text() == "[daemon]\ninterval = 60\n"
     unit = (root / "etc/systemd/system/spark-watchd.service").read_text()
     assert "WatchdogSec=240\n" in unit
-    # No video group on this host: asking for it would stop the unit from starting.
+    # No video (nor systemd-journal) group on this host: asking for it would stop the unit from starting.
     assert "SupplementaryGroups" not in unit
     assert not any(c[0] == "useradd" for c in rec.calls)
 
@@ -206,3 +206,11 @@ def test_an_interpreter_under_tmp_is_refused_in_dry_run_and_real_run(tmp_path, c
     )
     assert "PrivateTmp=yes" in capsys.readouterr().err
     assert not (tmp_path / "root/etc/systemd/system/spark-watchd.service").exists()
+
+
+def test_without_a_journal_group_the_unit_asks_only_for_video(tmp_path):
+    # A host without systemd-journal (no journald): driver faults then come from NVML events only.
+    root = _root(tmp_path, groups=("root", "video"))
+    assert install_service.main(_args("--root", str(root)), runner=Recorder()) == 0
+    unit = (root / "etc/systemd/system/spark-watchd.service").read_text()
+    assert "SupplementaryGroups=video\n" in unit and "systemd-journal" not in unit

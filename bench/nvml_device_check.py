@@ -7,7 +7,9 @@ installed). Creates no CUDA context: only NVML is called. Prints the readings
 as JSON and writes them to OUT.json: the GpuReading per GPU (trace-v1 form),
 the GPU processes, the raw answer of every guarded call (value or NVML error),
 how long the collect took, and whether this process showed up as a GPU process
-(it must not). With SPARK_WATCHD_FAKE_NVML=gb10 it runs against the fake NVML,
+(it must not), and what NVML's event API answers (supported event types, Xid
+registration, a 200 ms nvmlEventSetWait_v2 that should time out, and the
+driver_events source's state). With SPARK_WATCHD_FAKE_NVML=gb10 it runs against the fake NVML,
 to check the script itself before spending device time.
 """
 
@@ -23,6 +25,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import pynvml  # noqa: E402
 
 from spark_watchd.sources import nvml_from_env  # noqa: E402
+from spark_watchd.sources.driver_events import XID_EVENT, DriverEventsSource  # noqa: E402
 from spark_watchd.sources.nvml import COUNTER_FIELDS, NvmlSource, describe_nvml_error  # noqa: E402
 
 
@@ -75,6 +78,54 @@ def raw_calls(nv) -> list[dict]:
     return out
 
 
+def _answer(nv, fn):
+    try:
+        return fn()
+    except nv.NVMLError as exc:
+        return f"NVMLError {getattr(exc, 'value', '?')}: {exc}"
+
+
+def event_api(nv) -> dict:
+    """The Xid event calls answered raw (NVML must be initialised): Not Supported is an answer, not a failure."""
+    es = _answer(nv, nv.nvmlEventSetCreate)
+    out: dict = {"event_set": "created" if not isinstance(es, str) else es, "gpus": []}
+    if isinstance(es, str):
+        return out
+    try:
+        for i in range(nv.nvmlDeviceGetCount()):
+            h = nv.nvmlDeviceGetHandleByIndex(i)
+            supported = _answer(nv, lambda h=h: nv.nvmlDeviceGetSupportedEventTypes(h))
+            out["gpus"].append(
+                {
+                    "supported_event_types": hex(supported) if isinstance(supported, int) else supported,
+                    "register_xid": _answer(nv, lambda h=h: nv.nvmlDeviceRegisterEvents(h, XID_EVENT, es))
+                    or "ok",
+                }
+            )
+        t0 = time.monotonic()
+        got = _answer(nv, lambda: nv.nvmlEventSetWait_v2(es, 200))
+        out["wait_200ms"] = (
+            got if isinstance(got, str) else {"eventType": got.eventType, "eventData": got.eventData}
+        )
+        out["wait_s"] = round(time.monotonic() - t0, 3)
+    finally:
+        _answer(nv, lambda: nv.nvmlEventSetFree(es))
+    return out
+
+
+def driver_events_source(nv) -> dict:
+    """The driver_events source's own verdict on this machine (NVML feed only; the journal is not read)."""
+    src = DriverEventsSource(nv, journalctl=None, follow=False, wait_ms=200)
+    try:
+        got = src.collect({})
+        deadline = time.monotonic() + 5
+        while "nvml-events" not in src.states and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return {"states": dict(src.states), "events": [e.to_dict() for e in got["driver_events"]]}
+    finally:
+        src.close()
+
+
 def _version(dist: str) -> str | None:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -99,12 +150,13 @@ def main() -> int:
     second = src.collect({}) if error is None else {}
     took2 = time.monotonic() - t1
     src.close()
-    raw, driver = [], None
+    raw, driver, events = [], None, {}
     try:
         nv.nvmlInit()
         try:
             raw = raw_calls(nv)
             driver = nv.nvmlSystemGetDriverVersion()
+            events = event_api(nv)
         finally:
             nv.nvmlShutdown()
     except nv.NVMLError as exc:
@@ -124,6 +176,8 @@ def main() -> int:
         "own_pid_is_gpu_process": os.getpid() in procs,
         "cuda_modules_loaded": sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "cuda", "cupy")),
         "raw": raw,
+        "event_api": events,
+        "driver_events_source": driver_events_source(nv),
     }
     text = json.dumps(report, indent=2, default=str)
     print(text)

@@ -227,7 +227,7 @@ def overview() -> dict:
             "GPU and code; docs/driver-faults.md says what each code means and which need a reset or power cycle.",
             refs(
                 (
-                    f"sum by (gpu, xid) (increase({m('sparkwatchd_gpu_xid_errors_total')}[$__rate_interval])) > 0",
+                    f"sum by (gpu, xid) (increase({m('sparkwatchd_gpu_xid_errors_total')}[$__rate_interval]))",
                     "GPU {{gpu}} Xid {{xid}}",
                 )
             ),
@@ -235,6 +235,16 @@ def overview() -> dict:
             min=0,
             decimals=0,
             custom={"drawStyle": "bars", "fillOpacity": 80},
+            # Every code is exported at 0: a table legend sorted by its maximum puts the codes seen on top.
+            options={
+                "legend": {
+                    "displayMode": "table",
+                    "placement": "right",
+                    "calcs": ["max"],
+                    "sortBy": "Max",
+                    "sortDesc": True,
+                }
+            },
         )
     )
     L.add(
@@ -245,7 +255,7 @@ def overview() -> dict:
             "report a host wedge next) and PCIe AER fatal errors (a ConnectX-7 link between two Sparks).",
             refs(
                 (
-                    f"sum by (kind) (increase({m('sparkwatchd_events_total', DRIVER_KINDS)}[$__rate_interval])) > 0",
+                    f"sum by (kind) (increase({m('sparkwatchd_events_total', DRIVER_KINDS)}[$__rate_interval]))",
                     "{{kind}}",
                 )
             ),

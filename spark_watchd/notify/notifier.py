@@ -31,7 +31,28 @@ from spark_watchd.snapshot import Snapshot
 log = get_logger("notify")
 
 # Events worth a message of their own; throttle_start/end are covered by the G4 transitions.
-EVENT_SEVERITY = {"eviction": "critical", "oom_kill": "critical", "reboot": "warning"}
+EVENT_SEVERITY = {
+    "eviction": "critical",
+    "oom_kill": "critical",
+    "reboot": "warning",
+    "driver_oom": "critical",
+    "pcie_fatal": "critical",
+    "xid": "warning",
+}
+
+
+def event_severity(e) -> str | None:
+    """Severity of a notification for an event: a fatal Xid this boot pages; a previous boot's fault informs."""
+    if e.after_throttle:
+        return "critical"
+    severity = EVENT_SEVERITY.get(e.kind)
+    if e.kind == "xid" and e.details.get("fatal"):
+        severity = "critical"
+    if severity == "critical" and e.details.get("previous_boot"):
+        severity = "warning"
+    return severity
+
+
 NTFY_PRIORITY = {"critical": "urgent", "warning": "high", "ok": "default"}
 NTFY_TAGS = {"critical": "rotating_light", "warning": "warning", "ok": "white_check_mark"}
 _STOP = object()
@@ -149,7 +170,7 @@ class TransitionTracker:
             )
         if self.settings.events:
             for e in d.events:
-                severity = "critical" if e.after_throttle else EVENT_SEVERITY.get(e.kind)
+                severity = event_severity(e)
                 if severity is None or not self._wanted(severity):
                     continue
                 name = "reboot after throttle" if e.after_throttle else e.kind

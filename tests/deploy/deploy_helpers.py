@@ -88,6 +88,7 @@ SPEC_METRICS = {
     "sparkwatchd_events_total",
     "sparkwatchd_throttled_seconds_total",
     "sparkwatchd_anomaly",
+    "sparkwatchd_gpu_xid_errors_total",  # issue 15: driver faults (docs/driver-faults.md)
     "sparkwatchd_training_step_seconds",
     "sparkwatchd_training_tokens_per_second",
     "sparkwatchd_training_slowdown_ratio",

@@ -253,3 +253,23 @@ def test_an_unreachable_webhook_is_retried_then_given_up_without_stopping_the_wo
     n(snap(2, g4="ok"))
     assert n.close(10)
     assert n.stats["failed"] == 2 and n.stats["retried"] == 4 and n.stats["sent"] == 0
+
+
+@pytest.mark.parametrize(
+    ("kind", "details", "severity"),
+    [
+        ("xid", {"xid": 79, "fatal": True}, "critical"),
+        ("xid", {"xid": 13, "fatal": False}, "warning"),
+        ("xid", {"xid": 79, "fatal": True, "previous_boot": True}, "warning"),
+        ("driver_oom", {}, "critical"),
+        ("pcie_fatal", {}, "critical"),
+        ("throttle_end", {}, None),
+    ],
+)
+def test_driver_fault_events_page_when_fatal_this_boot_and_inform_about_the_previous_one(
+    kind, details, severity
+):
+    from spark_watchd.notify.notifier import event_severity
+    from spark_watchd.sample.findings import Event
+
+    assert event_severity(Event(kind, "driver", 1.0, "s", details=details)) == severity

@@ -32,7 +32,8 @@ from spark_watchd.sources.nvml import FATAL_ERRORS, describe_nvml_error, load_py
 PREVIOUS_BOOT_ARGV = ("-k", "-b", "-1", "-o", "json", "--no-pager", "-q")
 FOLLOW_ARGV = ("-k", "-f", "-n", "0", "-o", "json", "--no-pager", "-q")
 XID_EVENT = 0x8  # nvmlEventTypeXidCriticalError
-_TIMEOUT, _NOT_SUPPORTED = 10, 3  # NVML_ERROR_TIMEOUT, NVML_ERROR_NOT_SUPPORTED
+# NVML_ERROR_TIMEOUT, _NOT_SUPPORTED, _FUNCTION_NOT_FOUND, _LIBRARY_NOT_FOUND
+_TIMEOUT, _NOT_SUPPORTED, _NO_FUNCTION, _NO_LIBRARY = 10, 3, 13, 12
 # An Xid storm must not grow memory without bound between two ticks; what is cut is counted and logged.
 QUEUE_MAX = 1000
 
@@ -211,8 +212,9 @@ class DriverEventsSource:
         try:
             nv.nvmlInit()
         except nv.NVMLError as exc:
-            self._state("nvml-events", f"nvmlInit failed: {describe_nvml_error(exc)}", True)
-            return True
+            missing = getattr(exc, "value", None) == _NO_LIBRARY  # no driver installed: nothing to wait for
+            self._state("nvml-events", f"nvmlInit failed: {describe_nvml_error(exc)}", not missing)
+            return not missing
         es = None
         try:
             es = nv.nvmlEventSetCreate()
@@ -240,9 +242,10 @@ class DriverEventsSource:
                     self._push(DriverEvent(self.clock(), gpu, code, "nvml", f"Xid {code} (NVML event)"))
             return False
         except nv.NVMLError as exc:
-            supported = getattr(exc, "value", None) not in (_NOT_SUPPORTED, 13)
-            self._state("nvml-events", f"not available: {describe_nvml_error(exc)}", supported)
-            return supported
+            # Not Supported or a driver without the symbol: no event API here. Anything else may pass.
+            retry = getattr(exc, "value", None) not in (_NOT_SUPPORTED, _NO_FUNCTION)
+            self._state("nvml-events", f"not available: {describe_nvml_error(exc)}", retry)
+            return retry
         finally:
             with contextlib.suppress(Exception):
                 if es is not None:

@@ -220,3 +220,16 @@ def test_sample_round_trips_driver_events_and_old_traces_stay_valid():
 def test_malformed_driver_events_name_the_key(bad, match):
     with pytest.raises((TypeError, ValueError), match=match):
         Sample.from_dict({"v": 1, "ts": 1.0, **bad})
+
+
+def test_a_driver_that_fails_to_load_is_retried_and_watched_once_it_loads():
+    nvml = FakeNvml.gb10()
+    nvml.fail_init = nvml.NVML_ERROR_DRIVER_NOT_LOADED
+    src = DriverEventsSource(nvml, journalctl=None, follow=False, wait_ms=20, retry_s=0.05)
+    try:
+        src.collect({})
+        _until(lambda: "nvmlInit failed" in src.states.get("nvml-events", ""))
+        nvml.fail_init = None
+        _until(lambda: "watching" in src.states["nvml-events"])
+    finally:
+        src.close()

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-# Progress fixtures (fake clock, loopback progress server, a real daemon) for throughput, web, export and
-# integrations tests.
-pytest_plugins = ("tests.support.progress",)
+# Shared fixtures: progress (fake clock, loopback progress server, a real daemon), tls (a self-signed cert).
+pytest_plugins = ("tests.support.progress", "tests.support.tls")
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

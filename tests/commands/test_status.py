@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -13,6 +11,7 @@ from spark_watchd import cli
 from spark_watchd.sample.findings import Event, Finding
 from spark_watchd.sample.model import ThroughputReading
 from tests.conftest import free_port, run_cli
+from tests.support.fakes import CaptureServer, Recorded, Reply
 
 GIB = 1024**3
 
@@ -96,44 +95,25 @@ def status(capsys, monkeypatch):
     return call
 
 
-class _Server:
+class _Server(CaptureServer):
+    """A stand-in daemon serving one canned /api/v1/status document, optionally behind basic auth."""
+
     def __init__(self, body, status=200, user=None, password=None):
-        self.body, self.status, self.seen_auth = body, status, []
-        outer = self
-        expected = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode() if user else None
+        self.body, self.status = body, status
+        self.expected = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode() if user else None
+        super().__init__(self._answer)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 - http.server's name
-                outer.seen_auth.append(self.headers.get("Authorization"))
-                if self.path != "/api/v1/status":
-                    self.send_error(404)
-                    return
-                if expected and self.headers.get("Authorization") != expected:
-                    self.send_response(401)
-                    self.send_header("WWW-Authenticate", 'Basic realm="spark-watchd"')
-                    self.end_headers()
-                    return
-                payload = outer.body if isinstance(outer.body, bytes) else json.dumps(outer.body).encode()
-                self.send_response(outer.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+    def _answer(self, req: Recorded) -> Reply:
+        if req.path != "/api/v1/status":
+            return Reply(404)
+        if self.expected and req.headers.get("Authorization") != self.expected:
+            return Reply(401, headers={"WWW-Authenticate": 'Basic realm="spark-watchd"'})
+        payload = self.body if isinstance(self.body, bytes) else json.dumps(self.body).encode()
+        return Reply(self.status, payload, {"Content-Type": "application/json"})
 
-            def log_message(self, *a):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    @property
+    def seen_auth(self) -> list[str | None]:
+        return [r.headers.get("Authorization") for r in self.requests]
 
 
 @pytest.mark.parametrize(

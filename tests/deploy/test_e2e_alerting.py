@@ -13,12 +13,10 @@ import json
 import re
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import yaml
@@ -34,6 +32,7 @@ from tests.deploy.deploy_helpers import (
     rules_gen,
     runbook_anchors,
 )
+from tests.support.fakes import CaptureServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -44,41 +43,20 @@ SCENARIOS = REPO / "spark_watchd" / "scenarios"
 DEADLINE_S = 120  # the issue: a replayed throttle pages within two minutes of starting the stack
 
 
-class Webhook:
+class Webhook(CaptureServer):
     """Alertmanager's receiver: records every notification per path (/pager, /chat)."""
 
-    def __init__(self):
-        self.received: list[tuple[str, dict]] = []
-        self.cond = threading.Condition()
-        hook = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with hook.cond:
-                    hook.received.append((self.path, body))
-                    hook.cond.notify_all()
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *a):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    @property
+    def received(self) -> list[tuple[str, dict]]:
+        return [(r.path, json.loads(r.body)) for r in self.requests]
 
     def alerts(self, path: str | None = None) -> list[dict]:
-        with self.cond:
-            return [a for p, body in self.received if path in (None, p) for a in body["alerts"]]
+        return [a for p, body in self.received if path in (None, p) for a in body["alerts"]]
 
-    def wait_for(self, pred, timeout: float) -> list[dict]:
-        with self.cond:
-            self.cond.wait_for(
-                lambda: any(pred(p, a) for p, b in self.received for a in b["alerts"]), timeout
-            )
-            return [a for p, b in self.received for a in b["alerts"] if pred(p, a)]
+    def wait_for_alerts(self, pred, timeout: float) -> list[dict]:
+        """The alerts matching pred(path, alert), once there is at least one (or timeout passed)."""
+        self.wait_until(lambda _reqs: any(pred(p, a) for p, b in self.received for a in b["alerts"]), timeout)
+        return [a for p, b in self.received for a in b["alerts"] if pred(p, a)]
 
 
 def get_json(url: str, params: dict | None = None) -> dict | list:
@@ -190,8 +168,7 @@ def stack(tmp_path_factory):
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
-        hook.server.shutdown()
-        hook.server.server_close()
+        hook.close()
 
 
 def page(path: str, alertname: str, gotcha: str, instance: str):
@@ -212,12 +189,12 @@ def page(path: str, alertname: str, gotcha: str, instance: str):
 def test_replayed_throttle_and_eviction_page_through_alertmanager(stack):
     hook, inst = stack["hook"], stack["instances"]
     left = DEADLINE_S - (time.monotonic() - stack["started"])
-    g4 = hook.wait_for(
+    g4 = hook.wait_for_alerts(
         page("/pager", "SparkWatchdThermalThrottleHurtingTraining", "G4", inst["throttle"]), left
     )
     g4_after = time.monotonic() - stack["started"]
     left = DEADLINE_S - (time.monotonic() - stack["started"])
-    g6 = hook.wait_for(page("/pager", "SparkWatchdEviction", "G6", inst["eviction"]), left)
+    g6 = hook.wait_for_alerts(page("/pager", "SparkWatchdEviction", "G6", inst["eviction"]), left)
     got = sorted(
         {
             (p, a["labels"]["alertname"], a["labels"]["instance"])

@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from pydantic import ValidationError
@@ -17,50 +16,33 @@ from spark_watchd.sample.findings import Diagnosis, Event, Finding
 from spark_watchd.sample.model import Sample
 from spark_watchd.snapshot import Snapshot
 from tests.conftest import REPO, cli_env, free_port
+from tests.support.fakes import CaptureServer, Recorded, Reply
 
 
-class Hook:
+class Hook(CaptureServer):
     """A webhook receiver: records posts, answers with scripted status codes, can hold requests."""
 
     def __init__(self, statuses=()):
-        self.posts: list[dict] = []
         self.statuses = list(statuses)
         self.gate = threading.Event()
         self.gate.set()
-        self.arrived = threading.Condition()
-        hook = self
+        super().__init__(self._answer)
+        self.url += "/hook"
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                hook.gate.wait(30)
-                status = hook.statuses.pop(0) if hook.statuses else 200
-                with hook.arrived:
-                    hook.posts.append({"status": status, "headers": dict(self.headers), "body": body})
-                    hook.arrived.notify_all()
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
+    def _answer(self, req: Recorded) -> Reply:
+        self.gate.wait(30)
+        return Reply(self.statuses.pop(0) if self.statuses else 200)
 
-            def log_message(self, *a):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    @property
+    def posts(self) -> list[dict]:
+        return [{"status": r.status, "headers": r.headers, "body": r.body} for r in self.requests]
 
     def ok_posts(self) -> list[dict]:
         return [p for p in self.posts if p["status"] < 300]
 
-    def wait_for(self, n: int, timeout: float = 10) -> list[dict]:
-        with self.arrived:
-            self.arrived.wait_for(lambda: len(self.posts) >= n, timeout)
-        return self.posts
-
     def close(self):
         self.gate.set()
-        self.server.shutdown()
-        self.server.server_close()
+        super().close()
 
 
 @pytest.fixture

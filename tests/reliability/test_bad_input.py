@@ -16,6 +16,7 @@ from spark_watchd.daemon import Daemon
 from spark_watchd.web.server import HttpServer, collect_routes
 from tests.conftest import FIXTURES
 from tests.daemon_helpers import http_get, running_daemon, samples, value
+from tests.support.fakes import FakeSource, raw_exchange, status_of
 
 VM_ROOT = FIXTURES / "hosts" / "daemon-vm" / "proc"
 PROGRESS = "/api/v1/progress"
@@ -89,16 +90,9 @@ def test_idle_and_half_open_clients_beyond_the_worker_count_do_not_block_scrapes
 
 
 def _progress_server(tmp_path):
-    class _Mem:
-        name = "meminfo"
-
-        def collect(self, partial):
-            return {"meminfo": {"MemTotal": 1000, "MemAvailable": 400}}
-
-        def close(self):
-            pass
-
-    daemon = Daemon(load_settings(None, environ={}), sources=(_Mem(),), state_dir=str(tmp_path / "state"))
+    daemon = Daemon(
+        load_settings(None, environ={}), sources=(FakeSource(),), state_dir=str(tmp_path / "state")
+    )
     srv = HttpServer("127.0.0.1:0", collect_routes(daemon), workers=4, timeout=2)
     assert PROGRESS in srv.table
     srv.start()
@@ -107,22 +101,7 @@ def _progress_server(tmp_path):
 
 
 def _exchange(addr, data: bytes) -> int:
-    with socket.create_connection(addr, timeout=5) as s:
-        s.sendall(data)
-        try:
-            s.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
-        reply = b""
-        while True:
-            try:
-                chunk = s.recv(65536)
-            except (ConnectionResetError, TimeoutError):
-                break
-            if not chunk:
-                break
-            reply += chunk
-    return int(reply.split(b" ", 2)[1]) if reply.startswith(b"HTTP/1.1 ") else 0
+    return status_of(raw_exchange(addr, data, half_close=True))
 
 
 def _post(body: bytes, headers: dict[str, str]) -> bytes:

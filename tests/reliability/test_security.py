@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import ast
 import base64
-import socket
-import ssl
 from pathlib import Path
 
 import bcrypt
@@ -15,19 +13,9 @@ from spark_watchd.config import load_settings
 from spark_watchd.daemon import Daemon
 from spark_watchd.web.auth import load_web_config
 from spark_watchd.web.server import HttpServer, collect_routes
-from tests.web.test_auth import cert  # noqa: F401 - the module-scoped self-signed certificate fixture
+from tests.support.fakes import FakeSource, http_request, raw_exchange, status_of
 
 PACKAGE = Path(spark_watchd.__file__).resolve().parent
-
-
-class _Mem:
-    name = "meminfo"
-
-    def collect(self, partial):
-        return {"meminfo": {"MemTotal": 1000, "MemAvailable": 400}}
-
-    def close(self):
-        pass
 
 
 _SHELL_FUNCS = {
@@ -85,7 +73,9 @@ def _server(tmp_path, web_yaml: str | None):
         cfg = tmp_path / "web.yml"
         cfg.write_text(web_yaml)
         web = load_web_config(str(cfg))
-    daemon = Daemon(load_settings(None, environ={}), sources=(_Mem(),), state_dir=str(tmp_path / "state"))
+    daemon = Daemon(
+        load_settings(None, environ={}), sources=(FakeSource(),), state_dir=str(tmp_path / "state")
+    )
     daemon.tick()
     srv = HttpServer("127.0.0.1:0", collect_routes(daemon), workers=4, timeout=2, web=web)
     srv.start()
@@ -93,19 +83,7 @@ def _server(tmp_path, web_yaml: str | None):
 
 
 def _raw(srv, method: str, path: str, headers: dict, body: bytes = b"", tls: bool = False) -> int:
-    host, port = srv.address
-    s = socket.create_connection((host, port), timeout=5)
-    if tls:
-        ctx = ssl.create_default_context()
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-        s = ctx.wrap_socket(s)
-    with s:
-        head = f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n"
-        head += "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-        s.sendall(head.encode() + b"\r\n" + body)
-        reply = s.recv(65536)
-    return int(reply.split(b" ", 2)[1])
+    return status_of(raw_exchange(srv.address, http_request(method, path, headers, body), tls=tls))
 
 
 def _every_route(srv) -> list[tuple[str, str]]:
@@ -131,7 +109,7 @@ def test_basic_auth_guards_every_route_the_server_has(tmp_path):
         daemon.close()
 
 
-def test_tls_and_auth_together_on_every_route(tmp_path, cert):  # noqa: F811
+def test_tls_and_auth_together_on_every_route(tmp_path, cert):
     h = bcrypt.hashpw(b"pw", bcrypt.gensalt(rounds=4)).decode()
     srv, daemon = _server(
         tmp_path,

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 
 from spark_watchd.throughput.settings import ProgressSettings
 from spark_watchd.throughput.tracker import JobTracker
 from spark_watchd.web.http import Request
 from spark_watchd.web.progress import PATH, make_handler
+from tests.support.fakes import CaptureServer, Recorded, Reply
 
 T0 = 1764403200.0  # 2025-11-29T08:00:00Z, the traces' epoch
 
@@ -31,52 +29,32 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-class ProgressServer:
+class ProgressServer(CaptureServer):
     """A loopback HTTP server serving only POST /api/v1/progress through the real handler."""
 
     def __init__(self, settings: ProgressSettings | None = None) -> None:
         self.tracker = JobTracker(settings or ProgressSettings())
-        self.bodies: list[bytes] = []
-        self.headers: list[dict] = []
-        self.got = threading.Condition()
-        handler = make_handler(self.tracker, self.tracker.settings)
-        outer = self
+        self.handler = make_handler(self.tracker, self.tracker.settings)
+        super().__init__(self._answer)
 
-        class H(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server API
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                req = Request(
-                    "POST", self.path, {}, {k.lower(): v for k, v in self.headers.items()}, body,
-                    self.client_address[0],
-                )  # fmt: skip
-                resp = handler(req) if self.path == PATH else None
-                status = resp.status if resp else 404
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.end_headers()
-                if resp:
-                    self.wfile.write(resp.body)
-                with outer.got:
-                    outer.bodies.append(body)
-                    outer.headers.append(dict(req.headers))
-                    outer.got.notify_all()
+    def _answer(self, rec: Recorded) -> Reply:
+        if rec.method != "POST" or rec.path != PATH:
+            return Reply(404, headers={"Content-Type": "application/json"})
+        headers = {k.lower(): v for k, v in rec.headers.items()}
+        resp = self.handler(Request("POST", PATH, {}, headers, rec.body, "127.0.0.1"))
+        return Reply(resp.status, resp.body, {"Content-Type": "application/json"})
 
-            def log_message(self, *a):
-                pass
+    def wait_for(self, count: int = 1, timeout: float = 10.0) -> list[bytes]:
+        """The bodies received so far, once at least `count` have arrived."""
+        return [r.body for r in super().wait_for(count, timeout)]
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
-        self.thread.start()
+    @property
+    def bodies(self) -> list[bytes]:
+        return [r.body for r in self.requests]
 
-    def wait_for(self, n: int, timeout: float = 10.0) -> list[bytes]:
-        with self.got:
-            self.got.wait_for(lambda: len(self.bodies) >= n, timeout)
-            return list(self.bodies)
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    @property
+    def headers(self) -> list[dict]:
+        return [{k.lower(): v for k, v in r.headers.items()} for r in self.requests]
 
 
 @pytest.fixture

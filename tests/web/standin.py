@@ -6,8 +6,6 @@ test runs the real daemon (`spark-watchd run --replay`).
 
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -18,6 +16,7 @@ from spark_watchd.sample.model import Sample
 from spark_watchd.snapshot import Snapshot, SourceStatus
 from spark_watchd.web.http import Request, Response, Route
 from spark_watchd.web.page import _json
+from tests.support.fakes import CaptureServer, Recorded, Reply
 
 SCENARIOS = Path(spark_watchd.__file__).parent / "scenarios"
 
@@ -111,53 +110,26 @@ def snapshot_of(
     )
 
 
-class RouteServer:
+class RouteServer(CaptureServer):
     """Serves a list of Routes (plus a stand-in /api/v1/status) on loopback in a thread."""
 
     def __init__(self, routes: list[Route], daemon: FakeDaemon) -> None:
-        table = {(r.method, r.path): r for r in routes}
+        self.table = {(r.method, r.path): r for r in routes}
 
         def status(_req: Request) -> Response:
             return _json(200, status_json(daemon.snapshot(), daemon.fresh))
 
-        table[("GET", "/api/v1/status")] = Route("GET", "/api/v1/status", status)
+        self.table[("GET", "/api/v1/status")] = Route("GET", "/api/v1/status", status)
+        super().__init__(self._answer)
+        self.origin = self.url
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 (http.server API)
-                parts = urlsplit(self.path)
-                route = table.get(("GET", parts.path))
-                if route is None:
-                    resp = Response(404, b"not found\n")
-                else:
-                    req = Request(
-                        "GET",
-                        parts.path,
-                        parse_qs(parts.query),
-                        {k.lower(): v for k, v in self.headers.items()},
-                        b"",
-                        self.client_address[0],
-                    )
-                    resp = route.handler(req)
-                self.send_response(resp.status)
-                self.send_header("Content-Type", resp.content_type)
-                self.send_header("Content-Length", str(len(resp.body)))
-                for k, v in resp.headers.items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(resp.body)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.origin = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self) -> RouteServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def _answer(self, rec: Recorded) -> Reply:
+        parts = urlsplit(rec.path)
+        route = self.table.get((rec.method, parts.path))
+        if route is None:
+            return Reply(404, b"not found\n", {"Content-Type": "text/plain"})
+        headers = {k.lower(): v for k, v in rec.headers.items()}
+        resp = route.handler(
+            Request(rec.method, parts.path, parse_qs(parts.query), headers, rec.body, "127.0.0.1")
+        )
+        return Reply(resp.status, resp.body, {"Content-Type": resp.content_type, **resp.headers})

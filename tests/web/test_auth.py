@@ -19,18 +19,9 @@ from spark_watchd.web.auth import load_web_config
 from spark_watchd.web.server import HttpServer, collect_routes
 from tests.conftest import free_port, require_binary
 from tests.daemon_helpers import http_get, running_daemon
+from tests.support.fakes import FakeSource
 
 PATHS = ("/metrics", "/healthz", "/api/v1/status")
-
-
-class _MemSource:
-    name = "meminfo"
-
-    def collect(self, partial):
-        return {"meminfo": {"MemTotal": 1000, "MemAvailable": 400}}
-
-    def close(self):
-        pass
 
 
 def _hash(pw: str) -> str:
@@ -42,23 +33,10 @@ def _basic(user: str, pw: str) -> dict:
     return {"Authorization": "Basic " + base64.b64encode(f"{user}:{pw}".encode()).decode()}
 
 
-@pytest.fixture(scope="module")
-def cert(tmp_path_factory):
-    openssl = require_binary("openssl")
-    d = tmp_path_factory.mktemp("tls")
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-         "-keyout", str(d / "key.pem"), "-out", str(d / "cert.pem"), "-days", "1", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return d
-
-
 def _serve(tmp_path, web_yaml: str):
     cfg = tmp_path / "web.yml"
     cfg.write_text(web_yaml)
-    daemon = Daemon(load_settings(None, environ={}), sources=(_MemSource(),), state_dir=str(tmp_path))
+    daemon = Daemon(load_settings(None, environ={}), sources=(FakeSource(),), state_dir=str(tmp_path))
     daemon.tick()
     srv = HttpServer(
         "127.0.0.1:0", collect_routes(daemon), workers=4, timeout=2, web=load_web_config(str(cfg))

@@ -17,22 +17,17 @@ from spark_watchd.daemon import Daemon
 from spark_watchd.web.http import Response, Route, parse_listen
 from spark_watchd.web.server import HttpServer, collect_routes
 from tests.daemon_helpers import http_get, samples, value
-
-
-class _MemSource:
-    name = "meminfo"
-
-    def collect(self, partial):
-        return {"meminfo": {"MemTotal": 1000, "MemAvailable": 400}, "vmstat": {"oom_kill": 2}}
-
-    def close(self):
-        pass
+from tests.support.fakes import MEMINFO, FakeSource, raw_exchange
 
 
 @pytest.fixture
 def server(tmp_path):
     settings = load_settings(None, environ={})
-    daemon = Daemon(settings, sources=(_MemSource(),), state_dir=str(tmp_path))
+    daemon = Daemon(
+        settings,
+        sources=(FakeSource(reading={**MEMINFO, "vmstat": {"oom_kill": 2}}),),
+        state_dir=str(tmp_path),
+    )
     daemon.tick()
     got = []
 
@@ -49,21 +44,8 @@ def server(tmp_path):
     daemon.close()
 
 
-def _raw(srv, data: bytes, read: bool = True, timeout: float = 5.0) -> bytes:
-    with socket.create_connection(srv.address, timeout=timeout) as s:
-        s.sendall(data)
-        if not read:
-            return b""
-        chunks = []
-        while True:
-            try:
-                c = s.recv(65536)
-            except (ConnectionResetError, TimeoutError):
-                break
-            if not c:
-                break
-            chunks.append(c)
-        return b"".join(chunks)
+def _raw(srv, data: bytes, timeout: float = 5.0) -> bytes:
+    return raw_exchange(srv.address, data, timeout=timeout)
 
 
 def _metrics_ok(srv) -> bool:
@@ -265,7 +247,11 @@ def test_port_in_use_exits_1_with_the_address(tmp_path, capsys):
 def test_healthz_503_before_the_first_sample_and_when_stale(tmp_path):
     import dataclasses
 
-    daemon = Daemon(load_settings(None, environ={}), sources=(_MemSource(),), state_dir=None)
+    daemon = Daemon(
+        load_settings(None, environ={}),
+        sources=(FakeSource(reading={**MEMINFO, "vmstat": {"oom_kill": 2}}),),
+        state_dir=None,
+    )
     srv = HttpServer("127.0.0.1:0", collect_routes(daemon), workers=2, timeout=1.0)
     srv.start()
     try:

@@ -9,30 +9,20 @@ import structlog
 
 from spark_watchd.config import load_settings
 from spark_watchd.daemon import Daemon, Runner
-from spark_watchd.sources.base import SourceUnavailable
 from spark_watchd.sources.collect import Collector
 from spark_watchd.sources.replay import ReplayFeed
 from tests.conftest import REPO
+from tests.support.fakes import FakeSource
+from tests.support.poll import wait_until
 
 EVICTION = REPO / "spark_watchd" / "scenarios" / "eviction.jsonl"
 
 
-class _Flaky:
+def _Flaky() -> FakeSource:  # noqa: N802 - reads like the class it stands for
     """A source that is down while `fail` is set, like NVML after the GPU falls off the bus."""
-
-    name = "nvml"
-
-    def __init__(self):
-        self.fail = None
-        self.closed = False
-
-    def collect(self, partial):
-        if self.fail:
-            raise SourceUnavailable(self.fail)
-        return {"gpus": [{"index": 0, "name": "NVIDIA GB10", "uuid": "GPU-1", "temp_c": 50.0}]}
-
-    def close(self):
-        self.closed = True
+    return FakeSource(
+        "nvml", {"gpus": [{"index": 0, "name": "NVIDIA GB10", "uuid": "GPU-1", "temp_c": 50.0}]}
+    )
 
 
 class _Mem:
@@ -150,25 +140,27 @@ def test_reload_applies_good_config_and_keeps_old_on_bad(settings, tmp_path):
 
 def test_overrunning_tick_is_skipped_and_logged_not_stacked(settings, tmp_path):
     import threading
-    import time
 
     class _Slow:
+        """The first collect hangs until released: a tick longer than the 1 s interval."""
+
         name = "slow"
         running = 0
         most = 0
         lock = threading.Lock()
+        release = threading.Event()
 
         def collect(self, partial):
             with self.lock:
                 self.running += 1
                 self.most = max(self.most, self.running)
-            time.sleep(1.6)  # longer than the 1 s interval
+            self.release.wait(10)
             with self.lock:
                 self.running -= 1
             return {}
 
         def close(self):
-            pass
+            self.release.set()
 
     slow = _Slow()
     d = Daemon(settings.model_copy(update={"daemon": settings.daemon.model_copy(update={"interval": 1.0})}),
@@ -176,10 +168,13 @@ def test_overrunning_tick_is_skipped_and_logged_not_stacked(settings, tmp_path):
     r = Runner(d)
     with structlog.testing.capture_logs() as logs:
         r.start()
-        time.sleep(3.5)
-        r.stop()
+        try:
+            wait_until(lambda: d.overruns >= 1, what="a run falling due while the first tick hangs")
+            slow.release.set()
+            wait_until(lambda: d.ticks >= 2, what="ticking to go on after the overrun")
+        finally:
+            r.stop()
     assert slow.most == 1  # one tick at a time
-    assert d.overruns >= 1 and d.ticks >= 2
     assert any(e["event"].startswith("tick overrun") for e in logs)
 
 

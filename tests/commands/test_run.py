@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import signal
 import socket
-import time
 
 import pytest
 
 from spark_watchd.sample.trace import parse_line, read_trace
 from tests.conftest import FIXTURES, run_cli
 from tests.daemon_helpers import http_get, running_daemon, samples, value
+from tests.support.poll import wait_until
 
 VM_ROOT = FIXTURES / "hosts" / "daemon-vm" / "proc"
 
@@ -89,26 +89,34 @@ def test_lifecycle_missing_source_once_sd_notify_sighup_reload_record_and_sigter
         "SPARK_WATCHD_DAEMON__STATE_DIR": str(tmp_path / "state"),
         "NOTIFY_SOCKET": str(notify_path),
     }
+    notify.setblocking(False)
+    msgs: list[str] = []
+
+    def received() -> list[str]:
+        """Every notify message so far (the daemon pings WATCHDOG=1 per publish, READY=1 per reload)."""
+        while True:
+            try:
+                msgs.append(notify.recv(4096).decode())
+            except BlockingIOError:
+                return msgs
+
+    def readies() -> int:
+        return sum(m.startswith("READY=1") for m in received())
+
     traces = tmp_path / "traces"
     with running_daemon("--config", str(cfg), "--record", str(traces), env=env) as (proc, base):
-        time.sleep(2.5)  # several ticks with NVML down
+        wait_until(lambda: received().count("WATCHDOG=1") >= 3, what="three ticks published with NVML down")
         cfg.write_text("[daemon]\ninterval = 2\n")
         proc.send_signal(signal.SIGHUP)
-        time.sleep(1.0)
+        wait_until(lambda: readies() >= 2, what="the reload acknowledged with READY=1")
         cfg.write_text("[daemon]\ninterval = 0\n")  # invalid: must be refused, the daemon goes on
         proc.send_signal(signal.SIGHUP)
-        time.sleep(1.0)
+        wait_until(lambda: readies() >= 3, what="the refused reload acknowledged with READY=1")
         assert http_get(base + "/healthz")[0] == 200
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
         err = proc.stderr.read()
-    notify.setblocking(False)
-    msgs = []
-    while True:
-        try:
-            msgs.append(notify.recv(4096).decode())
-        except BlockingIOError:
-            break
+    received()
     notify.close()
     lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     nvml = [ln for ln in lines if ln.get("source") == "nvml" and ln["level"] != "debug"]

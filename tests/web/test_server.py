@@ -18,6 +18,7 @@ from spark_watchd.web.http import Response, Route, parse_listen
 from spark_watchd.web.server import HttpServer, collect_routes
 from tests.daemon_helpers import http_get, samples, value
 from tests.support.fakes import MEMINFO, FakeSource, raw_exchange
+from tests.support.poll import wait_until
 
 
 @pytest.fixture
@@ -143,11 +144,12 @@ def test_full_pool_answers_503_at_once_and_recovers_after_timeout(server):
     for h in hogs:  # whole headers, then a body that never comes: each holds a worker in the handler
         h.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
     try:
-        time.sleep(0.2)
-        reply = _raw(server, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", timeout=2)
-        assert reply.startswith(b"HTTP/1.1 503"), reply[:100]
-        time.sleep(1.5)  # the hogs hit their 1 s timeout and are dropped
-        assert _metrics_ok(server)
+        # Once every worker holds a hog, a scrape is refused at once instead of queueing.
+        wait_until(
+            lambda: _raw(server, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", timeout=2).startswith(b"HTTP/1.1 503"),
+            timeout=5, what="503 from the full pool",
+        )  # fmt: skip
+        wait_until(lambda: _metrics_ok(server), timeout=10, what="the hogs dropped at their 1 s timeout")
     finally:
         for s in hogs:
             s.close()

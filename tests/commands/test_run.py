@@ -8,8 +8,8 @@ import socket
 
 import pytest
 
-from spark_watchd.sample.trace import parse_line, read_trace
-from tests.conftest import FIXTURES, run_cli
+from spark_watchd.sample.trace import read_trace
+from tests.conftest import FIXTURES
 from tests.daemon_helpers import http_get, running_daemon, samples, value
 from tests.support.poll import wait_until
 
@@ -138,27 +138,6 @@ def test_lifecycle_missing_source_once_sd_notify_sighup_reload_record_and_sigter
     assert len(recorded) >= 3 and all(
         s.meminfo["MemAvailable"] == _meminfo_kb("MemAvailable") for s in recorded
     )
-
-
-def test_once_json_is_a_trace_v1_line_with_findings(tmp_path):
-    res = run_cli("once", "--json", env={"SPARK_WATCHD_SOURCES__PROC_ROOT": str(VM_ROOT)})
-    assert res.returncode == 0, res.stderr
-    obj = json.loads(res.stdout)
-    assert parse_line(res.stdout)["v"] == 1
-    assert obj["meminfo"]["MemAvailable"] == _meminfo_kb("MemAvailable")
-    assert set(obj["findings"]) >= {"G3", "G4", "G6"} and obj["sources"]["nvml"]["up"] is False
-
-
-def test_demo_serves_a_bundled_scenario_and_prints_its_url(tmp_path):
-    with running_daemon("--speed", "600", verb="demo") as (proc, base):
-        status, text = http_get(base + "/metrics")
-        m = samples(text)
-        assert value(m, "sparkwatchd_source_up", source="replay") == 1
-        assert value(m, "sparkwatchd_gpu_memory_info_supported", gpu="0") == 0  # a GB10 trace
-        assert json.loads(http_get(base + "/api/v1/status")[1])["mode"] == "replay"
-        proc.terminate()
-        out = proc.communicate(timeout=10)[0]
-    assert f"open {base}/" in out
 
 
 def test_fake_gb10_through_the_real_daemon(tmp_path):

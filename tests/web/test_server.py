@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from spark_watchd import cli
 from spark_watchd.config import load_settings
 from spark_watchd.daemon import Daemon
-from spark_watchd.web.http import Response, Route, parse_listen
+from spark_watchd.web.http import Response, Route
 from spark_watchd.web.server import HttpServer, collect_routes
 from tests.daemon_helpers import http_get, samples, value
 from tests.support.fakes import MEMINFO, FakeSource, raw_exchange
@@ -161,13 +161,6 @@ def test_head_and_405_and_404(server):
     reply = _raw(server, b"DELETE /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
     assert reply.startswith(b"HTTP/1.1 405") and b"Allow: GET, HEAD" in reply
     assert http_get(server.url + "missing")[0] == 404
-
-
-def test_parse_listen():
-    assert parse_listen("127.0.0.1:9761") == ("127.0.0.1", 9761)
-    assert parse_listen("[::1]:80") == ("::1", 80)
-    with pytest.raises(ValueError):
-        parse_listen("localhost")
 
 
 def test_stop_cuts_idle_clients_instead_of_waiting_for_their_timeout(tmp_path):

@@ -1,0 +1,93 @@
+"""The collector: each source guarded, timed and merged into one Sample; a failing source is down alone, logged once per change."""
+
+from __future__ import annotations
+
+import structlog
+
+from spark_watchd.sample.model import GpuReading, Sample
+from spark_watchd.sources.base import SourceUnavailable
+from spark_watchd.sources.collect import Collector, build_sample
+from tests.support.fakes import FakeSource
+
+GPU = {"index": 0, "name": "NVIDIA GB10", "uuid": "GPU-1", "temp_c": 50.0}
+
+
+class _Mem:
+    """Reads what earlier sources returned this tick; its close() fails."""
+
+    name = "meminfo"
+
+    def collect(self, partial):
+        return {"meminfo": {"MemAvailable": 10 + len(partial.get("gpus") or ())}}
+
+    def close(self):
+        raise OSError("close failure must not propagate")
+
+
+def test_failing_source_is_isolated_counted_and_logged_once_per_state_change():
+    flaky = FakeSource("nvml", {"gpus": [GPU]})
+    with structlog.testing.capture_logs() as logs:
+        col = Collector((flaky, _Mem()))
+        sample, st = col.collect()
+        assert st["nvml"].up and sample.gpus[0].temp_c == 50.0 and sample.meminfo["MemAvailable"] == 11
+        flaky.fail = "GPU is lost"
+        for _ in range(3):
+            sample, st = col.collect()
+        assert not st["nvml"].up and st["nvml"].errors_total == 3 and st["nvml"].error == "GPU is lost"
+        assert st["meminfo"].up and sample.gpus == () and sample.meminfo["MemAvailable"] == 10
+        flaky.fail = None
+        sample, st = col.collect()
+        assert st["nvml"].up and st["nvml"].errors_total == 3
+        col.close()
+    events = [e["event"] for e in logs if e.get("source") == "nvml"]
+    assert events == ["nvml down: GPU is lost", "nvml recovered"]
+    assert flaky.closed
+
+
+def test_a_changed_reason_is_logged_again_but_a_changed_number_is_not():
+    src = FakeSource("nvml", {})
+    col = Collector((src,))
+    with structlog.testing.capture_logs() as logs:
+        for reason in (
+            "nvmlInit failed: Driver Not Loaded (next retry in 10 s)",
+            "nvmlInit failed: Driver Not Loaded (next retry in 20 s)",  # the same state, a new number
+            "NVML hung: call did not return in 5 s",  # another state
+        ):
+            src.fail = reason
+            col.collect()
+    assert [e["event"].split(":")[0] for e in logs] == ["nvml down", "nvml still down"]
+
+
+def test_a_source_missing_at_start_up_is_not_news_on_its_first_tick():
+    src = FakeSource("nvml", {})
+    src.fail = "libnvidia-ml.so.1 not found"
+    col = Collector((src,))
+    col.expected_down.add("nvml")
+    with structlog.testing.capture_logs() as logs:
+        col.collect()
+        col.collect()
+    assert [(e["log_level"], e["event"]) for e in logs] == [
+        ("debug", "nvml down: libnvidia-ml.so.1 not found")
+    ]
+
+
+def test_an_exception_without_a_message_is_named_by_its_type_and_the_time_comes_from_the_clock():
+    class _Broken:
+        name = "sensors"
+
+        def collect(self, partial):
+            raise SourceUnavailable()
+
+        def close(self):
+            pass
+
+    sample, st = Collector((_Broken(),), clock=lambda: 1234.5).collect()
+    assert st["sensors"].error == "SourceUnavailable" and st["sensors"].duration_s >= 0
+    assert sample.ts == 1234.5
+
+
+def test_build_sample_turns_dicts_into_readings_and_skips_absent_lists():
+    s = build_sample(10.0, {"host": "spark-01", "gpus": [GPU], "processes": None, "unknown_key": 1})
+    assert isinstance(s, Sample) and s.host == "spark-01" and s.ts == 10.0
+    assert s.gpus == (GpuReading.from_dict(GPU),) and s.processes == ()
+    assert build_sample(0.0, {}).host  # the machine's name when no source said it

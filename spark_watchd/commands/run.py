@@ -121,6 +121,17 @@ def serve(settings: Settings, args: argparse.Namespace, *, announce: bool = Fals
     except ConfigError as exc:
         print(f"spark-watchd: bad configuration: {exc}", file=sys.stderr)
         return EX_CONFIG
+    recorder = None
+    if settings.daemon.record_dir:
+        try:
+            recorder = RollingRecorder(settings.daemon.record_dir, settings.daemon.record_keep_days)
+        except OSError as exc:  # e.g. --record /var/lib/... as an unprivileged user: say so, no traceback
+            print(
+                f"spark-watchd: bad configuration: key 'daemon.record_dir': cannot write "
+                f"{settings.daemon.record_dir}: {exc.strerror or exc}",
+                file=sys.stderr,
+            )
+            return EX_CONFIG
     daemon = Daemon(settings, replay=feed, state_dir=state_dir)
     if feed is not None:  # the page dates a replay by its recording and shows it as if it ended now
         daemon.extras_providers["replay"] = feed.info
@@ -138,12 +149,12 @@ def serve(settings: Settings, args: argparse.Namespace, *, announce: bool = Fals
         )
     except (OSError, ValueError) as exc:
         daemon.close()
+        if recorder is not None:
+            recorder.close()
         hint = "; pick another address with --listen HOST:PORT" if isinstance(exc, OSError) else ""
         print(f"spark-watchd: cannot listen on {settings.daemon.listen}: {exc}{hint}", file=sys.stderr)
         return EX_SOFTWARE
-    recorder = None
-    if settings.daemon.record_dir:
-        recorder = RollingRecorder(settings.daemon.record_dir, settings.daemon.record_keep_days)
+    if recorder is not None:
         daemon.subscribe(recorder)
     notifier = build_notifier(settings.notify)  # webhook posts of finding transitions ([notify])
     if notifier is not None:

@@ -71,3 +71,19 @@ def test_missing_sensors_are_not_called_missing_while_the_source_is_up(tmp_path,
     assert sensors and all(
         lvl == "info" and "sensors missing" not in m and "stays up" in m for lvl, m in sensors
     )
+
+
+def test_an_unwritable_record_dir_is_named_without_a_traceback(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    out = run_cli(
+        "run",
+        "--record",
+        str(blocker / "traces"),
+        "--state-dir",
+        str(tmp_path / "s"),
+        "--listen",
+        "127.0.0.1:0",
+    )
+    assert out.returncode == 78 and "Traceback" not in out.stderr
+    assert f"key 'daemon.record_dir': cannot write {blocker / 'traces'}" in out.stderr

@@ -54,12 +54,34 @@ def sandbox_for(python: str, root: str = "/") -> tuple[str, str | None]:
             "the service, so it would not start: install spark-watchd into a venv outside /tmp (e.g. "
             "python3 -m venv /opt/spark-watchd) and run its install-service"
         )
+    closed = _closed_dir(paths[-1], root)
+    if closed is not None:
+        # A system user cannot pass a 0700 directory (pyenv under /root): the unit would fail with 203/EXEC.
+        raise ValueError(
+            f"interpreter {shown} is not reachable by the service user: {closed[0]} is mode {closed[1]:04o} "
+            "(others may not enter it), so the unit would not start: create the venv from a system Python "
+            "(e.g. /usr/bin/python3 -m venv /opt/spark-watchd) and run its install-service"
+        )
     if any(p.startswith(HOME_PREFIXES) for p in paths):
         return (
             "read-only",
             f"interpreter {shown} is under a home directory: the unit uses ProtectHome=read-only",
         )
     return "yes", None
+
+
+def _closed_dir(path: str, root: str = "/") -> tuple[str, int] | None:
+    """The first directory on the way to `path` (inside root) that others may not enter, with its mode."""
+    parts = path.strip("/").split("/")[:-1]
+    for i in range(1, len(parts) + 1):
+        rel = "/" + "/".join(parts[:i])
+        try:
+            mode = os.stat(_in_root(root, rel)).st_mode & 0o7777
+        except OSError:
+            return None  # not there (a planned path, a test root): nothing to judge
+        if not mode & 0o001:
+            return rel, mode
+    return None
 
 
 Runner = Callable[[Sequence[str]], int]

@@ -63,7 +63,11 @@ def test_dry_run_prints_every_file_and_command_and_touches_nothing(tmp_path):
 
 
 def test_dry_run_on_the_live_system_plans_reload_and_enable_now():
-    proc = run_cli("install-service", "--dry-run", "--user", "sparkmon", "--config", "/etc/sw/c.toml")
+    # An interpreter any user may reach (this test machine's own may sit under a 0700 /root: refused).
+    py = "/opt/sw-venv/bin/python"
+    proc = run_cli(
+        "install-service", "--dry-run", "--user", "sparkmon", "--config", "/etc/sw/c.toml", "--python", py
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[-2:] == [
@@ -72,7 +76,7 @@ def test_dry_run_on_the_live_system_plans_reload_and_enable_now():
     ]
     assert (
         "User=sparkmon" in lines
-        and "ExecStart=" + sys.executable + " -m spark_watchd run --config /etc/sw/c.toml" in lines
+        and "ExecStart=" + py + " -m spark_watchd run --config /etc/sw/c.toml" in lines
     )
 
 
@@ -139,7 +143,8 @@ def test_a_failing_step_stops_the_install_and_is_named(tmp_path, capsys):
 def test_needs_root_on_the_live_system(monkeypatch, capsys):
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     rec = Recorder()
-    assert install_service.main(_args("--user", "nobody-here-xyz"), rec) == install_service.EX_NOPERM
+    args = _args("--user", "nobody-here-xyz", "--python", "/opt/sw-venv/bin/python")
+    assert install_service.main(args, rec) == install_service.EX_NOPERM
     assert rec.calls == []
     assert "needs root" in capsys.readouterr().err
 
@@ -214,3 +219,12 @@ def test_without_a_journal_group_the_unit_asks_only_for_video(tmp_path):
     assert install_service.main(_args("--root", str(root)), runner=Recorder()) == 0
     unit = (root / "etc/systemd/system/spark-watchd.service").read_text()
     assert "SupplementaryGroups=video\n" in unit and "systemd-journal" not in unit
+
+
+def test_an_interpreter_the_service_user_cannot_reach_is_refused(tmp_path):
+    # pyenv under a 0700 /root: ProtectHome=read-only would not help, the system user cannot enter /root.
+    root, python = _venv_linking_to(tmp_path, "/root/.pyenv/versions/3.11.7/bin/python3.11")
+    os.chmod(os.path.join(root, "root"), 0o700)
+    proc = run_cli("install-service", "--dry-run", "--root", root, "--python", python)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "not reachable by the service user: /root is mode 0700" in proc.stderr

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spark_watchd.preflight import hostinfo, planner
-from tests.conftest import FIXTURES, run_cli
+from tests.conftest import FIXTURES
 
 GB10_BARE = FIXTURES / "hosts" / "gb10-operator-bare"
 GB = 1e9 / 2**30  # the worksheet's decimal GB in the GiB the plan prints
@@ -124,32 +122,6 @@ def test_budget_is_mem_available_minus_reserve_from_a_gb10_meminfo():
     assert hostinfo.training_budget_gib(mi) == pytest.approx((118505911 * 1024 - 4 * 2**30) / 2**30)
 
 
-def test_plan_cli_prints_the_table_against_todays_budget():
-    proc = run_cli("plan", "--params", "70B", "--method", "qlora", "--root", str(GB10_BARE))
-    assert proc.returncode == 0, proc.stderr
-    assert "weights" in proc.stdout and "32.60 GiB" in proc.stdout  # 35 GB
-    assert "109.02 GiB" in proc.stdout  # 118,505,911 kB available minus the 4 GiB reserve
-    assert " GB " not in proc.stdout.replace("(40 GB)", "")  # GiB everywhere, the anchor's quote aside
-    assert "no --method" not in proc.stderr
-    assert "verdict: fits" in proc.stdout
-    assert "70B QLoRA" in proc.stdout
-
-
-def test_plan_cli_json_and_exit_code_when_it_does_not_fit():
-    proc = run_cli("plan", "--params", "9B", "--method", "full", "--budget-gib", "60", "--json")
-    assert proc.returncode == 3
-    plan = json.loads(proc.stdout)
-    assert plan["verdict"] == "does not fit"
-    assert plan["lines"]["optimizer states"] == pytest.approx(72.0 * GB, abs=1e-3)
-    assert plan["advice"]
-
-
-def test_plan_cli_usage_errors_exit_2():
-    proc = run_cli("plan", "--params", "70", "--method", "qlora")
-    assert proc.returncode == 2
-    assert "parameter count '70'" in proc.stderr
-
-
 @settings(max_examples=60, deadline=None)
 @given(
     params=st.floats(1e8, 1e12),
@@ -182,18 +154,3 @@ def test_worksheet_is_consistent_for_any_job(params, method, dtype, optimizer, r
     # A bigger model of the same shape never needs less.
     bigger = planner.worksheet(planner.Job(**{**job.__dict__, "params": params * 2}), budget)
     assert bigger.steady_gib >= plan.steady_gib
-
-
-def test_plan_says_which_method_it_assumed():
-    proc = run_cli("plan", "--params", "8B", "--budget-gib", "100")
-    assert proc.returncode == 0, proc.stderr
-    assert "no --method given: planning qlora" in proc.stderr
-    assert "nearest anchor: 70B QLoRA" in proc.stdout
-
-
-@pytest.mark.parametrize("text", ["0", "-5B", "0B"])
-def test_plan_refuses_zero_and_negative_sizes_clearly(text):
-    proc = run_cli("plan", "--params", text, "--method", "lora", "--budget-gib", "100")
-    assert proc.returncode == 2
-    assert f"parameter count '{text}' must be positive" in proc.stderr
-    assert proc.stdout == ""

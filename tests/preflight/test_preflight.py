@@ -1,0 +1,24 @@
+"""Check lines, the verdict and the report grouping (spark_watchd.preflight)."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_watchd.preflight import Check, build_report, verdict
+
+
+def test_verdict_and_report_grouping():
+    found = [
+        Check("G3", "INFO", "a"),
+        Check("G1", "PASS", "b\nc"),
+        Check("G10", "WARN", "d"),
+        Check("G1", "WARN", "e"),
+    ]
+    report = build_report(found, "spark-01", "2026-11-29T08:00:00+00:00")
+    assert list(report["checks"]) == ["G1", "G3", "G10"]
+    assert report["checks"]["G1"][0] == {"status": "PASS", "message": "b c"}
+    assert report["verdict"] == "ready-with-warnings"
+    assert verdict([Check("G1", "FAIL", "x"), Check("G3", "WARN", "y")]) == "blocked"
+    assert verdict([Check("G1", "SKIP", "x"), Check("G3", "INFO", "y")]) == "ready"
+    with pytest.raises(ValueError):
+        Check("G1", "OK", "x")

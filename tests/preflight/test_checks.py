@@ -1,4 +1,4 @@
-"""The preflight checks as pure functions of what was gathered: G3 memory, G4 thermal, G10 tensor parallel."""
+"""The preflight checks as pure functions of what was gathered, one function per gotcha (G1-G4, G6, G7, G9, G10)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,9 @@ and loads them. A bad value exits 78 (EX_CONFIG) naming the file, key and reason
 
 from __future__ import annotations
 
+import difflib
 import os
+import stat
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -30,6 +32,31 @@ else:  # pragma: no cover - Python 3.10
 DEFAULT_CONFIG_PATH = "/etc/spark-watchd/config.toml"
 ENV_PREFIX = "SPARK_WATCHD_"
 CONFIG_ENV = "SPARK_WATCHD_CONFIG"
+# SPARK_WATCHD_* variables that are read by name and are not settings: everything else must map to a key.
+OTHER_ENV = frozenset(
+    {
+        CONFIG_ENV,
+        "SPARK_WATCHD_FAKE_NVML",  # the fake GPU for end-to-end tests (spark_watchd.testing)
+        "SPARK_WATCHD_URL",  # status and ProgressReporter: the daemon to talk to
+        "SPARK_WATCHD_USER",
+        "SPARK_WATCHD_PASSWORD",
+        "SPARK_WATCHD_TOKEN",
+        "SPARK_WATCHD_REQUIRE_E2E",  # tests: refuse to skip end-to-end tests
+        "SPARK_WATCHD_SHARED",
+        "SPARK_WATCHD_UPDATE_GOLDEN",
+    }
+)
+# A config file is a few kB; more is a mistake (SPARK_WATCHD_CONFIG=/dev/zero once hung `run`).
+MAX_CONFIG_BYTES = 1 << 20
+# Sections hold keys, some keys hold a table (notify headers): deeper than this is not a spark-watchd config,
+# and 100,000 levels of dotted keys or inline tables once ended in RecursionError.
+MAX_DEPTH = 6
+
+
+def _no_nul(v: str | None) -> str | None:
+    if v is not None and "\0" in v:
+        raise ValueError("must not contain a NUL byte")
+    return v
 
 
 class DaemonSettings(BaseModel):
@@ -65,6 +92,11 @@ class DaemonSettings(BaseModel):
         parse_listen(v)
         return v
 
+    @field_validator("state_dir", "record_dir", "web_config_file")
+    @classmethod
+    def _path_without_nul(cls, v: str | None) -> str | None:
+        return _no_nul(v)
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid")
@@ -98,18 +130,62 @@ def config_path(explicit: str | None = None, environ: Mapping[str, str] | None =
 
 
 def read_toml(path: str) -> dict[str, Any]:
-    """Parse a TOML config file; ConfigError names the file and line on bad syntax."""
+    """Parse a TOML config file; ConfigError names the file and line on bad syntax, or the key nested too deep."""
     try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):  # /dev/zero, a FIFO, a directory: reading would hang or fail
+            raise ConfigError(f"{path}: not a regular file")
         with open(path, "rb") as fh:
-            return tomllib.load(fh)
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES >> 20} MiB: not a spark-watchd config")
+    _check_dotted_keys(raw, path)
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: not UTF-8 ({exc.reason})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: key '{_deep_line_key(raw)}': nested too deep") from None
+    _check_depth(data, path)
+    return data
+
+
+def _check_dotted_keys(raw: bytes, path: str) -> None:
+    """Refuse a key or table header of more than MAX_DEPTH dotted parts before parsing: tomllib's time and
+    memory grow with the square of a dotted key's length (`a.b.b.b...` 100,000 parts exhausts memory)."""
+    for lineno, line in enumerate(raw.split(b"\n"), 1):
+        head = line.partition(b"=")[0] if not line.lstrip().startswith(b"[") else line.partition(b"]")[0]
+        if head.count(b".") > MAX_DEPTH * 4:  # generous: quoted keys may hold dots
+            key = head.decode("utf-8", "replace").strip(" [")[:40]
+            raise ConfigError(f"{path}: line {lineno}: key '{key}...': nested too deep")
+
+
+def _deep_line_key(raw: bytes) -> str:
+    """The key of the most bracketed line: what the parser was inside when it ran out of stack."""
+    line = max(
+        raw.decode("utf-8", "replace").splitlines() or [""], key=lambda ln: ln.count("[") + ln.count("{")
+    )
+    return line.partition("=")[0].strip(" [{")[:60] or "?"
+
+
+def _check_depth(data: Mapping, origin: str) -> None:
+    """ConfigError naming the first key nested deeper than MAX_DEPTH (iterative: no recursion to exhaust)."""
+    stack: list[tuple[tuple[str, ...], Any]] = [((), data)]
+    while stack:
+        path, val = stack.pop()
+        if len(path) > MAX_DEPTH:
+            key = ".".join(path[:MAX_DEPTH])
+            raise ConfigError(f"{origin}: key '{key}...': nested deeper than {MAX_DEPTH} levels")
+        if isinstance(val, Mapping):
+            stack.extend(((*path, str(k)), v) for k, v in val.items())
+        elif isinstance(val, list):
+            stack.extend(((*path, f"[{i}]"), v) for i, v in enumerate(val))
 
 
 def _merge(base: dict, over: Mapping, origins: dict, label_for) -> dict:
@@ -139,13 +215,33 @@ def _origin(origins: Mapping[tuple, str], loc: tuple) -> str:
     for n in range(len(loc), 0, -1):
         if loc[:n] in origins:
             return origins[loc[:n]]
+    for key, label in origins.items():  # a misspelled section: its keys know where they came from
+        if key[: len(loc)] == loc:
+            return label
     return "configuration"
+
+
+def _known_keys(loc: tuple) -> list[str]:
+    """The keys a settings model accepts at `loc` (a section's keys, or the sections at the top)."""
+    model: Any = Settings
+    for part in loc:
+        fields = getattr(model, "model_fields", {})
+        if part not in fields:
+            return []
+        model = fields[part].annotation
+    return list(getattr(model, "model_fields", {}))
+
+
+def _hint(word: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
 
 
 def _describe(err: Mapping[str, Any]) -> str:
     msg = err["msg"]
     if err.get("type") == "extra_forbidden":
-        return "unknown key"
+        loc = tuple(str(x) for x in err["loc"])
+        return "unknown key" + _hint(loc[-1], _known_keys(loc[:-1]))
     if "input" in err and not isinstance(err["input"], (dict, list)):
         return f"{msg} (got {err['input']!r})"
     return msg
@@ -158,6 +254,7 @@ def load_settings(
 ) -> Settings:
     """Compose file < environment < flags (nested dicts like {"daemon": {"interval": 5}}); raise ConfigError."""
     env = dict(os.environ if environ is None else environ)
+    check_environment(env)
     origins: dict[tuple, str] = {}
     data: dict[str, Any] = {}
     resolved = config_path(path, env)
@@ -180,6 +277,43 @@ def load_settings(
             loc = tuple(str(x) for x in err["loc"])
             lines.append(f"{_origin(origins, loc)}: key '{'.'.join(loc)}': {_describe(err)}")
         raise ConfigError("\n".join(lines)) from None
+
+
+def env_names() -> list[str]:
+    """Every SPARK_WATCHD_<SECTION>__<KEY> variable that maps to a setting."""
+    return [
+        f"{ENV_PREFIX}{section.upper()}__{key.upper()}"
+        for section, f in Settings.model_fields.items()
+        for key in getattr(f.annotation, "model_fields", {})
+    ]
+
+
+def check_environment(env: Mapping[str, str]) -> None:
+    """ConfigError naming every SPARK_WATCHD_* variable that maps to no setting, with a "did you mean" hint."""
+    names = env_names()
+    sections = {s.upper() for s in Settings.model_fields}
+    by_key: dict[str, list[str]] = {}
+    for n in names:
+        by_key.setdefault(n.rpartition("__")[2], []).append(n)
+    bad = []
+    for var in sorted(env):
+        upper = var.upper()
+        if not upper.startswith(ENV_PREFIX) or upper in OTHER_ENV:
+            continue
+        section, sep, rest = upper[len(ENV_PREFIX) :].partition("__")
+        if section in sections and (not sep or f"{ENV_PREFIX}{section}__{rest.partition('__')[0]}" in names):
+            continue  # a key, a whole section as JSON, or a key's own table (SECTION__KEY__SUB)
+        close = difflib.get_close_matches(upper, names, n=1, cutoff=0.6)
+        # SPARK_WATCHD_INTERVAL is a key without its section: suggest the section's variable.
+        close = (
+            close
+            or by_key.get(upper[len(ENV_PREFIX) :].rpartition("_")[2], [])
+            or by_key.get(rest or section, [])
+        )
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        bad.append(f"environment {var}: maps to no setting{hint}")
+    if bad:
+        raise ConfigError("\n".join(bad))
 
 
 def config_reference() -> str:

@@ -64,8 +64,8 @@ _DRIVER_EVENT = (
     ("ts", _N, 0, _MAX, True),
     ("gpu", _I, 0, 4096, False),  # null: a kernel-log line names a PCI address, not an NVML index
     ("xid", _I, 0, _I64, False),
-    ("source", _S, None, None, True),
-    ("text", _S, None, None, True),
+    ("source", _S, None, None, False),  # absent: journal, as DriverEvent.from_dict reads it
+    ("text", _S, None, None, False),
 )
 _DRIVER_SOURCES = ("nvml", "journal")
 _SAMPLE = (
@@ -197,7 +197,7 @@ def check_sample(d: Mapping[str, Any]) -> None:
         _board(v)
     if (v := get("driver_events")) is not None:
         for i, e in enumerate(_items(v, "driver_events", _DRIVER_EVENT)):
-            if e["source"] not in _DRIVER_SOURCES:
+            if e.get("source", "journal") not in _DRIVER_SOURCES:
                 raise FieldError(
                     f"driver_events[{i}].source", f"must be 'nvml' or 'journal', got {_show(e['source'])}"
                 )

@@ -99,7 +99,10 @@ def test_bad_field_exits_65_naming_file_line_and_field_or_is_skipped(tmp_path, c
 
 def test_optional_new_fields_are_accepted_when_well_formed(tmp_path):
     good = _set(BASE, ("processes", 0, "ppid"), 1)
-    good["driver_events"] = [{"ts": 1.0, "gpu": 0, "xid": None, "source": "journal", "text": "NVRM: Xid 79"}]
+    good["driver_events"] = [
+        {"ts": 1.0, "gpu": None, "xid": None, "source": "journal", "text": "NVRM: Xid 79"}
+    ]
+    good["board"] = {"chip": "spbm", "power_w": {"gpu": 12.5, "pl1": 100.0}, "prochot": 0, "pl_level": 1}
     assert parse_line(json.dumps(good))["driver_events"][0]["source"] == "journal"
     good["board"] = {
         "chip": "spbm",

@@ -143,6 +143,7 @@ class Daemon:
                 sample=sample,
                 diagnosis=diagnosis,
                 sources=statuses,
+                workloads=diagnosis.workloads if diagnosis is not None else (),
                 event_counts=dict(self._guard("event_counts", self.runtime.event_counts) or {}),
                 recent_events=tuple(self._guard("recent_events", self.runtime.recent_events) or ()),
                 extras={k: self._guard(f"extras {k}", fn) for k, fn in self.extras_providers.items()},

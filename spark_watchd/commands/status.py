@@ -93,6 +93,20 @@ def _fmt_value(value: Any) -> str:
     return str(value)
 
 
+def _workload_line(w: dict[str, Any]) -> str:
+    """One workload: kind, launcher pid and members, footprint, cap, the launcher's command line."""
+    members = w.get("members") or []
+    who = f"pid {w.get('pid')}" + (f" +{len(members) - 1}" if len(members) > 1 else "")
+    if w.get("capped") is None:
+        cap = ""
+    elif w.get("capped"):
+        cap = f", capped ({w.get('cap')})"
+    else:
+        cap = ", uncapped" + (f" ({w['cap']})" if w.get("cap") else "")
+    foot = (w.get("footprint_bytes") or 0) / GIB
+    return f"workload {w.get('kind', '?')} ({who}): {foot:.1f} GiB{cap}: {str(w.get('cmdline', ''))[:80]}"
+
+
 def render(doc: dict[str, Any], colour: bool) -> str:
     """The at-a-glance text: host line, memory and GPU line, each finding with evidence and advice."""
 
@@ -131,6 +145,8 @@ def render(doc: dict[str, Any], colour: bool) -> str:
         if t.get("tokens_per_second") is not None:
             parts.append(f"{t['tokens_per_second']:,.0f} tokens/s")
         out.append(", ".join(parts))
+    for w in sorted(doc.get("workloads") or (), key=lambda r: -(r.get("footprint_bytes") or 0)):
+        out.append(_workload_line(w))
     out.append("")
     for gotcha, f in sorted((doc.get("findings") or {}).items()):
         sev = str(f.get("severity", "unknown"))

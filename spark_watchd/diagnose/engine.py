@@ -58,6 +58,8 @@ class Diagnoser:
     def set_thresholds(self, th: Thresholds) -> None:
         """Use new thresholds from the next sample on, keeping every window, baseline and episode."""
         self.th = self.g3.th = self.g4.th = self.g6.th = self.g4.anomalies.th = self.driver.th = th
+        self.g3.new_thresholds()
+        self.g6.new_thresholds()
 
     @property
     def throttle_seconds(self) -> float:
@@ -108,7 +110,7 @@ class Diagnoser:
         events.extend(e3)
         events.extend(e6)
         self._prev = f
-        return Diagnosis(sample.ts, {"G3": g3f, "G4": g4f, "G6": g6f}, tuple(events))
+        return Diagnosis(sample.ts, {"G3": g3f, "G4": g4f, "G6": g6f}, tuple(events), self.g6.workloads)
 
     def run(self, samples: Iterable[Sample]) -> Iterator[Diagnosis]:
         """Judge each sample in turn."""

@@ -47,6 +47,8 @@ class Features:
         "anon_b",
         "psi_some_pct",
         "psi_full_pct",
+        "psi_some_now",
+        "psi_full_now",
         "swapout_per_s",
         "majfault_per_s",
         "oom_delta",
@@ -87,6 +89,10 @@ class Features:
         self.anon_b = None
         self.psi_some_pct = None
         self.psi_full_pct = None
+        # The stall share over the last interval alone (the total counter's rate; avg60 without one):
+        # avg60 trails a minute behind, so it tells a stall that is over from one that goes on.
+        self.psi_some_now = None
+        self.psi_full_now = None
         self.swapout_per_s = None
         self.majfault_per_s = None
         self.oom_delta = None
@@ -176,13 +182,13 @@ def compute(prev: Features | None, cur: Sample, th) -> Features:
         some = psi.get("some")
         if some:
             f.psi_some_total = some.get("total")
-            f.psi_some_pct = _psi(
+            f.psi_some_pct, f.psi_some_now = _psi(
                 some.get("avg60"), f.psi_some_total, prev.psi_some_total if dt else None, dt
             )
         full = psi.get("full")
         if full:
             f.psi_full_total = full.get("total")
-            f.psi_full_pct = _psi(
+            f.psi_full_pct, f.psi_full_now = _psi(
                 full.get("avg60"), f.psi_full_total, prev.psi_full_total if dt else None, dt
             )
     vm = cur.vmstat
@@ -205,12 +211,13 @@ def compute(prev: Features | None, cur: Sample, th) -> Features:
 
 
 def _psi(avg60, total, prev_total, dt):
-    """Stall share in %: the larger of avg60 and the measured rate of the cumulative total."""
+    """(stall share in %: the larger of avg60 and the measured rate of the cumulative total, the rate alone)."""
     if dt is not None and total is not None and prev_total is not None and total >= prev_total:
         r = (total - prev_total) / 1e4 / dt  # us per s -> %
         if avg60 is None or r > avg60:
-            return r
-    return avg60
+            return r, r
+        return avg60, r
+    return avg60, avg60
 
 
 def fold(gotcha: str, tracker, window: Sequence[Sample], th, on_reboot: Callable[[Sample], None]) -> Finding:

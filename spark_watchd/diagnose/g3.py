@@ -9,6 +9,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from spark_watchd.diagnose import features as feat
+from spark_watchd.diagnose.steady import Dwell, Latch
 from spark_watchd.sample.findings import Event, Finding
 from spark_watchd.sample.model import Sample
 
@@ -45,6 +46,10 @@ class G3Tracker:
         self.oom_hold_until = None
         self.full_since = None
         self.oom_total = 0
+        # Hysteresis per threshold: each condition enters at one level and leaves past another.
+        self.stalls, self.swapping, self.full = Latch(), Latch(), Latch()
+        self.thin, self.exhausted = Latch(), Latch()
+        self.dwell = Dwell()
 
     def reboot(self) -> None:
         """Forget windowed memory state across a reboot (a fresh boot is not still OOM-critical)."""
@@ -52,6 +57,13 @@ class G3Tracker:
         self.avail.clear()
         self.full_since = None
         self.oom_hold_until = None
+        self.dwell.reset()
+
+    def new_thresholds(self) -> None:
+        """Thresholds were reloaded: judge the next sample afresh against them (no level or dwell held)."""
+        self.stalls, self.swapping, self.full = Latch(), Latch(), Latch()
+        self.thin, self.exhausted = Latch(), Latch()
+        self.dwell.reset()
 
     def time_jump(self, ts: float) -> None:
         """The clock stepped back: restart the windows; an OOM hold still lasts at most its length from now."""
@@ -112,7 +124,18 @@ class G3Tracker:
         return tte if tte <= th.avail_fall_horizon_intervals * dt else None
 
     def update(self, sample: Sample, f: feat.Features) -> tuple[Finding, list[Event]]:
-        """Judge the newest sample."""
+        """Judge the newest sample (held at a severity for min_dwell_s before it may fall)."""
+        finding, events = self._judge(sample, f)
+        out = self.dwell.apply(finding, f.ts, self.th.min_dwell_s)
+        # A leaving level only holds a finding where it is: once it has fallen below a condition's
+        # level, that condition must reach its entering level again.
+        if out.severity != "critical":
+            self.exhausted.on = self.full.on = False
+            if out.severity != "warning":
+                self.stalls.on = self.swapping.on = self.thin.on = False
+        return out, events
+
+    def _judge(self, sample: Sample, f: feat.Features) -> tuple[Finding, list[Event]]:
         th = self.th
         ts = f.ts
         events: list[Event] = []
@@ -140,9 +163,11 @@ class G3Tracker:
         some = f.psi_some_pct or 0.0
         full = f.psi_full_pct or 0.0
         swo = f.swapout_per_s or 0.0
-        stalls = some >= th.psi_some_warn_pct
-        swapping = swo >= th.swapout_warn_pages_s
-        if full >= th.psi_full_critical_pct:
+        stalls = self.stalls.above(some, th.psi_some_warn_pct, th.psi_some_leave_pct, f.psi_some_now)
+        swapping = self.swapping.above(swo, th.swapout_warn_pages_s, th.swapout_leave_pages_s)
+        thin = self.thin.below(budget, th.budget_warn_bytes, th.budget_warn_leave_bytes)
+        exhausted = self.exhausted.below(budget_min, th.budget_critical_bytes, th.budget_critical_leave_bytes)
+        if self.full.above(full, th.psi_full_critical_pct, th.psi_full_leave_pct, f.psi_full_now):
             if self.full_since is None:
                 self.full_since = ts - (f.dt or 0.0)
         else:
@@ -151,6 +176,15 @@ class G3Tracker:
         tte = self._transient(f, budget)
         fall_tte = self._falling(f, budget) if tte is None else None
         oom_hold = self.oom_hold_until is not None and ts < self.oom_hold_until
+        w_stalls, w_swapping, w_thin = stalls, swapping, thin or exhausted
+        held = self.dwell.current
+        if held is not None and held.severity == "critical":
+            # Falling from critical, a warning is entered afresh rather than held by its leaving level:
+            # PSI avg60 takes a minute to decay after the stalls end, which is the end of the episode,
+            # not reclaim beginning.
+            w_stalls = (some if f.psi_some_now is None else f.psi_some_now) >= th.psi_some_warn_pct
+            w_swapping = swo >= th.swapout_warn_pages_s
+            w_thin = budget <= th.budget_warn_bytes or budget_min <= th.budget_critical_bytes
 
         ev = {
             "mem_available_bytes": f.avail_b,
@@ -171,13 +205,7 @@ class G3Tracker:
         avail_txt = f"{f.avail_b / GIB:.1f} GiB available (min {f.avail_min_b / GIB:.1f}), budget {budget / GIB:.1f} GiB"
         if not (stalls or swapping or full_sustained):
             # the common, quiet case first: no stall text to format
-            if (
-                oom_hold
-                or tte is not None
-                or fall_tte is not None
-                or budget <= th.budget_warn_bytes
-                or budget_min <= th.budget_critical_bytes
-            ):
+            if oom_hold or tte is not None or fall_tte is not None or thin or exhausted:
                 pass
             else:
                 return Finding("G3", "ok", f"Memory OK: {avail_txt}, no reclaim stalls", ev), events
@@ -187,7 +215,7 @@ class G3Tracker:
             return Finding(
                 "G3", "critical", f"The OOM killer ran: {avail_txt}", ev, ADVICE_LADDER + ADVICE_TENANT
             ), events
-        if budget_min <= th.budget_critical_bytes and (stalls or swapping):
+        if exhausted and (stalls or swapping):
             return Finding(
                 "G3",
                 "critical",
@@ -203,7 +231,7 @@ class G3Tracker:
                 ev,
                 ADVICE_LADDER + ADVICE_TENANT,
             ), events
-        if stalls or swapping:
+        if w_stalls or w_swapping:
             return Finding(
                 "G3", "warning", f"Reclaim has begun: {stall_txt}; {avail_txt}", ev, ADVICE_LADDER
             ), events
@@ -223,7 +251,7 @@ class G3Tracker:
                 ev,
                 ADVICE_LOAD + ADVICE_LADDER[:1],
             ), events
-        if budget <= th.budget_warn_bytes or budget_min <= th.budget_critical_bytes:
+        if w_thin:
             return Finding(
                 "G3",
                 "warning",

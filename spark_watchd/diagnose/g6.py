@@ -9,17 +9,17 @@ from collections import deque
 from collections.abc import Sequence
 
 from spark_watchd.diagnose import features as feat
+from spark_watchd.diagnose.steady import Dwell, Latch
 from spark_watchd.sample.findings import Event, Finding
+from spark_watchd.sample.groups import Grouper, Workload
 from spark_watchd.sample.model import Sample
-from spark_watchd.sample.workloads import classify as classify_workload
-from spark_watchd.sample.workloads import read_caps
+from spark_watchd.sample.workloads import SERVER_KINDS
 
 GIB = 1024**3
-SERVER_KINDS = frozenset(("vllm", "sglang", "ollama", "llamacpp"))
 
 ADVICE_SHARE = (
     "Stop the unrelated server while training, or cap it: vLLM --gpu-memory-utilization 0.5 "
-    "(not --kv-cache-memory-bytes), SGLang --mem-fraction-static 0.5.",
+    "(a --kv-cache-memory-bytes budget sits on top of the weights), SGLang --mem-fraction-static 0.5.",
     "Ollama grabs what it can: stop it (sudo systemctl stop ollama) or set OLLAMA_KEEP_ALIVE=0 while training.",
 )
 ADVICE_EVICT = (
@@ -29,61 +29,50 @@ ADVICE_EVICT = (
 )
 
 
-class _Workload:
-    __slots__ = ("kind", "capped", "cap")
-
-    def __init__(self, kind, capped, cap):
-        self.kind = kind
-        self.capped = capped
-        self.cap = cap
-
-
-def describe(cmdline, name, gpu_resident, th) -> _Workload:
-    """Kind of a process and whether its memory is capped (None for non-servers)."""
-    kind = classify_workload(cmdline, name, gpu_resident)
-    capped = None
-    cap = None
-    if kind in SERVER_KINDS:
-        caps = read_caps(cmdline) or {}
-        if kind == "ollama" or kind == "llamacpp":
-            capped = False  # they take what they find; nothing on the command line bounds them
-        elif caps.get("kv_cache_memory_bytes"):
-            capped = False  # a KV budget in bytes bypasses the utilisation cap
-        else:
-            cap = caps.get("gpu_memory_utilization")  # SGLang's --mem-fraction-static lands here too
-            # vLLM defaults to 0.9 of the whole pool, SGLang to ~0.88
-            capped = cap is not None and cap <= th.capped_utilization_max
-    return _Workload(kind, capped, cap)
-
-
 class G6Tracker:
     """Incremental G6 classifier: feed samples oldest first."""
 
     def __init__(self, th):
         self.th = th
-        self.kinds: dict[tuple, _Workload] = {}
-        self.rss: dict[tuple, deque] = {}  # key -> deque of (ts, rss, gpu_mem, held level)
+        self.grouper = Grouper(th.capped_utilization_max)
+        self.workloads: tuple[Workload, ...] = ()  # the latest sample's workload table
+        self.heavy_keys: set[tuple] = set()  # workloads counted heavy (hysteresis on the footprint)
+        self.rss: dict[tuple, deque] = {}  # key -> deque of (ts, rss, gpu_mem, held level, MemAvailable)
         self.fired: dict[tuple, float] = {}
-        # Per process, the reference level of the current pressure episode: [rss, ts, gpu_mem, fired].
+        # Per process, the reference level of the current pressure episode: [rss, ts, gpu_mem, fired, avail].
         self.ref: dict[tuple, list] = {}
         # Time of the last sample under pressure: a gap longer than eviction_episode_gap_s ends the episode.
         self.pressure_last = None
         self.hold_until = None
         self.last_eviction = None
-        self._heavy_ident = None
-        self._heavy_list: list = []
-        self._heavy_names = ""
+        self.stalls = Latch()
+        self.storm = Latch()
+        self.dwell = Dwell()
 
     def reboot(self) -> None:
         """Processes do not survive a reboot."""
-        self.kinds.clear()
         self.rss.clear()
         self.fired.clear()
         self.ref.clear()
+        self.heavy_keys.clear()
         self.pressure_last = None
+        self.dwell.reset()
+
+    def new_thresholds(self) -> None:
+        """Thresholds were reloaded: judge the next sample afresh against them (no level or dwell held)."""
+        self.stalls, self.storm = Latch(), Latch()
+        self.heavy_keys.clear()
+        self.dwell.reset()
 
     def update(self, sample: Sample, f: feat.Features) -> tuple[Finding, list[Event]]:
-        """Judge the newest sample."""
+        """Judge the newest sample (held at a severity for min_dwell_s before it may fall)."""
+        finding, events = self._judge(sample, f)
+        out = self.dwell.apply(finding, f.ts, self.th.min_dwell_s)
+        if out.severity != "critical":  # the storm latches hold a critical, never start one
+            self.stalls.on = self.storm.on = False
+        return out, events
+
+    def _judge(self, sample: Sample, f: feat.Features) -> tuple[Finding, list[Event]]:
         th = self.th
         ts = f.ts
         events: list[Event] = []
@@ -92,14 +81,19 @@ class G6Tracker:
         swapping = (f.swapout_per_s or 0.0) >= th.swapout_warn_pages_s
         storm = (f.majfault_per_s or 0.0) >= th.majfault_storm_per_s
         pressure = stalls or swapping or storm
-        heavy = []
-        kinds = self.kinds
         hists = self.rss
         refs = self.ref
         win = th.eviction_window_s
         hold = th.eviction_level_hold_s
-        heavy_b = th.heavy_workload_bytes
         procs = sample.processes
+        avail = f.avail_b
+        if self.grouper.capped_max != th.capped_utilization_max:
+            self.grouper = Grouper(th.capped_utilization_max)
+        wls = self.workloads = self.grouper.group(procs)
+        kind_of = {}
+        for w in wls:
+            for pid in w.members:
+                kind_of[pid] = w.kind
         if pressure:
             last = self.pressure_last
             if last is None or ts - last > th.eviction_episode_gap_s:
@@ -107,14 +101,8 @@ class G6Tracker:
             self.pressure_last = ts
         for p in procs:
             key = (p.pid, p.create_time)
-            w = kinds.get(key)
-            if w is None:
-                w = kinds[key] = describe(p.cmdline, p.name, p.gpu_resident, th)
             gpu = p.gpu_mem_bytes or 0
             rss = p.rss_bytes
-            foot = gpu if gpu > rss else rss
-            if (p.gpu_resident or gpu > 0) and (w.kind in SERVER_KINDS or foot >= heavy_b):
-                heavy.append((p, w, foot))
             hist = hists.get(key)
             if hist is None:
                 hist = hists[key] = deque()
@@ -128,68 +116,71 @@ class G6Tracker:
                 if ts - e[0] >= hold:
                     held = lo
                     break
-            hist.append((ts, rss, gpu, held))
+            hist.append((ts, rss, gpu, held, avail))
             while ts - hist[0][0] > win:
                 hist.popleft()
             r = refs.get(key)
             if r is not None:
                 if held is not None and held >= r[0]:
-                    r[0], r[1], r[2] = held, ts, gpu
+                    r[0], r[1], r[2], r[4] = held, ts, gpu, avail
             elif pressure:
                 r = _window_reference(hist)
                 if r is not None:
                     refs[key] = r
             if pressure and r is not None and not r[3]:
-                ev = self._eviction(p, key, hist, r, gpu, ts, f, w)
+                ev = self._eviction(p, key, hist, r, gpu, ts, f, kind_of.get(p.pid, "other"))
                 if ev is not None:
                     events.append(ev)
-        if len(kinds) > len(procs):  # some process is gone: forget it (bounded memory)
+        if len(hists) > len(procs):  # some process is gone: forget it (bounded memory)
             seen = {(p.pid, p.create_time) for p in procs}
-            for key in [k for k in kinds if k not in seen]:
-                kinds.pop(key, None)
+            for key in [k for k in hists if k not in seen]:
                 hists.pop(key, None)
                 self.fired.pop(key, None)
                 refs.pop(key, None)
+        return self._contention(wls, f, some), events
 
-        if len(heavy) > 1:
-            heavy = _one_per_server(heavy)
+    def _contention(self, wls, f, some) -> Finding:
+        """The sharing verdict over this sample's workloads."""
+        th = self.th
+        ts = f.ts
+        # Heavy means heavy, whatever the kind: an Ollama with no model loaded (0.5 GiB) is no co-tenant.
+        # A footprint wandering at the line stays heavy until it is clearly under it.
+        heavy_keys = set()
+        heavy = []
+        for w in wls:
+            if not w.gpu_resident:
+                continue
+            line = th.heavy_leave_bytes if w.key in self.heavy_keys else th.heavy_workload_bytes
+            if w.footprint_bytes >= line:
+                heavy.append(w)
+                heavy_keys.add(w.key)
+        self.heavy_keys = heavy_keys
         sharing = len(heavy) >= 2
-        n_uncapped = 0
+        stalls = self.stalls.above(some, th.psi_some_warn_pct, th.psi_some_leave_pct, f.psi_some_now)
+        storm = self.storm.above(f.majfault_per_s, th.majfault_storm_per_s, th.majfault_storm_leave_per_s)
+        share_max = th.capped_utilization_max * f.mem_total_b if f.mem_total_b else None
+        n_uncapped = n_large = 0
         total_foot = 0
-        large = th.large_trainer_bytes
-        for _, w, foot in heavy:
-            total_foot += foot
-            if w.capped is False or (w.kind not in SERVER_KINDS and foot >= large):
+        for w in heavy:
+            total_foot += w.footprint_bytes
+            if _over_share(w, share_max):
                 n_uncapped += 1
+            elif w.kind not in SERVER_KINDS and w.footprint_bytes >= th.large_trainer_bytes:
+                n_large += 1
         near_cap = f.mem_total_b is not None and total_foot >= th.near_capacity_ratio * f.mem_total_b
-        hold = self.hold_until is not None and ts < self.hold_until
         ev = {
             "heavy_workloads": len(heavy),
+            # Caps are a server notion: a lone trainer is never "uncapped"; a large one is counted apart.
             "uncapped_workloads": n_uncapped,
+            "large_workloads": n_large,
             "workloads_footprint_bytes": total_foot,
             "psi_some_avg60_pct": some,
             "major_faults_per_s": f.majfault_per_s,
+            "workloads": [_row(w) for w in heavy],
         }
-        if heavy:
-            # The list and names only change when the set of heavy processes (or a trainer's whole-GiB
-            # footprint, which the summary shows) does: reuse them.
-            ident = tuple(
-                (p.pid, p.create_time, 0 if w.kind in SERVER_KINDS else foot >> 30) for p, w, foot in heavy
-            )
-            if ident != self._heavy_ident:
-                self._heavy_ident = ident
-                self._heavy_list = [
-                    {"pid": p.pid, "name": p.name, "kind": w.kind, "capped": w.capped} for p, w, _ in heavy
-                ]
-                self._heavy_names = _names(heavy, th)
-            ev["workloads"] = self._heavy_list
-            names = self._heavy_names
-        else:
-            ev["workloads"] = []
-            names = ""
-        if hold:
-            le = self.last_eviction
-            return Finding("G6", "critical", f"Eviction: {le}", ev, ADVICE_EVICT), events
+        names = _names(heavy, th, share_max) if heavy else ""
+        if self.hold_until is not None and ts < self.hold_until:
+            return Finding("G6", "critical", f"Eviction: {self.last_eviction}", ev, ADVICE_EVICT)
         if sharing and storm and stalls:
             return Finding(
                 "G6",
@@ -198,10 +189,10 @@ class G6Tracker:
                 f"{names} share the pool",
                 ev,
                 ADVICE_EVICT,
-            ), events
-        if sharing and (n_uncapped or near_cap):
+            )
+        if sharing and (n_uncapped or n_large or near_cap):
             why = ""
-            if not n_uncapped:
+            if not (n_uncapped or n_large):
                 why = f", together near capacity ({total_foot / GIB:.0f} of {f.mem_total_b / GIB:.0f} GiB)"
             return Finding(
                 "G6",
@@ -209,14 +200,12 @@ class G6Tracker:
                 f"{len(heavy)} heavy GPU workloads share the pool: {names}{why}",
                 ev,
                 ADVICE_SHARE,
-            ), events
+            )
         if sharing:
-            return Finding(
-                "G6", "ok", f"{len(heavy)} GPU workloads share the pool, all capped: {names}", ev
-            ), events
-        return Finding("G6", "ok", "No contention: at most one heavy GPU workload", ev), events
+            return Finding("G6", "ok", f"{len(heavy)} GPU workloads share the pool, all capped: {names}", ev)
+        return Finding("G6", "ok", "No contention: at most one heavy GPU workload", ev)
 
-    def _eviction(self, p, key, hist, ref, gpu, ts, f, w):
+    def _eviction(self, p, key, hist, ref, gpu, ts, f, kind):
         """An eviction event when this live process lost a large share of its reference level under pressure.
 
         The reference is the highest level the process held (for eviction_level_hold_s) in the window
@@ -236,6 +225,10 @@ class G6Tracker:
                 gpu_lo = e[2]
         if gpu - gpu_lo >= th.gpu_move_ratio * loss:
             return None  # it moved its own weights into GPU memory
+        # Memory that came back to the pool was given up (a model unloaded: Ollama keep-alive, vLLM sleep
+        # mode, a restart), not taken: an eviction's pages go to the aggressor and MemAvailable stays low.
+        if f.avail_b is not None and ref[4] is not None and f.avail_b - ref[4] >= th.gpu_move_ratio * loss:
+            return None
         if p.gpu_mem_bytes is None and p.gpu_resident:
             # No per-process GPU memory to check: a GPU process that climbed to its level within the window
             # and fell back is loading weights and handing them to the GPU, not a settled victim.
@@ -250,7 +243,7 @@ class G6Tracker:
         self.hold_until = ts + th.eviction_hold_s
         span = ts - ref_ts
         msg = (
-            f"{p.name} (pid {p.pid}, {w.kind}) lost {loss / GIB:.1f} GiB of the {ref_rss / GIB:.1f} GiB resident "
+            f"{p.name} (pid {p.pid}, {kind}) lost {loss / GIB:.1f} GiB of the {ref_rss / GIB:.1f} GiB resident "
             f"it held {span:.0f} s ago ({100 * loss / ref_rss:.0f}%) under memory pressure, still running"
         )
         self.last_eviction = msg
@@ -262,7 +255,7 @@ class G6Tracker:
             details={
                 "pid": p.pid,
                 "name": p.name,
-                "kind": w.kind,
+                "kind": kind,
                 "rss_before_bytes": ref_rss,
                 "rss_after_bytes": p.rss_bytes,
                 "loss_ratio": round(loss / ref_rss, 3),
@@ -272,29 +265,42 @@ class G6Tracker:
         )
 
 
-def _one_per_server(heavy):
-    """Drop a server's helper process (an API front end holding a CUDA context but no weights) when another
-    process of the same kind holds the memory, so one vLLM is not counted as two tenants."""
-    big = {w.kind for p, w, _ in heavy if w.kind in SERVER_KINDS and (p.gpu_mem_bytes or 0) >= GIB}
-    if not big:
-        return heavy
-    return [
-        h
-        for h in heavy
-        if not (h[1].kind in big and h[0].gpu_mem_bytes is not None and h[0].gpu_mem_bytes < GIB)
-    ]
+def _over_share(w: Workload, share_max) -> bool:
+    """Uncapped for G6: no bounding flag, a fraction above the line, or a byte budget holding over the share."""
+    if w.capped is False:
+        return True
+    # A KV budget in bytes bounds the cache, not the weights beside it: judge what it really holds.
+    return bool(
+        w.capped and w.caps.get("kv_cache_memory_bytes") and share_max and w.footprint_bytes > share_max
+    )
 
 
-def _names(heavy, th) -> str:
+def _row(w: Workload) -> dict:
+    return {
+        "pid": w.pid,
+        "name": w.name,
+        "kind": w.kind,
+        "capped": w.capped,
+        "cap": w.cap,
+        "members": list(w.members),
+        "footprint_bytes": w.footprint_bytes,
+    }
+
+
+def _names(heavy, th, share_max) -> str:
     """Who shares the pool, the uncapped or large ones first: 'trainer (30 GiB, large) beside vllm (capped 0.5)'."""
     bad, good = [], []
     large = th.large_trainer_bytes
-    for _, w, foot in heavy:
+    for w in heavy:
+        foot = w.footprint_bytes
         if w.kind in SERVER_KINDS:
-            if w.capped:
-                good.append(f"{w.kind} (capped {w.cap:g})")
-            elif w.cap is not None:
-                bad.append(f"{w.kind} (cap {w.cap:g}, above {th.capped_utilization_max:g})")
+            kv = w.caps.get("kv_cache_memory_bytes") if w.capped else None
+            if kv and _over_share(w, share_max):
+                bad.append(f"{w.kind} ({w.cap}, holding {foot / GIB:.0f} GiB)")
+            elif w.capped:
+                good.append(f"{w.kind} (capped {w.cap_value:g})" if not kv else f"{w.kind} (capped {w.cap})")
+            elif w.cap_value is not None:
+                bad.append(f"{w.kind} (cap {w.cap_value:g}, above {th.capped_utilization_max:g})")
             else:
                 bad.append(f"{w.kind} (uncapped)")
         elif foot >= large:
@@ -313,7 +319,7 @@ def _window_reference(hist):
         h = e[3]
         if h is not None and (best is None or h >= best[3]):
             best = e
-    return None if best is None else [best[3], best[0], best[2], False]
+    return None if best is None else [best[3], best[0], best[2], False, best[4]]
 
 
 def classify(window: Sequence[Sample], th) -> Finding:

@@ -20,6 +20,17 @@ class Thresholds(BaseModel):
         600.0, gt=0, description="Longest gap between samples still used for rates, seconds."
     )
 
+    # ---- steadiness ----------------------------------------------------------------------------
+    # Every finding, once it changes severity, keeps the new one at least this long before it may fall
+    # back (rising is immediate: an episode is caught at the same sample). Longer than the 30 s sampling
+    # interval, so a one-sample blip is published across the next sample instead of toggling back at
+    # once; shorter than two, so a collapse that is over (MemAvailable 29 -> 2.5 -> 57 GiB in 60 s samples)
+    # or a 60 s load transient is not reported past its end. The per-threshold leaving levels (below) do
+    # the rest of the steadying.
+    min_dwell_s: float = Field(
+        45.0, ge=0, description="Least time a finding stays at a severity before it may fall, seconds."
+    )
+
     # ---- G4 thermal ----------------------------------------------------------------------------
     # NVML slowdown threshold on GB10 is 86 C (nvidia-smi prints N/A; NVML answers it): used only when
     # the sample carries no slowdown_temp_c.
@@ -144,21 +155,45 @@ class Thresholds(BaseModel):
         4 * GIB,
         description="Budget (from the window minimum) under this with stalls/swap-out is critical, bytes.",
     )
+    # Hysteresis: a finding entered at one level leaves only past another, so a reading hovering at a line
+    # (MemAvailable wandering +-0.5 GiB around the 8 GiB budget line) does not toggle it every sample.
+    budget_warn_leave_bytes: int = Field(
+        9 * GIB, description="A thin-budget warning ends only once the budget is back above this, bytes."
+    )
+    budget_critical_leave_bytes: int = Field(
+        5 * GIB,
+        description="The near-exhaustion critical ends only once the minimum budget is above this, bytes.",
+    )
     # PSI avg60, not the flickering avg10: healthy GB10 sits at 0-0.2%; reclaim stalls show 3-30%.
     psi_some_warn_pct: float = Field(
         2.0, ge=0, description="PSI memory 'some' avg60 that counts as stalling, %."
     )
+    # Healthy GB10 sits at 0-0.2 %: under 1 % the stalls are over, between 1 and 2 % they carry on.
+    psi_some_leave_pct: float = Field(
+        1.0, ge=0, description="PSI some avg60 under which stalling has stopped, %."
+    )
     psi_full_critical_pct: float = Field(
         10.0, ge=0, description="PSI 'full' avg60 that counts as sustained stalls, %."
+    )
+    psi_full_leave_pct: float = Field(
+        7.0, ge=0, description="PSI full avg60 under which sustained full stalls have stopped, %."
     )
     psi_full_sustain_s: float = Field(60.0, ge=0, description="How long PSI 'full' must stay high, seconds.")
     # Swapping out (pswpout rate), not stale SwapTotal-SwapFree; healthy hosts swap out 0 pages/s.
     swapout_warn_pages_s: float = Field(
         64.0, ge=0, description="pswpout rate that counts as swapping, pages/s."
     )
+    swapout_leave_pages_s: float = Field(
+        16.0, ge=0, description="pswpout rate under which swapping out has stopped, pages/s."
+    )
     # Healthy training shows 1-10 major faults/s; eviction storms 300-2000/s.
     majfault_storm_per_s: float = Field(
         200.0, ge=0, description="pgmajfault rate that counts as a storm, per s."
+    )
+    # A storm under pressure wanders 150-320/s between samples: it is over under half the entering rate
+    # (healthy 1-10/s), so a storm at 180-250/s stays one storm instead of critical every other sample.
+    majfault_storm_leave_per_s: float = Field(
+        100.0, ge=0, description="pgmajfault rate under which a storm is over, per s."
     )
     # Model load (56 GiB safetensors): page cache and anon climb ~8 GiB per 30 s each while MemAvailable falls.
     # A job start that maps 16 GiB of weights grows anon by ~2 GiB: not a transient heading for the limit.
@@ -196,6 +231,11 @@ class Thresholds(BaseModel):
     # "A LoRA under 4 GB beside a vLLM capped at 0.5 is ok": smaller GPU-resident jobs are not heavy.
     heavy_workload_bytes: int = Field(
         4 * GIB, description="Footprint from which a job counts as heavy, bytes."
+    )
+    # A server whose footprint wanders around 4 GiB (a small model plus a KV cache filling and draining)
+    # stays heavy until it is clearly small again.
+    heavy_leave_bytes: int = Field(
+        3 * GIB, description="A heavy workload stops counting as heavy under this footprint, bytes."
     )
     # Field eviction: a QLoRA trainer holding 38 GiB beside an uncapped vLLM.
     large_trainer_bytes: int = Field(

@@ -16,12 +16,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from spark_watchd import __version__
 from spark_watchd.logs import get_logger
 from spark_watchd.sample.model import REASON_BITS, REASON_COUNTER_KEYS, Sample
-from spark_watchd.sample.workloads import classify, is_capped, read_caps
+from spark_watchd.sample.workloads import KINDS as WORKLOAD_KINDS
 from spark_watchd.snapshot import Snapshot
 
 P = "sparkwatchd_"
 KB = 1024
-WORKLOAD_KINDS = ("vllm", "sglang", "ollama", "llamacpp", "trainer", "other")
 
 # Renderers of other areas, each `families(snapshot) -> Iterable[Metric]`, imported guarded here only.
 AREA_RENDERERS = (
@@ -186,59 +185,28 @@ def memory_families(sample: Sample, os_reserve_bytes: int = 0) -> Iterator[Metri
         yield counter(name, doc, vm.get(key))
 
 
-_ENGINE_TITLES = ("VLLM::", "sglang::")
+def workload_table(snapshot: Snapshot) -> list[dict[str, Any]]:
+    """One row per workload (launcher argv, kind, cap, members, footprint), as the diagnosis grouped them."""
+    return [w.to_dict() for w in snapshot.workloads]
 
 
-def workload_table(sample: Sample) -> list[dict[str, Any]]:
-    """One row per workload: {kind, capped, memory_bytes, pids}. Engine sub-processes join their launcher."""
-    rows: list[dict[str, Any]] = []
-    engines: list[tuple[str, Any]] = []
-    for proc in sample.processes:
-        try:
-            kind = classify(proc.cmdline, proc.name, proc.gpu_resident)
-        except ValueError:
-            kind = "other"
-        if kind == "other" and not proc.gpu_resident:
-            continue  # matched a pattern scan but is no workload
-        mem = max(proc.rss_bytes or 0, proc.gpu_mem_bytes or 0)
-        title = proc.cmdline[0] if proc.cmdline else proc.name
-        # vLLM / SGLang engines retitle themselves and carry no flags: their caps are on the launcher.
-        if title.startswith(_ENGINE_TITLES) or proc.name.startswith(_ENGINE_TITLES):
-            engines.append((kind, proc))
-            continue
-        try:
-            capped = bool(is_capped(kind, read_caps(proc.cmdline)))
-        except ValueError:  # an unparseable cap is no cap
-            capped = False
-        rows.append({"kind": kind, "capped": capped, "memory_bytes": mem, "pids": [proc.pid]})
-    for kind, proc in engines:
-        mem = max(proc.rss_bytes or 0, proc.gpu_mem_bytes or 0)
-        owner = next((r for r in rows if r["kind"] == kind), None)
-        if owner is None:
-            rows.append({"kind": kind, "capped": False, "memory_bytes": mem, "pids": [proc.pid]})
-        else:
-            owner["memory_bytes"] += mem
-            owner["pids"].append(proc.pid)
-    return rows
-
-
-def workload_families(sample: Sample) -> Iterator[Metric]:
+def workload_families(snapshot: Snapshot) -> Iterator[Metric]:
     """Workloads by kind and whether they are memory-capped; every kind always present (stable series)."""
     counts = {(k, c): 0 for k in WORKLOAD_KINDS for c in ("true", "false")}
     mem = dict.fromkeys(counts, 0)
-    for row in workload_table(sample):
-        kind = row["kind"] if row["kind"] in WORKLOAD_KINDS else "other"
-        key = (kind, "true" if row["capped"] else "false")
+    for w in snapshot.workloads:
+        kind = w.kind if w.kind in WORKLOAD_KINDS else "other"
+        key = (kind, "true" if w.capped else "false")
         counts[key] += 1
-        mem[key] += row["memory_bytes"]
+        mem[key] += w.footprint_bytes
     wl = _g(
         "workloads",
-        "Workloads by kind; capped: memory bounded on the command line (engines count with their launcher).",
+        "Workloads by kind (a launcher and its children count once); capped: memory bounded by a launcher flag.",
         ["kind", "capped"],
     )
     wm = _g(
         "workload_memory_bytes",
-        "Memory held by workloads (per process the larger of RSS and NVML memory).",
+        "Memory held by workloads (per member process the larger of RSS and NVML memory, summed).",
         ["kind", "capped"],
     )
     for key in counts:
@@ -269,7 +237,7 @@ class SnapshotCollector:
                 "memory",
                 lambda snap: memory_families(snap.sample, self._reserve()) if snap.sample is not None else (),
             ),
-            ("workloads", lambda snap: workload_families(snap.sample) if snap.sample is not None else ()),
+            ("workloads", workload_families),
         ]
         for modname in AREA_RENDERERS:
             try:

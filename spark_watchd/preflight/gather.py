@@ -13,10 +13,10 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from spark_watchd.diagnose.g6 import describe
 from spark_watchd.diagnose.thresholds import Thresholds
 
 # The daemon's own G6 judgement of kind and cap, so preflight and the live finding agree.
+from spark_watchd.sample.workloads import SERVER_KINDS, cap_flag, classify, is_capped, read_caps
 from spark_watchd.sources.command import run_argv
 
 PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "probe.py")
@@ -184,13 +184,16 @@ def scan_workloads(proc_root: str = "/proc", nvml_processes: Sequence[tuple[int,
         argv = _cmdline(proc_root, pid) if pid not in skip else None
         if not argv:
             continue
-        w = describe(argv, os.path.basename(argv[0]), pid in gpu_mem, th)
-        if w.kind == "other" and pid not in gpu_mem:
+        kind = classify(argv, os.path.basename(argv[0]), pid in gpu_mem)
+        if kind == "other" and pid not in gpu_mem:
             continue
-        entry = {"pid": pid, "kind": w.kind, "capped": w.capped, "gpu_memory_bytes": gpu_mem.get(pid)}
-        if w.cap is not None:
-            entry["cap"] = f"utilisation {w.cap:g}"
-        if w.capped is False:
-            entry["cap_hint"] = CAP_HINTS.get(w.kind)
+        caps = read_caps(argv) if kind in SERVER_KINDS else {}
+        capped = is_capped(kind, caps, th.capped_utilization_max)
+        entry = {"pid": pid, "kind": kind, "capped": capped, "gpu_memory_bytes": gpu_mem.get(pid)}
+        flag, _ = cap_flag(kind, caps)
+        if flag is not None:
+            entry["cap"] = flag
+        if capped is False:
+            entry["cap_hint"] = CAP_HINTS.get(kind)
         found.append(entry)
     return found, None

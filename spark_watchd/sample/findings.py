@@ -76,6 +76,9 @@ class Diagnosis:
     ts: float
     findings: Mapping[str, Finding]
     events: tuple[Event, ...] = ()
+    # The workload table G6 judged (sample.groups.Workload rows): published once per tick for the
+    # exporter, page, API and CLI to format. Not part of the replay output.
+    workloads: tuple[Any, ...] = ()
 
     def to_replay_dict(self) -> dict[str, Any]:
         """The trace-v1 replay output object."""

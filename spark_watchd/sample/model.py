@@ -156,13 +156,15 @@ class ProcessInfo:
     rss_bytes: int
     gpu_mem_bytes: int | None = None
     gpu_resident: bool = False
+    # Parent pid: ties a renamed GPU-resident child (VLLM::EngineCore, ollama runner) to its launcher.
+    ppid: int | None = None
 
     @property
     def key(self) -> tuple[int, float]:
         return (self.pid, self.create_time)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d = {
             "pid": self.pid,
             "create_time": self.create_time,
             "name": self.name,
@@ -171,6 +173,9 @@ class ProcessInfo:
             "gpu_mem_bytes": self.gpu_mem_bytes,
             "gpu_resident": self.gpu_resident,
         }
+        if self.ppid is not None:  # optional in trace-v1: an old trace round-trips unchanged
+            d["ppid"] = self.ppid
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ProcessInfo:
@@ -190,7 +195,15 @@ class ProcessInfo:
             rss if type(rss) is int else int(rss or 0),
             gpu,
             resident if type(resident) is bool else bool(resident),
+            _ppid(d.get("ppid")),
         )
+
+
+def _ppid(v: Any) -> int | None:
+    """trace-v1 `ppid`: optional (older traces lack it), an int or null."""
+    if v is None or type(v) is int:
+        return v
+    return int(v)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-KINDS = ("vllm", "sglang", "ollama", "llamacpp", "trainer", "other")
+KINDS = ("vllm", "sglang", "ollama", "llamacpp", "trtllm", "trainer", "other")
+# Servers: memory is theirs to take unless a flag on the launcher bounds it.
+SERVER_KINDS = frozenset(("vllm", "sglang", "ollama", "llamacpp", "trtllm"))
 
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
 # Script names that make a GPU-resident `python SCRIPT` a trainer.
@@ -73,9 +75,9 @@ def classify(cmdline: Sequence[str] | Any, name: str = "", gpu_resident: bool = 
     argv = list(cmdline)
     # Engine sub-processes retitle themselves ("VLLM::EngineCore", "sglang::scheduler") and hold the GPU memory.
     title = argv[0] if argv else name
-    for prefix, kind in (("VLLM::", "vllm"), ("sglang::", "sglang")):
-        if title.startswith(prefix) or name.startswith(prefix):
-            return kind
+    titled = _titled_kind(title) or _titled_kind(name)
+    if titled:
+        return titled
     prog, module, rest = _program(argv)
     if not prog:
         prog = name
@@ -89,6 +91,8 @@ def classify(cmdline: Sequence[str] | Any, name: str = "", gpu_resident: bool = 
         return "ollama"
     if prog.startswith("llama-server") or module == "llama_cpp.server":
         return "llamacpp"
+    if prog == "trtllm-serve" or mod_root == "tensorrt_llm":
+        return "trtllm"
     if module and any(module == m or module.startswith(m + ".") for m in _TRAINER_MODULES):
         return "trainer"
     if prog in _TRAINER_BINARIES or "unsloth" in prog:
@@ -101,6 +105,41 @@ def classify(cmdline: Sequence[str] | Any, name: str = "", gpu_resident: bool = 
     if gpu_resident and is_training_script(argv):
         return "trainer"
     return "other"
+
+
+# vLLM V1 titles its processes PREFIX::EngineCore[_DP0], ::EngineCoreProc_0, ::Worker_TP1_DP0, ::APIServer_0,
+# ::DPCoordinator; VLLM_PROCESS_NAME_PREFIX replaces "VLLM", so the role after "::" is what identifies them.
+_VLLM_TITLE = re.compile(r"^[A-Za-z0-9_.-]+::(EngineCore|Worker|APIServer|DPCoordinator)")
+
+
+def _titled_kind(title: str) -> str | None:
+    if title.startswith("sglang::"):
+        return "sglang"
+    if title.startswith("VLLM::") or _VLLM_TITLE.match(title):
+        return "vllm"
+    return None
+
+
+def is_member_title(cmdline: Sequence[str], name: str = "") -> bool:
+    """A server's child that carries no flags of its own: a retitled engine/worker or an `ollama runner`."""
+    argv = list(cmdline)
+    title = argv[0] if argv else name
+    if _titled_kind(title) or _titled_kind(name):
+        return True
+    prog = _base(argv[0]) if argv else name
+    return prog == "ollama_llama_server" or (prog == "ollama" and len(argv) > 1 and argv[1] == "runner")
+
+
+def script_of(cmdline: Sequence[str]) -> str | None:
+    """The script a `python [-u] SCRIPT ...` runs, as written on its command line (None for anything else)."""
+    argv = list(cmdline)
+    if not argv or not _PYTHON.match(_base(argv[0])):
+        return None
+    prog, module, rest = _program(argv)
+    if module is not None or not prog.endswith(".py"):
+        return None
+    idx = len(argv) - len(rest) - 1
+    return argv[idx] if 0 <= idx < len(argv) else None
 
 
 def is_training_script(cmdline: Sequence[str]) -> bool:
@@ -117,7 +156,7 @@ _BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 def parse_size(text: str) -> int | None:
     """A byte count as vLLM reads it: `40G` = 40 GiB, `40g` = 40e9, `25.6k` = 25600, plain integers."""
     text = text.strip()
-    if text.isdigit():
+    if text.isascii() and text.isdigit():  # "²".isdigit() is True, int("²") raises
         return int(text)
     m = _SIZE.match(text)
     if not m:
@@ -146,7 +185,8 @@ def read_caps(cmdline: Sequence[str] | Any) -> dict[str, float | int | None]:
     """The memory caps on a command line (None where absent or unparseable).
 
     `gpu_memory_utilization` (vLLM, fraction), `kv_cache_memory_bytes` (vLLM, bytes:
-    `40G` = 40 GiB as vLLM reads it), `mem_fraction_static` (SGLang, fraction).
+    `40G` = 40 GiB as vLLM reads it), `mem_fraction_static` (SGLang, fraction),
+    `kv_cache_free_gpu_memory_fraction` (TensorRT-LLM, fraction of the memory left after the weights).
     Takes argv or a ProcessInfo. The dict is never empty: whether the caps make
     the workload capped is `is_capped(kind, caps)`, not the dict's truth.
     """
@@ -159,6 +199,9 @@ def read_caps(cmdline: Sequence[str] | Any) -> dict[str, float | int | None]:
         ),
         "kv_cache_memory_bytes": parse_size(kv_text) if kv_text is not None else None,
         "mem_fraction_static": _fraction(_flag(cmdline, ("--mem-fraction-static", "--mem_fraction_static"))),
+        "kv_cache_free_gpu_memory_fraction": _fraction(
+            _flag(cmdline, ("--kv_cache_free_gpu_memory_fraction", "--kv-cache-free-gpu-memory-fraction"))
+        ),
     }
 
 
@@ -172,17 +215,45 @@ def _fraction(text: str | None) -> float | None:
     return v if 0.0 < v <= 1.0 else None
 
 
+# Per server kind: the cap keys it reads, most binding first, and the flag each is written as.
+_CAP_FLAGS = {
+    "vllm": (
+        ("kv_cache_memory_bytes", "--kv-cache-memory-bytes"),
+        ("gpu_memory_utilization", "--gpu-memory-utilization"),
+    ),
+    "sglang": (("mem_fraction_static", "--mem-fraction-static"),),
+    "trtllm": (("kv_cache_free_gpu_memory_fraction", "--kv_cache_free_gpu_memory_fraction"),),
+}
+
+
+def cap_flag(kind: str, caps: Mapping[str, Any]) -> tuple[str | None, float | int | None]:
+    """(the flag that caps this server as it would be written, its value), or (None, None) when none does."""
+    for key, flag in _CAP_FLAGS.get(kind, ()):
+        v = caps.get(key)
+        if v:
+            shown = f"{v / 2**30:g}GiB" if key == "kv_cache_memory_bytes" else f"{v:g}"
+            return f"{flag} {shown}", v
+    return None, None
+
+
 def is_capped(kind: str, caps: Mapping[str, Any], max_fraction: float = 0.5) -> bool | None:
     """Whether a server's memory is bounded on its command line (None for non-servers).
 
-    vLLM: `--gpu-memory-utilization` at or below max_fraction, and no
-    `--kv-cache-memory-bytes` (a KV budget in bytes bypasses the utilisation
-    cap; the default 0.9 takes the whole UMA pool on GB10). SGLang: its
-    `--mem-fraction-static`. Ollama and llama.cpp take what they find.
+    vLLM: `--kv-cache-memory-bytes` (the KV cache is that many bytes beside the
+    weights: bounded; it takes precedence over the utilisation fraction) or
+    `--gpu-memory-utilization` at or below max_fraction (the default 0.9 takes the
+    whole UMA pool on GB10). SGLang: `--mem-fraction-static`; TensorRT-LLM:
+    `--kv_cache_free_gpu_memory_fraction`, each at or below max_fraction.
+    Ollama and llama.cpp take what they find.
     """
-    if kind not in ("vllm", "sglang", "ollama", "llamacpp"):
+    if kind not in SERVER_KINDS:
         return None
-    if kind in ("ollama", "llamacpp") or caps.get("kv_cache_memory_bytes"):
+    if kind in ("ollama", "llamacpp"):
         return False
-    frac = caps.get("gpu_memory_utilization") if kind == "vllm" else caps.get("mem_fraction_static")
+    if kind == "vllm" and caps.get("kv_cache_memory_bytes"):
+        return True
+    key = {"vllm": "gpu_memory_utilization", "sglang": "mem_fraction_static"}.get(
+        kind, "kv_cache_free_gpu_memory_fraction"
+    )
+    frac = caps.get(key)
     return frac is not None and frac <= max_fraction

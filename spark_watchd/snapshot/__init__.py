@@ -31,6 +31,9 @@ class Snapshot:
     # sparkwatchd_events_total{kind}: cumulative, carried across restarts by the state file.
     event_counts: Mapping[str, int] = field(default_factory=dict)
     recent_events: tuple[Event, ...] = ()
+    # The workload table (sample.groups.Workload rows) the diagnosis grouped this tick: the exporter,
+    # page, API and CLI only format it.
+    workloads: tuple[Any, ...] = ()
     # Extra per-area data (e.g. "jobs" from the throughput tracker); render-only.
     extras: Mapping[str, Any] = field(default_factory=dict)
     published_at: float = 0.0

@@ -88,6 +88,8 @@ class ProcessSource:
                 if not proc.is_running():
                     continue
                 rss = proc.memory_info().rss
+                # Read each tick: a child whose launcher exits is re-parented (to init or a subreaper).
+                ppid = proc.ppid()
             except _GONE:
                 continue
             except _MALFORMED:
@@ -102,6 +104,7 @@ class ProcessSource:
                     rss_bytes=int(rss),
                     gpu_mem_bytes=gpu.get(proc.pid) if resident else None,
                     gpu_resident=resident,
+                    ppid=ppid,
                 )
             )
         for key in self._cache.keys() - seen:

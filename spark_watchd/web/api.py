@@ -66,7 +66,7 @@ def status_dict(daemon) -> dict[str, Any]:
         "psi_memory": s.psi_memory if s is not None else None,
         "board": s.board.to_dict() if s is not None and s.board is not None else None,
         "processes": [p.to_dict() for p in s.processes] if s is not None else [],
-        "workloads": _safe(workload_table, s) if s is not None else [],
+        "workloads": _safe(workload_table, snap),
         "throughput": [t.to_dict() for t in s.throughput] if s is not None else [],
         "worst": diag.worst() if diag is not None else "unknown",
         "findings": {g: f.to_dict() for g, f in diag.findings.items()} if diag is not None else {},

@@ -14,8 +14,6 @@ import re
 from importlib import resources
 from typing import Any
 
-from spark_watchd.sample import workloads
-from spark_watchd.sample.model import ProcessInfo
 from spark_watchd.snapshot import Snapshot
 from spark_watchd.web.charts import History
 from spark_watchd.web.http import Request, Response, Route
@@ -95,43 +93,11 @@ def parse_since(query: dict[str, list[str]] | Any) -> tuple[float | None, int | 
 # --- workloads --------------------------------------------------------------------------------------
 
 
-def _cap_shown(kind: str, caps: dict[str, Any]) -> Any:
-    """The cap flag's value as the table shows it beside capped yes/no (None when there is none)."""
-    if caps.get("kv_cache_memory_bytes"):
-        return f"kv cache {caps['kv_cache_memory_bytes'] / 2**30:.0f} GiB"
-    return {"vllm": caps.get("gpu_memory_utilization"), "sglang": caps.get("mem_fraction_static")}.get(kind)
-
-
-def classify_process(proc: ProcessInfo) -> tuple[str, bool | None, Any]:
-    """(kind, capped, cap) of one process, by the same argv rules as the exporter and G6."""
-    try:
-        kind = workloads.classify(proc.cmdline, proc.name, proc.gpu_resident)
-        caps = workloads.read_caps(proc.cmdline)
-        return kind, workloads.is_capped(kind, caps), _cap_shown(kind, caps)
-    except ValueError:  # an argv the parsers refuse: still listed, as "other"
-        return "other", None, None
-
-
 def workloads_json(snapshot: Snapshot | None) -> dict[str, Any]:
-    """The GET /api/v1/workloads body: the latest sample's processes with kind and cap."""
+    """The GET /api/v1/workloads body: one row per workload (launcher argv, cap, members), biggest first."""
     sample = snapshot.sample if snapshot is not None else None
-    rows = []
-    for p in sample.processes if sample is not None else ():
-        kind, capped, cap = classify_process(p)
-        rows.append(
-            {
-                "pid": p.pid,
-                "name": p.name,
-                "cmdline": " ".join(p.cmdline)[:300],
-                "kind": kind,
-                "capped": capped,
-                "cap": cap if isinstance(cap, (int, float, str)) or cap is None else str(cap),
-                "gpu_mem_bytes": p.gpu_mem_bytes,
-                "rss_bytes": p.rss_bytes,
-                "gpu_resident": p.gpu_resident,
-            }
-        )
-    rows.sort(key=lambda r: -((r["gpu_mem_bytes"] or 0) + r["rss_bytes"]))
+    rows = [w.to_dict() for w in snapshot.workloads] if snapshot is not None else []
+    rows.sort(key=lambda r: -r["footprint_bytes"])
     return {"ts": sample.ts if sample is not None else None, "workloads": rows}
 
 

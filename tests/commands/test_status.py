@@ -156,6 +156,38 @@ def test_prints_findings_with_evidence_and_advice_but_not_for_ok(status):
     assert "\033[" not in out  # not a terminal: no colour
 
 
+def test_prints_one_line_per_workload_with_its_launcher_cap_and_members(status):
+    doc = _doc()
+    doc["workloads"] = [
+        {
+            "pid": 5120,
+            "kind": "trainer",
+            "members": [5120],
+            "footprint_bytes": 14 * GIB,
+            "capped": None,
+            "cap": None,
+            "cmdline": "python3 train.py",
+        },
+        {
+            "pid": 7000,
+            "kind": "vllm",
+            "members": [7000, 7001, 7002],
+            "footprint_bytes": 44 * GIB,
+            "capped": True,
+            "cap": "--gpu-memory-utilization 0.35",
+            "cmdline": "vllm serve m --gpu-memory-utilization 0.35",
+        },
+    ]
+    with _Server(doc) as srv:
+        _, out, _ = status("--url", srv.url)
+    lines = [ln for ln in out.splitlines() if ln.startswith("workload ")]
+    assert lines == [
+        "workload vllm (pid 7000 +2): 44.0 GiB, capped (--gpu-memory-utilization 0.35): "
+        "vllm serve m --gpu-memory-utilization 0.35",
+        "workload trainer (pid 5120): 14.0 GiB: python3 train.py",
+    ]
+
+
 def test_colour_on_request(status):
     with _Server(_doc(g6="warning")) as srv:
         _, out, _ = status("--url", srv.url, "--color", "always")

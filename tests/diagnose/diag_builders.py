@@ -135,8 +135,9 @@ class Host:
         return [self.sample(**kw) for _ in range(n)]
 
 
-def proc(pid, cmdline, rss_gib, gpu_gib=0.0, resident=True, create_time=1000.0) -> ProcessInfo:
+def proc(pid, cmdline, rss_gib, gpu_gib=0.0, resident=True, create_time=1000.0, ppid=None) -> ProcessInfo:
     return ProcessInfo(
+        ppid=ppid,
         pid=pid,
         create_time=create_time,
         name=cmdline[0].rsplit("/", 1)[-1],

@@ -14,6 +14,7 @@ from prometheus_client import generate_latest
 from spark_watchd.config import load_settings
 from spark_watchd.daemon import Daemon
 from spark_watchd.export.prometheus import SnapshotCollector, build_registry
+from spark_watchd.sample.groups import group_workloads
 from spark_watchd.sample.model import GpuReading, ProcessInfo, Sample
 from spark_watchd.snapshot import Snapshot, SourceStatus
 from spark_watchd.sources.replay import ReplayFeed
@@ -175,9 +176,9 @@ def test_workloads_group_engines_with_their_launcher_and_read_caps():
     gib = 1024**3
     procs = (
         ProcessInfo(10, 1.0, "python3", ("vllm", "serve", "m", "--gpu-memory-utilization", "0.5"), 2 * gib),
-        ProcessInfo(
+        ProcessInfo(  # no ppid (an old trace): paired with the vLLM launcher that started before it
             11,
-            1.0,
+            2.0,
             "VLLM::EngineCore",
             ("VLLM::EngineCore",),
             1 * gib,
@@ -198,10 +199,11 @@ def test_workloads_group_engines_with_their_launcher_and_read_caps():
         ),
         ProcessInfo(40, 1.0, "bash", ("bash",), gib),  # scanned but no workload
         ProcessInfo(
-            50, 1.0, "python3", ("vllm", "serve", "--kv-cache-memory-bytes", "²"), gib
+            50, 5.0, "python3", ("vllm", "serve", "--kv-cache-memory-bytes", "²"), gib
         ),  # garbage cap
     )
-    m = _render(Snapshot(sample=Sample(ts=1.0, processes=procs), diagnosis=None))
+    snap = Snapshot(sample=Sample(ts=1.0, processes=procs), diagnosis=None, workloads=group_workloads(procs))
+    m = _render(snap)
     assert value(m, "sparkwatchd_workloads", kind="vllm", capped="true") == 1
     assert value(m, "sparkwatchd_workload_memory_bytes", kind="vllm", capped="true") == 52 * gib
     assert value(m, "sparkwatchd_workloads", kind="vllm", capped="false") == 1  # the garbage one
@@ -209,6 +211,9 @@ def test_workloads_group_engines_with_their_launcher_and_read_caps():
     assert value(m, "sparkwatchd_workloads", kind="trainer", capped="false") == 1
     assert value(m, "sparkwatchd_workload_memory_bytes", kind="trainer", capped="false") == 9 * gib
     assert value(m, "sparkwatchd_workloads", kind="other", capped="false") == 0
+    # The exporter only formats the table the diagnosis published: none published, no workloads.
+    empty = _render(Snapshot(sample=Sample(ts=1.0, processes=procs), diagnosis=None))
+    assert value(empty, "sparkwatchd_workloads", kind="vllm", capped="true") == 0
     assert value(m, "sparkwatchd_memory_gpu_attributed_bytes") == 78 * gib
 
 

@@ -49,12 +49,12 @@ def test_workload_scan_judges_kind_and_cap_like_the_daemon(tmp_path):
     by_pid = {w["pid"]: w for w in found}
     assert set(by_pid) == {4101, 4202, 4303, 4404}
     assert by_pid[4101]["kind"] == "vllm" and by_pid[4101]["capped"] is False
-    assert by_pid[4202]["capped"] is True and by_pid[4202]["cap"] == "utilisation 0.3"
+    assert by_pid[4202]["capped"] is True and by_pid[4202]["cap"] == "--gpu-memory-utilization 0.3"
     assert by_pid[4303]["kind"] == "ollama" and by_pid[4303]["capped"] is False
     assert by_pid[4404]["kind"] == "trainer" and by_pid[4404]["gpu_memory_bytes"] == 19135 * 2**20
     lines = [c.line() for c in checks.g6_contention(found)]
     assert lines[0].startswith("G6 WARN: vllm (pid 4101) is uncapped: vLLM takes 0.9 of the whole pool")
-    assert "G6 PASS: vllm (pid 4202) running, capped: utilisation 0.3" in lines
+    assert "G6 PASS: vllm (pid 4202) running, capped: --gpu-memory-utilization 0.3" in lines
     assert lines[2].startswith("G6 WARN: ollama (pid 4303) is uncapped: Ollama takes what it finds")
     assert "G6 PASS: trainer (pid 4404, 18.7 GiB) running" in lines
 

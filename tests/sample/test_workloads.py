@@ -114,7 +114,12 @@ def test_parse_size():
 
 def test_sglang_fraction_is_its_own_key():
     caps = read_caps(["python", "-m", "sglang.launch_server", "--mem-fraction-static=0.4"])
-    assert caps == {"gpu_memory_utilization": None, "kv_cache_memory_bytes": None, "mem_fraction_static": 0.4}
+    assert caps == {
+        "gpu_memory_utilization": None,
+        "kv_cache_memory_bytes": None,
+        "mem_fraction_static": 0.4,
+        "kv_cache_free_gpu_memory_fraction": None,
+    }
 
 
 @pytest.mark.parametrize(
@@ -123,11 +128,15 @@ def test_sglang_fraction_is_its_own_key():
         ("vllm", ["vllm", "serve", "--gpu-memory-utilization", "0.5"], True),
         ("vllm", ["vllm", "serve", "--gpu-memory-utilization", "0.94"], False),
         ("vllm", ["vllm", "serve"], False),  # default 0.9 of the whole pool
+        # A KV budget in bytes bounds the server (it takes precedence over the fraction): capped.
         (
             "vllm",
-            ["vllm", "serve", "--gpu-memory-utilization", "0.4", "--kv-cache-memory-bytes", "40G"],
-            False,
+            ["vllm", "serve", "--gpu-memory-utilization", "0.94", "--kv-cache-memory-bytes", "40G"],
+            True,
         ),
+        ("trtllm", ["trtllm-serve", "m", "--kv_cache_free_gpu_memory_fraction", "0.8"], False),
+        ("trtllm", ["trtllm-serve", "m", "--kv_cache_free_gpu_memory_fraction", "0.4"], True),
+        ("llamacpp", ["llama-server", "-m", "x.gguf", "-ngl", "99"], False),
         ("sglang", ["python", "-m", "sglang.launch_server", "--mem-fraction-static", "0.45"], True),
         ("ollama", ["ollama", "serve"], False),
         ("trainer", ["torchrun", "train.py"], None),
@@ -151,4 +160,4 @@ def test_classify_and_read_caps_take_a_process_info():
     argv = ("vllm", "serve", "--kv-cache-memory-bytes", "40G")
     v = ProcessInfo(pid=2, create_time=0.0, name="vllm", cmdline=argv, rss_bytes=1)
     assert read_caps(v)["kv_cache_memory_bytes"] == 40 * 2**30
-    assert is_capped(classify(v), read_caps(v)) is False
+    assert is_capped(classify(v), read_caps(v)) is True

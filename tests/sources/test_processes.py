@@ -61,6 +61,35 @@ def test_finds_workloads_and_gpu_resident_processes(spawn):
     src.close()
 
 
+def test_records_each_process_parent_so_children_join_their_launcher(tmp_path):
+    """A launcher and the child it started: the child's ppid is the launcher's pid (trace-v1 `ppid`)."""
+    child = tmp_path / "train_worker.py"
+    child.write_text(SLEEPER)
+    launcher = tmp_path / "train.py"
+    launcher.write_text(
+        f"import subprocess, sys, time\np = subprocess.Popen([sys.executable, {str(child)!r}])\ntime.sleep(120)\n"
+    )
+    parent = subprocess.Popen([sys.executable, str(launcher)])
+    try:
+        kid = None
+        for _ in range(500):
+            kids = psutil.Process(parent.pid).children()
+            if kids and str(child) in kids[0].cmdline():
+                kid = kids[0]
+                break
+            threading.Event().wait(0.01)
+        assert kid is not None
+        got = by_pid(ProcessSource().collect({"_gpu_processes": {kid.pid: 8 * 2**30}}))
+        assert got[kid.pid].ppid == parent.pid
+        assert got[parent.pid].ppid == os.getpid()
+        assert got[kid.pid].to_dict()["ppid"] == parent.pid
+    finally:
+        for p in psutil.Process(parent.pid).children():
+            p.kill()
+        parent.kill()
+        parent.wait()
+
+
 def test_training_script_is_kept_before_it_holds_gpu_memory(spawn):
     trainer = spawn("train.py")
     got = by_pid(ProcessSource().collect({}))

@@ -12,6 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 import spark_watchd
 from spark_watchd.config import Settings
 from spark_watchd.sample.findings import Diagnosis, Event, Finding
+from spark_watchd.sample.groups import group_workloads
 from spark_watchd.sample.model import Sample
 from spark_watchd.snapshot import Snapshot, SourceStatus
 from spark_watchd.web.http import Request, Response, Route
@@ -107,6 +108,8 @@ def snapshot_of(
         extras=extras or {},
         published_at=sample.ts,
         mode=mode,
+        # The table the diagnosis would publish for this sample (the grouping is real, the findings canned).
+        workloads=group_workloads(sample.processes),
     )
 
 

@@ -12,12 +12,13 @@ import urllib.request
 import pytest
 
 from spark_watchd.config import Settings
+from spark_watchd.sample.groups import group_workloads
 from spark_watchd.sample.model import ProcessInfo
 from spark_watchd.sample.trace import read_trace
 from spark_watchd.snapshot import Snapshot
 from spark_watchd.web.charts import History
 from spark_watchd.web.http import Request
-from spark_watchd.web.page import classify_process, parse_since, routes, workloads_json
+from spark_watchd.web.page import parse_since, routes, workloads_json
 from spark_watchd.web.settings import WebSettings
 from tests.conftest import REPO, cli_env, free_port
 from tests.web.standin import SCENARIOS, FakeDaemon, diagnose_by_hand, snapshot_of
@@ -137,12 +138,15 @@ def test_workloads_api_lists_processes_biggest_first_with_kind(served, eviction_
     rows = json.loads(_get(table, "/api/v1/workloads").body)["workloads"]
     assert [r["pid"] for r in rows] == [7731, 5120]
     assert [r["kind"] for r in rows] == ["vllm", "trainer"]
-    assert [r["capped"] for r in rows] == [False, None]  # --kv-cache-memory-bytes; a trainer has no cap flag
+    # A KV budget in bytes bounds the server: capped, with the flag that capped it; a trainer has no cap.
+    assert [r["capped"] for r in rows] == [True, None]
+    assert rows[0]["cap"].startswith("--kv-cache-memory-bytes ")
     by_pid = {p.pid: p for p in s.processes}
     assert (
         rows[0]["gpu_mem_bytes"] == by_pid[7731].gpu_mem_bytes
         and rows[1]["rss_bytes"] == by_pid[5120].rss_bytes
     )
+    assert rows[0]["members"] == [7731] and rows[0]["footprint_bytes"] >= by_pid[7731].gpu_mem_bytes
     assert "--kv-cache-memory-bytes" in rows[0]["cmdline"]
 
 
@@ -150,26 +154,17 @@ def test_workloads_json_without_a_sample_is_empty():
     assert workloads_json(Snapshot(None, None)) == {"ts": None, "workloads": []}
 
 
-@pytest.mark.parametrize(
-    ("name", "argv", "expected"),
-    [
-        (
-            "python3",
-            ("python3", "-m", "vllm.entrypoints.openai.api_server", "--gpu-memory-utilization", "0.5"),
-            ("vllm", True, 0.5),
-        ),
-        ("vllm", ("vllm", "serve", "Qwen/Qwen3-32B"), ("vllm", False, None)),  # default 0.9 takes the pool
-        (
-            "vllm",
-            ("vllm", "serve", "m", "--kv-cache-memory-bytes", "40G"),
-            ("vllm", False, "kv cache 40 GiB"),
-        ),
-        ("ollama", ("/usr/local/bin/ollama", "serve"), ("ollama", False, None)),
-        ("python3", ("python3", "train.py"), ("trainer", None, None)),
-    ],
-)
-def test_classify_process_reads_kind_and_cap_from_argv(name, argv, expected):
-    assert classify_process(ProcessInfo(1, 0.0, name, argv, 10, 2**30, True)) == expected
+def test_workloads_api_shows_one_row_per_server_process_group():
+    """A vLLM V1 launcher and its renamed engine are one row: the launcher's argv and cap, both members."""
+    procs = (
+        ProcessInfo(100, 10.0, "vllm", ("vllm", "serve", "m", "--gpu-memory-utilization", "0.35"), 2 * 2**30),
+        ProcessInfo(101, 12.0, "VLLM::EngineCor", ("VLLM::EngineCore",), 2**30, 40 * 2**30, True, 100),
+    )
+    snap = Snapshot(None, None, workloads=group_workloads(procs))
+    (row,) = workloads_json(snap)["workloads"]
+    assert row["pid"] == 100 and row["members"] == [100, 101]
+    assert row["capped"] is True and row["cap"] == "--gpu-memory-utilization 0.35"
+    assert row["footprint_bytes"] == 42 * 2**30 and row["cmdline"].startswith("vllm serve m")
 
 
 def test_demo_verb_tells_the_page_it_is_a_demo(tmp_path):

@@ -143,7 +143,8 @@ def test_eviction_replay_shows_all_findings_a_critical_g6_and_the_eviction(brows
         kinds = page.locator("#workloads tr").evaluate_all("rows => rows.map(r => r.dataset.kind)")
         assert sorted(kinds) == ["trainer", "vllm"]
         vllm = page.locator('#workloads tr[data-kind="vllm"]')
-        assert vllm.locator("td").nth(1).inner_text() == "no"  # --kv-cache-memory-bytes: not capped
+        # --kv-cache-memory-bytes bounds the server: capped, with the flag that capped it.
+        assert vllm.locator("td").nth(1).inner_text().startswith("yes (--kv-cache-memory-bytes")
         # Accessible structure: headings, named chart images, a table with header cells.
         for name in ("Findings", "Last hours", "Events", "Workloads", "Sources"):
             assert page.get_by_role("heading", name=name).count() == 1

@@ -376,7 +376,7 @@
     const rows = (state.workloads && state.workloads.workloads) || [];
     tb.textContent = "";
     if (!rows.length) {
-      const tr = h("tr"), td = h("td", "empty", state.workloads ? "No GPU-resident or known workload process." : "No sample yet.");
+      const tr = h("tr"), td = h("td", "empty", state.workloads ? "No GPU-resident or known workload." : "No sample yet.");
       td.colSpan = 5;
       tr.appendChild(td);
       tb.appendChild(tr);
@@ -387,7 +387,9 @@
       tr.dataset.kind = w.kind;
       const name = h("th", null, w.name + " ");
       name.scope = "row";
-      name.appendChild(h("span", "pid", "(" + w.pid + ")"));
+      // One row per workload: the launcher's pid and command line, and how many processes it spans.
+      const n = (w.members || []).length;
+      name.appendChild(h("span", "pid", "(" + w.pid + (n > 1 ? ", " + n + " processes" : "") + ")"));
       name.appendChild(h("span", "cmd", w.cmdline));
       name.querySelector(".cmd").title = w.cmdline;
       tr.appendChild(name);
@@ -395,7 +397,7 @@
       const cap = w.capped === true ? "yes" + (w.cap !== null && w.cap !== undefined ? " (" + w.cap + ")" : "") : w.capped === false ? "no" : "–";
       tr.appendChild(h("td", w.capped === false ? "uncapped" : null, cap));
       tr.appendChild(h("td", "num", w.gpu_mem_bytes === null ? "n/a" : gib(w.gpu_mem_bytes)));
-      tr.appendChild(h("td", "num", gib(w.rss_bytes)));
+      tr.appendChild(h("td", "num", gib(w.footprint_bytes)));
       tb.appendChild(tr);
     }
   }

@@ -1,0 +1,200 @@
+"""Processes grouped into workloads: a server's launcher and its renamed GPU-resident children are one workload.
+
+Today's servers split into a launcher that carries the flags (`vllm serve M --gpu-memory-utilization 0.35`,
+`python -m sglang.launch_server ...`, `ollama serve`, `torchrun train.py`) and children that hold the memory
+under a title that shows no flag (`VLLM::EngineCore`, `VLLM::Worker_TP1_DP0`, `sglang::scheduler_TP0`,
+`ollama runner --model ...`, torchrun's `python -u train.py` workers). A workload is the group: its cap is read
+from the launcher's flags, its footprint is the sum of its members' memory.
+
+Parents come from `ProcessInfo.ppid` (trace-v1 `processes[].ppid`). Traces recorded before ppid existed are
+paired by kind and start time: a renamed child joins the latest launcher of its kind that started before it.
+Pure functions of a sample's processes; `Grouper` only caches each process's classification.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from spark_watchd.sample.model import ProcessInfo
+from spark_watchd.sample.workloads import (
+    SERVER_KINDS,
+    cap_flag,
+    classify,
+    is_capped,
+    is_member_title,
+    read_caps,
+    script_of,
+)
+
+# A child can be seen a moment before its launcher's create_time is rounded (jiffies): tolerance, s.
+_START_SLACK_S = 1.0
+_TRAINER_LAUNCHERS = (
+    "torchrun",
+    "accelerate",
+    "deepspeed",
+    "torch.distributed.run",
+    "torch.distributed.launch",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """One workload: the launcher's identity and argv, its cap, its members and their summed memory."""
+
+    pid: int  # the launcher's (the group root's) pid
+    create_time: float
+    kind: str
+    name: str
+    cmdline: tuple[str, ...]
+    members: tuple[int, ...]  # pids, the launcher first
+    footprint_bytes: int  # sum over members of the larger of NVML memory and RSS
+    gpu_mem_bytes: int | None  # sum of members' NVML memory, None when no member reports any
+    rss_bytes: int
+    gpu_resident: bool
+    capped: bool | None  # None: not a server (caps are a server notion)
+    cap: str | None  # the flag that caps it, as written: "--gpu-memory-utilization 0.35"
+    cap_value: float | int | None = None
+    caps: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[int, float]:
+        return (self.pid, self.create_time)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row the API, page, CLI and exporter show."""
+        return {
+            "pid": self.pid,
+            "kind": self.kind,
+            "name": self.name,
+            "cmdline": " ".join(self.cmdline)[:300],
+            "members": list(self.members),
+            "footprint_bytes": self.footprint_bytes,
+            "gpu_mem_bytes": self.gpu_mem_bytes,
+            "rss_bytes": self.rss_bytes,
+            "gpu_resident": self.gpu_resident,
+            "capped": self.capped,
+            "cap": self.cap,
+        }
+
+
+def _is_trainer_launcher(argv: Sequence[str]) -> bool:
+    return any(a.endswith(name) for a in argv[:4] for name in _TRAINER_LAUNCHERS)
+
+
+class Grouper:
+    """Groups a sample's processes into workloads; caches (kind, member?) per (pid, create_time)."""
+
+    def __init__(self, capped_max: float = 0.5):
+        self.capped_max = capped_max
+        self._kinds: dict[tuple[int, float], tuple[str, bool]] = {}
+
+    def _kind(self, p: ProcessInfo) -> tuple[str, bool]:
+        hit = self._kinds.get(p.key)
+        if hit is None or (p.gpu_resident and hit[0] == "other"):
+            try:
+                kind = classify(p.cmdline, p.name, p.gpu_resident)
+            except ValueError:
+                kind = "other"
+            hit = self._kinds[p.key] = (kind, is_member_title(p.cmdline, p.name))
+        return hit
+
+    def group(self, processes: Sequence[ProcessInfo]) -> tuple[Workload, ...]:
+        """One Workload per group, in the order their first member appears in the sample.
+
+        A group with no GPU-resident member and no workload kind (a `python train.py` the scan keeps
+        in case it starts loading a model) is not a workload yet and is left out.
+        """
+        kinds = {p.key: self._kind(p) for p in processes}
+        if len(self._kinds) > 4 * len(processes) + 64:  # forget processes long gone (bounded memory)
+            self._kinds = {k: v for k, v in self._kinds.items() if k in kinds}
+        parent = _parents(processes, kinds)
+        groups: dict[tuple[int, float], list[ProcessInfo]] = {}
+        for p in processes:
+            root = p
+            seen = {p.key}
+            while root.key in parent and parent[root.key].key not in seen:
+                root = parent[root.key]
+                seen.add(root.key)
+            groups.setdefault(root.key, [root] if root is not p else [])
+            groups[root.key].append(p)
+        out = (self._workload(members, kinds) for members in groups.values())
+        return tuple(w for w in out if w.gpu_resident or w.kind != "other")
+
+    def _workload(self, members: list[ProcessInfo], kinds) -> Workload:
+        root = members[0]
+        kind = kinds[root.key][0]
+        if kind == "other":  # a plain parent (a notebook) of a server or trainer: the group is what it runs
+            kind = next((kinds[m.key][0] for m in members if kinds[m.key][0] != "other"), "other")
+        gpu_known = [m.gpu_mem_bytes for m in members if m.gpu_mem_bytes is not None]
+        foot = sum(max(m.rss_bytes or 0, m.gpu_mem_bytes or 0) for m in members)
+        launcher = root.cmdline
+        caps = read_caps(launcher) if kind in SERVER_KINDS else {}
+        capped = is_capped(kind, caps, self.capped_max) if kind in SERVER_KINDS else None
+        flag, value = cap_flag(kind, caps) if kind in SERVER_KINDS else (None, None)
+        if kind in SERVER_KINDS and kinds[root.key][1]:
+            capped, flag, value = False, None, None  # an orphan engine: its launcher (and cap) is not known
+        return Workload(
+            pid=root.pid,
+            create_time=root.create_time,
+            kind=kind,
+            name=root.name,
+            cmdline=tuple(launcher),
+            members=tuple(m.pid for m in members),
+            footprint_bytes=foot,
+            gpu_mem_bytes=sum(gpu_known) if gpu_known else None,
+            rss_bytes=sum(m.rss_bytes or 0 for m in members),
+            gpu_resident=any(m.gpu_resident for m in members),
+            capped=capped,
+            cap=flag,
+            cap_value=value,
+            caps=caps,
+        )
+
+
+def _parents(processes: Sequence[ProcessInfo], kinds) -> dict[tuple[int, float], ProcessInfo]:
+    """Each process's parent among the sampled processes: by ppid, or for ppid-less traces by kind and start."""
+    by_pid = {p.pid: p for p in processes}
+    parent: dict[tuple[int, float], ProcessInfo] = {}
+    launchers: dict[str, list[ProcessInfo]] = {}
+    for p in processes:
+        kind, member = kinds[p.key]
+        if p.ppid is None and not member and kind != "other":
+            launchers.setdefault(kind, []).append(p)
+    for p in processes:
+        if p.ppid is not None:
+            q = by_pid.get(p.ppid)
+            # A parent started after its child is a reused pid, not the parent.
+            if q is not None and q is not p and q.create_time <= p.create_time + _START_SLACK_S:
+                parent[p.key] = q
+            continue
+        kind, member = kinds[p.key]
+        cands: Iterable[ProcessInfo] = ()
+        if member:
+            cands = launchers.get(kind, ())
+        elif kind in ("trainer", "other"):
+            # torchrun / accelerate workers run `python -u SCRIPT ARGS`: the script names the launcher.
+            script = script_of(p.cmdline)
+            if script:
+                cands = [
+                    q
+                    for q in launchers.get("trainer", ())
+                    if q is not p and _is_trainer_launcher(q.cmdline) and script in q.cmdline
+                ]
+        best = None
+        for q in cands:
+            if q is p or q.create_time > p.create_time + _START_SLACK_S:
+                continue
+            if kinds[q.key][1]:
+                continue
+            if best is None or q.create_time > best.create_time:
+                best = q  # several launchers: the latest one that started before the child
+        if best is not None:
+            parent[p.key] = best
+    return parent
+
+
+def group_workloads(processes: Sequence[ProcessInfo], capped_max: float = 0.5) -> tuple[Workload, ...]:
+    """The workloads of one sample's processes (no cache)."""
+    return Grouper(capped_max).group(processes)

@@ -3,11 +3,10 @@ and findings that hold steady at a threshold."""
 
 from __future__ import annotations
 
-from diag_builders import Host, proc
-
 from spark_watchd.diagnose import g6
 from spark_watchd.diagnose.engine import Diagnoser
 from spark_watchd.diagnose.thresholds import Thresholds
+from tests.diagnose.diag_builders import Host, proc
 
 TRAINER = ["python3", "train.py", "--config", "qlora.yaml"]
 OLLAMA = ["/usr/local/bin/ollama", "serve"]

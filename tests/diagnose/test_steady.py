@@ -3,12 +3,11 @@ still caught at their first sample."""
 
 from __future__ import annotations
 
-from diag_builders import Host
-
 from spark_watchd.diagnose.engine import Diagnoser
 from spark_watchd.diagnose.steady import Dwell, Latch
 from spark_watchd.diagnose.thresholds import Thresholds
 from spark_watchd.sample.findings import Finding
+from tests.diagnose.diag_builders import Host
 
 
 def test_latch_enters_at_one_level_and_leaves_past_another():
@@ -59,7 +58,7 @@ def test_memavailable_wandering_at_the_thin_budget_line_with_quiet_psi_warns_onc
         for i in range(30)
     ]
     assert sev[0] == "warning"  # caught at the first sample under the line
-    assert sum(a != b for a, b in zip(sev, sev[1:])) == 0
+    assert sum(a != b for a, b in zip(sev, sev[1:], strict=False)) == 0
     sev = [d.observe(host.sample(avail_gib=line + 2.0)).findings["G3"].severity for _ in range(3)]
     assert sev[-1] == "ok"  # clearly back above the leaving level
 

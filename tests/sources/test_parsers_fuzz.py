@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_watchd.sample.workloads import classify, read_caps
+from spark_watchd.sample.workloads import KINDS, classify, read_caps
 from spark_watchd.sources.memwatch import scan_mem_available_kb, scan_psi_some_avg10
 from spark_watchd.sources.parsers import parse_boot_id, parse_meminfo, parse_psi, parse_uptime, parse_vmstat
 from spark_watchd.sources.smi import parse_smi_csv, parse_smi_performance
@@ -70,6 +70,11 @@ def test_proc_parsers_raise_only_value_error(text):
     st.booleans(),
 )
 def test_workload_functions_take_any_argv(argv, name, resident):
-    assert classify(argv, name, resident) in ("vllm", "sglang", "ollama", "llamacpp", "trainer", "other")
+    assert classify(argv, name, resident) in KINDS
     caps = read_caps(argv)
-    assert set(caps) == {"gpu_memory_utilization", "kv_cache_memory_bytes", "mem_fraction_static"}
+    assert set(caps) == {
+        "gpu_memory_utilization",
+        "kv_cache_memory_bytes",
+        "mem_fraction_static",
+        "kv_cache_free_gpu_memory_fraction",
+    }

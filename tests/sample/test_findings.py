@@ -1,0 +1,59 @@
+"""Findings, events and the diagnosis of one tick, as the replay output and the journal write them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from spark_watchd.sample.findings import Diagnosis, Event, Finding
+
+
+def test_finding_dict_is_the_replay_shape_and_names_an_anomaly_only_when_there_is_one():
+    plain = Finding("G4", "warning", "hot", {"temp_c": 87.0}, ("cool it",))
+    assert plain.to_dict() == {
+        "severity": "warning",
+        "summary": "hot",
+        "evidence": {"temp_c": 87.0},
+        "advice": ["cool it"],
+    }
+    odd = Finding("G4", "warning", "clocks pinned", anomaly="power_delivery")
+    assert odd.to_dict()["anomaly"] == "power_delivery"
+
+
+def test_levels_rank_unknown_below_ok_below_warning_below_critical():
+    levels = [Finding("G3", s, "").level for s in ("unknown", "ok", "warning", "critical")]
+    assert levels == sorted(levels) and levels[1] < levels[2] < levels[3]
+    with pytest.raises(KeyError):
+        _ = Finding("G3", "fine", "").level  # not a severity trace-v1 knows
+
+
+def test_event_round_trips_through_json_and_optional_keys_appear_only_when_set():
+    reboot = Event("reboot", "G4", 120.5, "rebooted", after_throttle=True, details={"gap_s": 390})
+    assert Event.from_dict(json.loads(json.dumps(reboot.to_dict()))) == reboot
+    assert set(Event("eviction", "G6", 1.0, "x").to_dict()) == {"kind", "gotcha", "ts", "summary"}
+
+
+def test_event_from_an_older_journal_line_fills_what_is_missing():
+    e = Event.from_dict({"kind": "oom_kill", "ts": "42"})
+    assert (e.gotcha, e.ts, e.summary, e.after_throttle, dict(e.details)) == ("", 42.0, "", None, {})
+    with pytest.raises(KeyError):
+        Event.from_dict({"gotcha": "G6", "ts": 1.0})  # no kind: not an event
+
+
+def test_diagnosis_replay_dict_and_worst_severity():
+    d = Diagnosis(
+        10.0,
+        {
+            "G3": Finding("G3", "ok", "fine"),
+            "G4": Finding("G4", "critical", "throttled"),
+            "G6": Finding("G6", "unknown", "?"),
+        },
+        (Event("throttle_start", "G4", 10.0, "began"),),
+    )
+    out = d.to_replay_dict()
+    assert out["ts"] == 10.0 and set(out["findings"]) == {"G3", "G4", "G6"}
+    assert out["events"] == [{"kind": "throttle_start", "gotcha": "G4", "ts": 10.0, "summary": "began"}]
+    assert d.worst() == "critical"
+    assert Diagnosis(0.0, {"G3": Finding("G3", "unknown", "")}).worst() == "unknown"
+    assert Diagnosis(0.0, {}).worst() == "unknown"

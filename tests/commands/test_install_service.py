@@ -4,18 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 
 from spark_watchd.commands import install_service
-from spark_watchd.config import Settings, load_settings
 from spark_watchd.service import configdoc, unitfile
 from tests.conftest import run_cli
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
 
 
 class Recorder:
@@ -151,23 +144,6 @@ def test_needs_root_on_the_live_system(monkeypatch, capsys):
 
 def test_purge_without_uninstall_is_a_usage_error():
     assert run_cli("install-service", "--purge", "--dry-run").returncode == 2
-
-
-def test_generated_config_is_accepted_by_the_daemon_and_uncommented_is_exactly_the_defaults(tmp_path):
-    text = configdoc.render()
-    assert tomllib.loads(text) == {k: {} for k in Settings.model_fields}  # all values commented out
-    path = tmp_path / "config.toml"
-    path.write_text(text)
-    defaults = load_settings(None, environ={}).model_dump()
-    assert load_settings(str(path), environ={}).model_dump() == defaults
-    value_line = re.compile(r"^# [a-z_][a-z0-9_]* = ")  # descriptions are prose, value lines `# key = ...`
-    uncommented = "\n".join(
-        ln[2:] if value_line.match(ln) and "(unset" not in ln else ln for ln in text.splitlines()
-    )
-    path.write_text(uncommented)
-    assert load_settings(str(path), environ={}).model_dump() == defaults
-    for name, info in Settings.model_fields["daemon"].annotation.model_fields.items():
-        assert f"# {info.description}\n# {name} = " in text
 
 
 def test_a_relative_config_path_is_a_usage_error(tmp_path, capsys):

@@ -1,0 +1,55 @@
+"""The CLI: one module per verb listed in VERBS, usage errors exit 2, configuration errors never a traceback."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import pytest
+
+import spark_watchd.commands
+from spark_watchd import __version__, cli
+from spark_watchd.errors import ConfigError
+from tests.conftest import run_cli
+
+
+def test_every_command_module_is_a_verb_and_every_verb_has_add_arguments_and_main():
+    listed = {modname for _verb, modname, _help in cli.VERBS}
+    verbs_modules = {
+        m.name for m in pkgutil.iter_modules(spark_watchd.commands.__path__)
+        if hasattr(importlib.import_module(f"spark_watchd.commands.{m.name}"), "main")
+    }  # fmt: skip
+    assert verbs_modules == listed  # no verb hidden, none registered by an import side effect
+    parser, modules = cli.build_parser()
+    assert set(modules) == {verb for verb, _m, _h in cli.VERBS}
+    assert all(callable(m.add_arguments) and callable(m.main) for m in modules.values())
+
+
+def test_no_verb_prints_help_and_exits_2(capsys):
+    assert cli.main([]) == 2
+    err = capsys.readouterr().err
+    assert "usage: spark-watchd" in err and all(verb in err for verb, _m, _h in cli.VERBS)
+
+
+def test_version_is_the_package_version(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out.strip() == f"spark-watchd {__version__}"
+
+
+def test_a_configuration_error_deep_in_a_verb_exits_with_its_code_and_one_line(monkeypatch, capsys):
+    def boom(args):
+        raise ConfigError("SPARK_WATCHD_FAKE_NVML: not a fake")
+
+    _parser, modules = cli.build_parser()
+    monkeypatch.setattr(modules["once"], "main", boom)
+    assert cli.main(["once"]) == 78
+    assert (
+        capsys.readouterr().err
+        == "spark-watchd once: bad configuration: SPARK_WATCHD_FAKE_NVML: not a fake\n"
+    )
+
+
+def test_an_unknown_verb_is_a_usage_error_from_the_installed_entry_point():
+    res = run_cli("frobnicate")
+    assert res.returncode == 2 and "invalid choice: 'frobnicate'" in res.stderr

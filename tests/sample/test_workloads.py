@@ -108,6 +108,7 @@ def test_parse_size():
     assert parse_size("512M") == 512 * 2**20
     assert parse_size("1t") == 10**12
     assert parse_size("12") == 12
+    assert parse_size("²") is None and parse_size("4²G") is None  # digits int() refuses are no size
     assert parse_size("40GB") is None
     assert parse_size("") is None
 

@@ -354,6 +354,17 @@ def alert_rules(c: Ctx) -> list[dict]:
             "pair the ConnectX-7 link can soft-lock the head node.",
         ),
         (
+            "SparkWatchdFirmwarePowerLimit",
+            "warning",
+            None,
+            c.dur(300),
+            _anomaly(c, "power_limit"),
+            "A board firmware power limit is slowing training on {{ $labels.instance }}",
+            "The training step time rose well above its baseline with no thermal signature while the GB10 "
+            "board's pl1/syspl1 power controller sits at its limit (spbm board telemetry): the platform's "
+            "power limit, not heat, and NVML shows no reason for it.",
+        ),
+        (
             "SparkWatchdNvmlLost",
             "warning",
             None,

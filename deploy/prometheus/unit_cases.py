@@ -251,6 +251,17 @@ CASES = [
         ],
     ),
     (
+        "firmware_power_limit",
+        # The G4 power_limit anomaly (board telemetry) for 10 min: its own warning, never a throttle alert.
+        {s("sparkwatchd_anomaly", 'kind="power_limit"'): "0x5 1x25", s(F, G4): "0x30"},
+        [
+            (8, "SparkWatchdFirmwarePowerLimit", quiet),
+            (20, "SparkWatchdFirmwarePowerLimit", fires),
+            (20, "SparkWatchdThrottleSignature", quiet),
+            (20, "SparkWatchdPowerDeliveryFault", quiet),
+        ],
+    ),
+    (
         "hung_engine",
         {s("sparkwatchd_anomaly", 'kind="hung_engine"'): "0x5 1x25"},
         [(4, "SparkWatchdHungEngine", quiet), (15, "SparkWatchdHungEngine", fires)],

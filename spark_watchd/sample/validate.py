@@ -143,16 +143,20 @@ _PSI_OK = _FAST[id(_PSI_LINE)]
 _INT_ONLY = {int}
 
 
-def _counters(d: Any, where: str, lo: int, hi: int) -> None:
-    """An object of integer counters (meminfo, vmstat, clocks-event counters): C-speed checks first."""
+def _counters(d: Any, where: str, lo: int, hi: int, nullable: bool = False) -> None:
+    """An object of integer counters (meminfo, vmstat, clocks-event counters): C-speed checks first.
+
+    `nullable`: a counter the driver does not give is null (NVML has no hw_slowdown counter of its own)."""
     if type(d) is not dict:
         raise FieldError(where, f"must be an object, got {type(d).__name__}")
     if not d:
         return
-    vals = d.values()
-    if set(map(type, vals)) <= _INT_ONLY and lo <= min(vals) and max(vals) <= hi:
+    vals = [v for v in d.values() if v is not None] if nullable else d.values()
+    if not vals or (set(map(type, vals)) <= _INT_ONLY and lo <= min(vals) and max(vals) <= hi):
         return
     for k, v in d.items():
+        if v is None and nullable:
+            continue
         if type(v) is not int:
             raise FieldError(f"{where}.{k}", f"must be an integer, got {type(v).__name__} {_show(v)}")
         if not lo <= v <= hi:
@@ -183,7 +187,7 @@ def check_sample(d: Mapping[str, Any]) -> None:
     if (v := get("gpus")) is not None:
         for i, g in enumerate(_items(v, "gpus", _GPU)):
             if (c := g.get("clocks_event_counters_us")) is not None:
-                _counters(c, f"gpus[{i}].clocks_event_counters_us", 0, _U64)
+                _counters(c, f"gpus[{i}].clocks_event_counters_us", 0, _U64, nullable=True)
     if (v := get("sensors")) is not None:
         _items(v, "sensors", _SENSOR)
     if (v := get("processes")) is not None:

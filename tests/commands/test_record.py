@@ -62,3 +62,24 @@ def test_sigkilled_recorder_leaves_a_trace_the_next_record_repairs(tmp_path):
     assert "repaired a torn last line" in res.stderr
     samples = list(read_trace(out))  # reads whole: no TraceError
     assert len(samples) == whole + 1
+
+
+def test_record_writes_the_previous_boots_driver_faults_into_the_first_sample(tmp_path):
+    # A stand-in journalctl: `-b -1` prints a previous boot ending in Xid 79, `-f` follows (prints nothing).
+    excerpt = FIXTURES / "journal" / "previous-boot-xid79.jsonl"
+    fake = tmp_path / "journalctl"
+    fake.write_text(
+        f"#!{sys.executable}\nimport sys, time\n"
+        "if '-f' in sys.argv:\n    time.sleep(60)\n"
+        f"else:\n    sys.stdout.write(open({str(excerpt)!r}).read())\n"
+    )
+    fake.chmod(0o755)
+    out = tmp_path / "t.jsonl"
+    env = {**ENV, "SPARK_WATCHD_FAKE_NVML": "gb10", "SPARK_WATCHD_SOURCES__JOURNALCTL_PATH": str(fake)}
+    res = run_cli("record", str(out), "--interval", "1", "--duration", "1.5", env=env)
+    assert res.returncode == 0, res.stderr
+    samples = list(read_trace(out))
+    first = samples[0].driver_events
+    assert [(e.xid, e.source) for e in first][-1] == (79, "journal")
+    assert "fallen off the bus" in first[-1].text
+    assert all(not s.driver_events for s in samples[1:])  # handed over once, not every tick

@@ -48,6 +48,11 @@ BAD = [
     (("gpus", 0, "temp_c"), math.inf, "gpus[0].temp_c"),  # what 1e400 decodes to
     (("gpus", 0, "clocks_event_counters_us"), [1, 2], "gpus[0].clocks_event_counters_us"),
     (("gpus", 0, "clocks_event_reasons"), -4, "gpus[0].clocks_event_reasons"),
+    (
+        ("gpus", 0, "clocks_event_counters_us", "sw_thermal"),
+        -1,
+        "gpus[0].clocks_event_counters_us.sw_thermal",
+    ),
     (("gpus", 0), [1, 2], "gpus[0]"),  # a list where an object is
     (("gpus",), {"index": 0}, "gpus"),
     (("psi_memory", "some", "avg10"), "x", "psi_memory.some.avg10"),
@@ -196,3 +201,9 @@ def test_read_trace_error_after_parse_names_the_line(tmp_path):
     with pytest.raises(TraceError) as exc:
         list(read_trace(trace))
     assert exc.value.lineno == 3 and "processes[0].pid" in str(exc.value)
+
+
+def test_a_clocks_event_counter_the_driver_does_not_give_is_null_and_accepted():
+    # NvmlSource writes hw_slowdown null (no NVML field counts it alone): every recorded trace has it.
+    good = _set(BASE, ("gpus", 0, "clocks_event_counters_us"), {"sw_thermal": 5, "hw_slowdown": None})
+    assert parse_line(json.dumps(good))["gpus"][0]["clocks_event_counters_us"]["hw_slowdown"] is None

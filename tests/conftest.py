@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import structlog
 
 # Shared fixtures: progress (fake clock, loopback progress server, a real daemon), tls (a self-signed cert).
 pytest_plugins = ("tests.support.progress", "tests.support.tls")
@@ -66,3 +67,12 @@ def require_binary(name: str) -> str:
 def traces_dir() -> Path:
     """The labelled public example traces."""
     return TRACES
+
+
+@pytest.fixture(autouse=True)
+def _logging_config_restored():
+    """A test that runs the CLI in-process (`cli.main(["run", ...])`) configures logging for the whole process,
+    at info: put the configuration back so a later test's captured debug lines are not filtered away."""
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)

@@ -58,6 +58,13 @@ def _human(sample, diagnosis, statuses) -> str:
             f"gpu {g.index} {g.name}: {_fmt(g.power_w, 'W')} {_fmt(g.temp_c, 'C')} "
             f"sm {_fmt(g.sm_clock_mhz, 'MHz')} util {_fmt(g.util_pct, '%')}"
         )
+    b = sample.board
+    if b is not None:  # GB10 board telemetry (community spbm driver)
+        lines.append(
+            f"board: system {_fmt(b.avg_power_w('sys_total'), 'W')} dc_input {_fmt(b.avg_power_w('dc_input'), 'W')} "
+            f"Tj {_fmt(b.temps_c.get('tj_max'), 'C')} (headroom {_fmt(b.temps_c.get('tj_max_c'), 'C')}) "
+            f"PROCHOT {_fmt(b.prochot, '')}".rstrip()
+        )
     for name, st in statuses.items():
         if not st.up:
             lines.append(f"source {name} down: {_no_retry(st.error)}")

@@ -79,12 +79,26 @@ class DaemonSettings(BaseModel):
     http_timeout: float = Field(
         10.0, gt=0, le=300, description="Seconds a client may take to send a request."
     )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Extra Host names the HTTP server answers (besides IPs, localhost, the listen address and "
+        "this host's name); '.example.org' allows a domain, '*' any. Others get 421 (DNS rebinding).",
+    )
     record_dir: str | None = Field(
         None, description="Also keep rolling daily trace-v1 files here (like --record)."
     )
     record_keep_days: int = Field(
         7, ge=1, le=3650, description="Rolling traces older than this many days are deleted."
     )
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _hosts_are_names(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if not name or len(name) > 253 or any(c.isspace() or c in "/\0@" for c in name):
+                raise ValueError(f"{name!r} is not a host name")
+        return v
 
     @field_validator("listen")
     @classmethod

@@ -356,7 +356,15 @@ class Runner:
             self.log.exception("reload failed applying the new configuration", error=str(exc))
         if new.daemon.interval != old.daemon.interval:
             self.reschedule(new.daemon.interval)
-        for key in ("listen", "web_config_file", "http_workers", "http_timeout", "state_dir", "record_dir"):
+        for key in (
+            "listen",
+            "web_config_file",
+            "http_workers",
+            "http_timeout",
+            "state_dir",
+            "record_dir",
+            "allowed_hosts",
+        ):
             if getattr(new.daemon, key) != getattr(old.daemon, key):
                 self.log.warning(f"daemon.{key} changed: takes effect after a restart")
         from spark_watchd.logs import configure_logging

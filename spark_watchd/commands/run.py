@@ -158,6 +158,7 @@ def serve(settings: Settings, args: argparse.Namespace, *, announce: bool = Fals
             workers=settings.daemon.http_workers,
             timeout=settings.daemon.http_timeout,
             web=web,
+            allowed_hosts=settings.daemon.allowed_hosts,
         )
     except (OSError, ValueError) as exc:
         daemon.close()

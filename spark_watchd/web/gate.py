@@ -1,63 +1,97 @@
-"""Hold accepted connections until their request has arrived, so idle or trickling clients hold no worker.
+"""Hold accepted connections until their whole request has arrived, so slow or hostile clients hold no worker.
 
 Without this an idle connection (a client that connects and says nothing, a
-half-open socket after a network drop) takes one of the bounded workers until
-its timeout: as many such clients as workers and every scrape gets 503. The
-gate waits for the whole header block (plain HTTP, peeked without consuming it)
-or for the first bytes of the handshake (TLS) before handing a connection on,
-and drops connections still silent after the timeout.
+half-open socket, a stalled TLS handshake) takes one of the bounded workers
+until its timeout: as many such clients as workers and every scrape fails. The
+gate runs TLS handshakes without blocking, under their own short deadline,
+then reads the header block (and a small body) into a buffer as it arrives:
+each byte is read and searched once (linear, however slowly it trickles), a
+header block over MAX_HEAD gets 431 at once, a body that stops short of its
+Content-Length gets 408 once it goes idle. Only complete requests reach a
+worker, with the bytes read so far.
 """
 
 from __future__ import annotations
 
+import re
 import selectors
 import socket
+import ssl
 import time
 
-_PEEK = 65536  # the handler refuses larger header blocks with 431: hand such a request on as it is
-_HEADERS_END = (b"\r\n\r\n", b"\n\n", b"\n\r\n")
-_TCP_CLOSE_WAIT = 8  # linux/tcp_states.h
+MAX_HEAD = 16 * 1024  # request line + headers; nginx's default large_client_header_buffers is 8 KiB
+MAX_HELD_BODY = (
+    64 * 1024
+)  # bodies up to this wait here; larger ones go on (the route answers 413 or reads it)
+BODY_IDLE_S = 2.0  # a body that pauses this long mid-way will not come: 408
+_HEADERS_END = re.compile(rb"\r?\n\r?\n")
+_CONTENT_LENGTH = re.compile(rb"(?im)^content-length[ \t]*:[ \t]*(\d{1,12})[ \t]*\r?$")
+
+HANDSHAKE, HEAD, BODY = "handshake", "head", "body"
 
 
-def _peer_finished(conn: socket.socket) -> bool:
-    """True when the client has half-closed (TCP CLOSE_WAIT): what it sent is all it will send."""
+class _Pending:
+    __slots__ = ("addr", "since", "last", "stage", "buf", "need", "scanned")
+
+    def __init__(self, addr: object, now: float, stage: str):
+        self.addr = addr
+        self.since = now
+        self.last = now
+        self.stage = stage
+        self.buf = bytearray()
+        self.need = 0  # bytes that make the request whole, once the header block is in
+        self.scanned = 0  # where the next search for the header end starts (each byte searched once)
+
+
+def reply(conn: socket.socket, status: str, text: str) -> None:
+    """Best-effort short answer and close; valid on TLS too, since `conn` is then the TLS socket."""
+    body = text.encode() + b"\n"
+    head = f"HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {len(body)}\r\n"
     try:
-        info = conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)
-    except (OSError, AttributeError):
-        return True  # no TCP_INFO here: hand partial requests on rather than hold them
-    return info[0] == _TCP_CLOSE_WAIT
+        conn.setblocking(False)
+        conn.send(head.encode() + b"Connection: close\r\n\r\n" + body)
+    except (OSError, ValueError):
+        pass
+    finally:
+        try:
+            conn.close()
+        except OSError:
+            pass
 
 
 class ConnectionGate:
-    """Accepts on `listener` and yields (conn, addr) once each request is in; closes the silent ones."""
+    """Accepts on `listener` and yields (conn, addr, head bytes) once each request is in; drops the rest."""
 
-    def __init__(self, listener: socket.socket, timeout: float, tls: bool, max_pending: int = 512):
+    def __init__(
+        self,
+        listener: socket.socket,
+        timeout: float,
+        tls: ssl.SSLContext | None = None,
+        max_pending: int = 512,
+        handshake_timeout: float = 3.0,
+    ):
         self.listener = listener
         self.timeout = timeout
         self.tls = tls
+        self.handshake_timeout = min(handshake_timeout, timeout)
         self.max_pending = max_pending
         self._sel = selectors.DefaultSelector()
         listener.setblocking(False)
         self._sel.register(listener, selectors.EVENT_READ, None)
-        self._waiting: dict[socket.socket, tuple[object, float]] = {}  # conn -> (addr, accepted at)
-        self._partial: set[socket.socket] = (
-            set()
-        )  # some bytes in, not the whole request: polled, not selected
+        self._waiting: dict[socket.socket, _Pending] = {}
 
-    def poll(self, wait: float = 0.5) -> list[tuple[socket.socket, object]]:
-        """Wait up to `wait` s; the connections whose request has arrived (blocking sockets again)."""
-        ready: list[tuple[socket.socket, object]] = []
+    def poll(self, wait: float = 0.5) -> list[tuple[socket.socket, object, bytes]]:
+        """Wait up to `wait` s; the connections whose request is in (blocking again), with what was read."""
+        ready: list[tuple[socket.socket, object, bytes]] = []
         try:
-            events = self._sel.select(0.05 if self._partial else wait)
+            events = self._sel.select(min(wait, BODY_IDLE_S / 4))
         except (OSError, ValueError):  # the listener was closed under us
             return ready
         for key, _ in events:
             if key.fileobj is self.listener:
                 self._accept()
-            else:
-                self._check(key.fileobj, ready)  # type: ignore[arg-type]
-        for conn in list(self._partial):
-            self._check(conn, ready)
+            elif key.fileobj in self._waiting:
+                self._advance(key.fileobj, ready)  # type: ignore[arg-type]
         self._expire()
         return ready
 
@@ -71,55 +105,105 @@ class ConnectionGate:
                 # Out of descriptors (EMFILE): free the oldest held connection and pause, rather than spin on a
                 # listener that stays readable.
                 if self._waiting:
-                    self._drop(min(self._waiting, key=lambda c: self._waiting[c][1]))
+                    self._drop(min(self._waiting, key=lambda c: self._waiting[c].since))
                 time.sleep(0.05)
                 return
             conn.setblocking(False)
             if len(self._waiting) >= self.max_pending:  # a flood of silent clients: drop the oldest
-                oldest = min(self._waiting, key=lambda c: self._waiting[c][1])
-                self._drop(oldest)
-            self._waiting[conn] = (addr, time.monotonic())
+                self._drop(min(self._waiting, key=lambda c: self._waiting[c].since))
+            now = time.monotonic()
+            if self.tls is not None:
+                try:
+                    conn = self.tls.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
+                except (OSError, ValueError):
+                    conn.close()
+                    continue
+                self._waiting[conn] = _Pending(addr, now, HANDSHAKE)
+            else:
+                self._waiting[conn] = _Pending(addr, now, HEAD)
             self._sel.register(conn, selectors.EVENT_READ, None)
 
-    def _check(self, conn: socket.socket, ready: list) -> None:
-        if self.tls:
-            done = True  # the handshake bytes are in; the worker's deadline covers the rest
-        else:
+    def _advance(self, conn: socket.socket, ready: list) -> None:
+        p = self._waiting[conn]
+        if p.stage == HANDSHAKE:
             try:
-                head = conn.recv(_PEEK, socket.MSG_PEEK)
-            except (BlockingIOError, InterruptedError):
+                conn.do_handshake()  # type: ignore[attr-defined]
+            except ssl.SSLWantReadError:
+                self._sel.modify(conn, selectors.EVENT_READ, None)
                 return
-            except OSError:
+            except ssl.SSLWantWriteError:
+                self._sel.modify(conn, selectors.EVENT_WRITE, None)
+                return
+            except (OSError, ValueError):  # a failed handshake (plain HTTP on TLS, bad client cert...)
                 self._drop(conn)
                 return
-            if not head:  # closed without a request
-                self._drop(conn)
-                return
-            done = len(head) >= _PEEK or any(end in head for end in _HEADERS_END) or _peer_finished(conn)
-        if done:
-            addr = self._forget(conn)
+            p.stage = HEAD
+            self._sel.modify(conn, selectors.EVENT_READ, None)
+        finished = self._read(conn, p)
+        if finished is None:
+            return  # dropped
+        p.last = time.monotonic()
+        if p.stage == HEAD:
+            end = _HEADERS_END.search(p.buf, max(0, p.scanned - 3))
+            if end is None:
+                p.scanned = len(p.buf)
+                if len(p.buf) > MAX_HEAD:
+                    self._forget(conn)
+                    reply(
+                        conn, "431 Request Header Fields Too Large", f"request headers over {MAX_HEAD} bytes"
+                    )
+                    return
+            else:
+                m = _CONTENT_LENGTH.search(p.buf, 0, end.end())
+                length = int(m.group(1)) if m else 0
+                p.need = end.end() + (length if length <= MAX_HELD_BODY else 0)
+                p.stage = BODY
+        if (p.stage == BODY and len(p.buf) >= p.need) or finished:
+            # Whole, or the client half-closed: what it sent is all it will send; the handler answers it.
+            self._forget(conn)
             conn.setblocking(True)
-            ready.append((conn, addr))
-        elif conn not in self._partial:
-            self._sel.unregister(conn)  # readable until consumed: poll it instead of spinning in select
-            self._partial.add(conn)
+            ready.append((conn, p.addr, bytes(p.buf)))
+
+    def _read(self, conn: socket.socket, p: _Pending) -> bool | None:
+        """Read what is there into p.buf; True at end of stream, None when the connection was dropped."""
+        cap = MAX_HEAD + MAX_HELD_BODY + 1
+        while len(p.buf) < cap:
+            try:
+                chunk = conn.recv(min(65536, cap - len(p.buf)))
+            except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                return False
+            except (OSError, ValueError):
+                self._drop(conn)
+                return None
+            if not chunk:
+                if not p.buf:  # closed without a request
+                    self._drop(conn)
+                    return None
+                return True
+            p.buf += chunk
+        return False
 
     def _expire(self) -> None:
-        cutoff = time.monotonic() - self.timeout
-        for conn, (_, since) in list(self._waiting.items()):
-            if since < cutoff:
-                self._drop(conn)
+        now = time.monotonic()
+        for conn, p in list(self._waiting.items()):
+            if p.stage == HANDSHAKE and now - p.since > self.handshake_timeout:
+                self._drop(conn)  # no HTTP is possible before the handshake: just close
+            elif p.stage == BODY and now - p.last > min(BODY_IDLE_S, self.timeout):
+                self._forget(conn)
+                reply(conn, "408 Request Timeout", "body shorter than Content-Length")
+            elif now - p.since > self.timeout:
+                if p.buf:
+                    self._forget(conn)
+                    reply(conn, "408 Request Timeout", "request not received in time")
+                else:
+                    self._drop(conn)
 
-    def _forget(self, conn: socket.socket) -> object:
-        addr, _ = self._waiting.pop(conn, (None, 0.0))
-        if conn in self._partial:
-            self._partial.discard(conn)
-        else:
-            try:
-                self._sel.unregister(conn)
-            except (KeyError, ValueError):
-                pass
-        return addr
+    def _forget(self, conn: socket.socket) -> None:
+        self._waiting.pop(conn, None)
+        try:
+            self._sel.unregister(conn)
+        except (KeyError, ValueError):
+            pass
 
     def _drop(self, conn: socket.socket) -> None:
         self._forget(conn)

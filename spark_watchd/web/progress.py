@@ -62,6 +62,11 @@ def make_handler(tracker: JobTracker, settings: ProgressSettings):
         denied = _authorise(req, token, settings.trust_loopback)
         if denied is not None:
             return denied
+        # A browser may POST text/plain, a form or no type at all cross-site without asking first (a "simple"
+        # request); application/json needs a CORS preflight this server never grants. So only JSON is taken.
+        ctype = req.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if ctype != JSON:
+            return _error(415, f"send the report as {JSON} (got {ctype or 'no Content-Type'})")
         if len(req.body) > limit:  # the server checks Content-Length first; chunked bodies end here
             return _error(413, f"report body is {len(req.body)} bytes; the limit is {limit}")
         try:

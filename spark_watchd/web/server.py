@@ -1,8 +1,12 @@
 """The HTTP server: a bounded worker pool, per-connection timeouts, one explicit tuple of route providers.
 
-A slow or half-open client holds at most one worker until its timeout; when
-every worker is busy a new connection gets an immediate 503 instead of
-queueing behind it, so Prometheus scrapes are never stuck behind such clients.
+Connections wait in the gate (web/gate.py: TLS handshake, headers, small
+body) without a worker; a worker gets only complete requests. When every
+worker is busy a new connection gets an immediate 503 (over TLS when TLS is
+on) instead of queueing, so Prometheus scrapes are never stuck behind slow
+clients. Requests must name this host (web/hosts.py: DNS rebinding gets 421),
+state-changing requests from a browser must come from this daemon's own
+origin, and basic auth is checked by web/credentials.py (flood-safe).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import socket
 import ssl
 import threading
 import time
+from collections import deque
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
@@ -22,7 +27,9 @@ from urllib.parse import parse_qs
 from spark_watchd import __version__
 from spark_watchd.logs import get_logger
 from spark_watchd.web.auth import WebConfig
-from spark_watchd.web.gate import ConnectionGate
+from spark_watchd.web.credentials import Verdict
+from spark_watchd.web.gate import ConnectionGate, reply
+from spark_watchd.web.hosts import HostPolicy
 from spark_watchd.web.http import Request, Response, Route, parse_listen
 
 # Route providers, each a module with `routes(daemon) -> list[Route]`; imported guarded, here only.
@@ -30,6 +37,9 @@ ROUTE_PROVIDERS = ("spark_watchd.web.api", "spark_watchd.web.page", "spark_watch
 
 _BODY_METHODS = ("POST", "PUT", "PATCH")
 _DRAIN_LIMIT = 256 * 1024  # read this much of a refused body so the client sees our answer, not a reset
+_SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+QUEUE_WAIT_S = 1.0  # a complete request waits this long for a free worker before 503
+QUEUE_MAX = 256  # complete requests waiting for a worker; beyond this the oldest get 503 at once
 
 
 def collect_routes(daemon, providers: Iterable[str] = ROUTE_PROVIDERS, log=None) -> list[Route]:
@@ -51,16 +61,22 @@ def collect_routes(daemon, providers: Iterable[str] = ROUTE_PROVIDERS, log=None)
 
 
 class _DeadlineReader(io.RawIOBase):
-    """Socket reads that share one deadline: a client trickling a byte at a time still gets cut off."""
+    """Socket reads that share one deadline, after the bytes the gate already read: trickling gets cut off."""
 
-    def __init__(self, sock: socket.socket, deadline: float):
+    def __init__(self, sock: socket.socket, deadline: float, head: bytes = b""):
         self.sock = sock
         self.deadline = deadline
+        self.head = memoryview(head)
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buf) -> int:
+        if self.head:
+            n = min(len(buf), len(self.head))
+            buf[:n] = self.head[:n]
+            self.head = self.head[n:]
+            return n
         left = self.deadline - time.monotonic()
         if left <= 0:
             raise TimeoutError("request not received in time")
@@ -82,9 +98,14 @@ class _Handler(BaseHTTPRequestHandler):
     error_message_format = "%(code)d %(message)s\n"
     error_content_type = "text/plain; charset=utf-8"
 
+    def __init__(self, request, client_address, server, head: bytes = b""):
+        self._head = head
+        super().__init__(request, client_address, server)
+
     def setup(self) -> None:
         super().setup()
-        self.rfile = io.BufferedReader(_DeadlineReader(self.connection, time.monotonic() + self.app.timeout))
+        deadline = time.monotonic() + self.app.timeout
+        self.rfile = io.BufferedReader(_DeadlineReader(self.connection, deadline, self._head))
 
     def parse_request(self) -> bool:
         if not super().parse_request():
@@ -107,13 +128,25 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         app = self.app
         extra = dict(app.web.headers) if app.web else {}
-        if (
-            app.web is not None
-            and app.web.users
-            and not app.web.check_basic(self.headers.get("Authorization"))
+        host = self.headers.get("Host")
+        if not app.hosts.allows_host(host):
+            # DNS rebinding: a foreign name pointed at this address. Add it to [daemon] allowed_hosts if it is ours.
+            return self._send(Response(421, b"unknown Host: add it to [daemon] allowed_hosts\n"), extra)
+        client = self.client_address[0] if self.client_address else ""
+        if app.web is not None and app.web.auth is not None:
+            verdict = app.web.auth.check(self.headers.get("Authorization"), client)
+            if verdict is Verdict.LIMITED:
+                extra["Retry-After"] = "10"
+                return self._send(Response(429, b"too many failed logins: retry later\n"), extra)
+            if verdict is not Verdict.OK:
+                extra["WWW-Authenticate"] = 'Basic realm="spark-watchd", charset="UTF-8"'
+                return self._send(Response(401, b"authentication required\n"), extra)
+        if self.command not in _SAFE_METHODS and not app.hosts.allows_origin(
+            self.headers.get("Origin"), host
         ):
-            extra["WWW-Authenticate"] = 'Basic realm="spark-watchd", charset="UTF-8"'
-            return self._send(Response(401, b"authentication required\n"), extra)
+            return self._send(
+                Response(403, b"cross-site request refused (Origin is not this daemon)\n"), extra
+            )
         path, _, qs = self.path.partition("?")
         by_method = app.table.get(path)
         if by_method is None:
@@ -134,7 +167,7 @@ class _Handler(BaseHTTPRequestHandler):
             query=parse_qs(qs, keep_blank_values=True),
             headers={k.lower(): v for k, v in self.headers.items()},
             body=body,
-            client=self.client_address[0] if self.client_address else "",
+            client=client,
         )
         try:
             resp = route.handler(req)
@@ -163,7 +196,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(Response(413, f"body over {route.max_body} bytes\n".encode()), extra)
             self._drain(min(length, _DRAIN_LIMIT))
             return None
-        body = self.rfile.read(length)
+        try:
+            body = self.rfile.read(length)
+        except TimeoutError:
+            self._send(Response(408, b"body shorter than Content-Length\n"), extra)
+            return None
         if len(body) < length:
             self._send(Response(400, b"body shorter than Content-Length\n"), extra)
             return None
@@ -212,8 +249,10 @@ class HttpServer:
         workers: int = 8,
         timeout: float = 10.0,
         web: WebConfig | None = None,
+        allowed_hosts: Iterable[str] = (),
     ):
         self.host, self.port = parse_listen(listen)
+        self.hosts = HostPolicy(self.host, allowed_hosts)
         self.log = get_logger("http")
         self.table: dict[str, dict[str, Route]] = {}
         for r in routes:
@@ -254,55 +293,49 @@ class HttpServer:
         self._thread.start()
 
     def _accept_loop(self) -> None:
-        # Idle and half-open clients wait in the gate, not in a worker (see web/gate.py).
-        gate = ConnectionGate(self._sock, self.timeout, tls=self.web is not None and self.web.tls is not None)
+        # Idle and half-open clients wait in the gate, not in a worker (see web/gate.py). Complete requests wait
+        # up to QUEUE_WAIT_S for a worker (a burst of quick requests is served, not refused), then get 503.
+        gate = ConnectionGate(self._sock, self.timeout, tls=self.web.tls if self.web is not None else None)
+        queue: deque[tuple[socket.socket, object, bytes, float]] = deque()
         try:
             while not self._stop.is_set():
-                for conn, addr in gate.poll():
-                    if not self._slots.acquire(blocking=False):
-                        self._refuse_busy(conn)
-                        continue
+                now = time.monotonic()
+                queue.extend(
+                    (conn, addr, head, now) for conn, addr, head in gate.poll(0.005 if queue else 0.5)
+                )
+                while queue and self._slots.acquire(blocking=False):
+                    conn, addr, head, _ = queue.popleft()
                     try:
-                        self._pool.submit(self._serve, conn, addr)
+                        self._pool.submit(self._serve, conn, addr, head)
                     except RuntimeError:  # pool shut down
                         self._slots.release()
                         conn.close()
                         return
+                while queue and (len(queue) > QUEUE_MAX or time.monotonic() - queue[0][3] > QUEUE_WAIT_S):
+                    # After the gate's handshake `conn` is the TLS socket: the 503 goes out encrypted.
+                    reply(
+                        queue.popleft()[0],
+                        "503 Service Unavailable",
+                        "busy: every worker is serving a request",
+                    )
         finally:
+            for conn, *_ in queue:
+                conn.close()
             gate.close()
 
-    def _refuse_busy(self, conn: socket.socket) -> None:
-        try:
-            conn.setblocking(False)
-            conn.send(
-                b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 5\r\nConnection: close\r\n\r\nbusy\n"
-            )
-        except OSError:
-            pass
-        finally:
-            conn.close()
-
-    def _serve(self, conn: socket.socket, addr) -> None:
+    def _serve(self, conn: socket.socket, addr, head: bytes = b"") -> None:
         with self._open_lock:
             self._open.add(conn)
-        raw = conn
         try:
             conn.settimeout(self.timeout)
-            if self.web is not None and self.web.tls is not None:
-                try:
-                    conn = self.web.tls.wrap_socket(conn, server_side=True)
-                except (ssl.SSLError, OSError) as exc:
-                    self.log.debug("TLS handshake failed", client=addr[0], error=str(exc))
-                    conn.close()
-                    return
-            self._handler(conn, addr, self)
+            self._handler(conn, addr, self, head)
         except (TimeoutError, ConnectionError, ssl.SSLError):
             pass  # slow, half-open or vanished client: drop it
         except Exception as exc:
             self.log.exception("connection failed", error=str(exc))
         finally:
             with self._open_lock:
-                self._open.discard(raw)
+                self._open.discard(conn)
             try:
                 conn.close()
             except OSError:

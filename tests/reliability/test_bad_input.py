@@ -105,7 +105,9 @@ def _exchange(addr, data: bytes) -> int:
 
 
 def _post(body: bytes, headers: dict[str, str]) -> bytes:
-    head = f"POST {PROGRESS} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n"
+    head = f"POST {PROGRESS} HTTP/1.1\r\nHost: localhost\r\nContent-Length: {len(body)}\r\n"
+    if not any(k.lower() == "content-type" for k in headers):  # JSON unless the fuzzer picked a type
+        head += "Content-Type: application/json\r\n"
     head += "".join(f"{k}: {v}\r\n" for k, v in headers.items())
     return head.encode("latin-1") + b"\r\n" + body
 

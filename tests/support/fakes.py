@@ -170,6 +170,6 @@ def http_request(
     method: str, path: str, headers: Mapping[str, str] | None = None, body: bytes = b""
 ) -> bytes:
     """A raw HTTP/1.1 request with Host and Content-Length."""
-    head = f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n"
+    head = f"{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: {len(body)}\r\n"
     head += "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
     return head.encode() + b"\r\n" + body

@@ -95,7 +95,8 @@ class DaemonProcess:
         import urllib.error
         import urllib.request
 
-        req = urllib.request.Request(self.url + path, data=body, method=method)
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        req = urllib.request.Request(self.url + path, data=body, method=method, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=timeout) as resp:
                 return resp.status, resp.read()

@@ -25,17 +25,20 @@ def _poll_until(gate: ConnectionGate, n: int, timeout: float = 5.0) -> list:
 
 def test_only_complete_requests_are_handed_on_and_silent_clients_are_dropped_at_the_timeout():
     lst = _listener()
-    gate = ConnectionGate(lst, timeout=0.5, tls=False)
+    gate = ConnectionGate(
+        lst,
+        timeout=0.5,
+    )
     silent = socket.create_connection(lst.getsockname())
     partial = socket.create_connection(lst.getsockname())
-    partial.sendall(b"GET /metrics HTTP/1.1\r\nHost: x")
+    partial.sendall(b"GET /metrics HTTP/1.1\r\nHost: localhost")
     whole = socket.create_connection(lst.getsockname())
-    whole.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    whole.sendall(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
     try:
         ready = _poll_until(gate, 1)
         assert len(ready) == 1
-        conn, _ = ready[0]
-        assert conn.recv(100).startswith(b"GET /metrics")  # nothing consumed by the gate's peek
+        conn, _, head = ready[0]
+        assert head == b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n"  # handed on with what was read
         conn.close()
         partial.sendall(b"\r\n\r\n")  # the rest of the headers: now it goes on
         ready = _poll_until(gate, 1)
@@ -54,7 +57,10 @@ def test_only_complete_requests_are_handed_on_and_silent_clients_are_dropped_at_
 
 def test_a_half_closed_partial_request_is_handed_on_for_the_handler_to_refuse():
     lst = _listener()
-    gate = ConnectionGate(lst, timeout=5, tls=False)
+    gate = ConnectionGate(
+        lst,
+        timeout=5,
+    )
     c = socket.create_connection(lst.getsockname())
     c.sendall(b"\x00\x01 garbage")
     c.shutdown(socket.SHUT_WR)
@@ -70,7 +76,7 @@ def test_a_half_closed_partial_request_is_handed_on_for_the_handler_to_refuse():
 
 def test_a_flood_of_silent_clients_is_capped_oldest_dropped_first():
     lst = _listener()
-    gate = ConnectionGate(lst, timeout=30, tls=False, max_pending=4)
+    gate = ConnectionGate(lst, timeout=30, max_pending=4)
     clients = [socket.create_connection(lst.getsockname()) for _ in range(6)]
     try:
         deadline = time.monotonic() + 3
@@ -84,5 +90,60 @@ def test_a_flood_of_silent_clients_is_capped_oldest_dropped_first():
     finally:
         for s in clients:
             s.close()
+        gate.close()
+        lst.close()
+
+
+def test_header_search_is_linear_and_oversized_headers_get_431_early():
+    """A header block trickled 1 KiB at a time is searched once per byte; past MAX_HEAD it is refused."""
+    from spark_watchd.web.gate import MAX_HEAD
+
+    lst = _listener()
+    gate = ConnectionGate(lst, timeout=10)
+    c = socket.create_connection(lst.getsockname())
+    c.settimeout(5)
+    try:
+        c.sendall(b"GET /metrics HTTP/1.1\r\n")
+        sent = 0
+        reply = b""
+        while sent <= MAX_HEAD + 4096:
+            c.sendall(b"X-Pad: " + b"a" * 1000 + b"\r\n")
+            sent += 1009
+            gate.poll(0.05)
+            pending = next(iter(gate._waiting.values()), None)
+            if pending is None:
+                break
+            assert pending.scanned == len(pending.buf)  # never searched from the start again
+        assert _poll_until(gate, 1, timeout=0.5) == []
+        reply = c.recv(200)
+        assert reply.startswith(b"HTTP/1.1 431"), reply
+        assert sent <= MAX_HEAD + 2048  # refused as soon as the cap was passed
+    finally:
+        c.close()
+        gate.close()
+        lst.close()
+
+
+def test_a_short_body_gets_408_from_the_gate_once_it_goes_idle():
+    from spark_watchd.web import gate as gate_mod
+
+    lst = _listener()
+    gate = ConnectionGate(lst, timeout=10)
+    c = socket.create_connection(lst.getsockname())
+    c.settimeout(5)
+    try:
+        c.sendall(b"POST /api/v1/progress HTTP/1.1\r\nHost: localhost\r\nContent-Length: 50\r\n\r\n{}")
+        t0 = time.monotonic()
+        assert _poll_until(gate, 1, timeout=gate_mod.BODY_IDLE_S + 1) == []
+        assert c.recv(200).startswith(b"HTTP/1.1 408")
+        assert time.monotonic() - t0 < gate_mod.BODY_IDLE_S + 1.5
+        c2 = socket.create_connection(lst.getsockname())
+        c2.sendall(b"POST / HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}")
+        ready = _poll_until(gate, 1)
+        assert [r[2].endswith(b"\r\n\r\n{}") for r in ready] == [True]  # whole body: handed on with it
+        ready[0][0].close()
+        c2.close()
+    finally:
+        c.close()
         gate.close()
         lst.close()

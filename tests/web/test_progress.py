@@ -18,7 +18,8 @@ from tests.support.progress import T0
 
 def post(handler, body, client="127.0.0.1", headers=None):
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
-    resp = handler(Request("POST", PATH, {}, headers or {}, raw, client))
+    headers = {"content-type": "application/json", **(headers or {})}
+    resp = handler(Request("POST", PATH, {}, headers, raw, client))
     return resp.status, json.loads(resp.body), resp
 
 

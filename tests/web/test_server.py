@@ -18,7 +18,6 @@ from spark_watchd.web.http import Response, Route
 from spark_watchd.web.server import HttpServer, collect_routes
 from tests.daemon_helpers import http_get, samples, value
 from tests.support.fakes import MEMINFO, FakeSource, raw_exchange
-from tests.support.poll import wait_until
 
 
 @pytest.fixture
@@ -36,10 +35,22 @@ def server(tmp_path):
         got.append(req.body)
         return Response(200, b"got %d\n" % len(req.body))
 
-    routes = [*collect_routes(daemon), Route("POST", "/echo", echo, max_body=1024)]
+    release = threading.Event()
+
+    def slow(req):
+        release.wait(10)
+        return Response(200, b"slow\n")
+
+    routes = [
+        *collect_routes(daemon),
+        Route("POST", "/echo", echo, max_body=1024),
+        Route("POST", "/big", echo, max_body=1 << 20),
+        Route("GET", "/slow", slow),
+    ]
     srv = HttpServer("127.0.0.1:0", routes, workers=4, timeout=1.0)
     srv.start()
     srv.received = got
+    srv.release = release
     yield srv
     srv.stop()
     daemon.close()
@@ -61,7 +72,7 @@ def test_metrics_render_the_published_snapshot(server):
 def test_oversized_body_gets_413_before_it_is_read_while_metrics_answers(server):
     # Announce 20 MB and start streaming it from another thread.
     sock = socket.create_connection(server.address, timeout=5)
-    sock.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 20971520\r\n\r\n")
+    sock.sendall(b"POST /echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: 20971520\r\n\r\n")
     reply = []
 
     def stream():
@@ -88,10 +99,10 @@ def test_oversized_body_gets_413_before_it_is_read_while_metrics_answers(server)
 @pytest.mark.parametrize(
     ("request_bytes", "status"),
     [
-        (b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n", b"400"),
-        (b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n", b"400"),
-        (b"POST /echo HTTP/1.1\r\nHost: x\r\n\r\n", b"411"),
-        (b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", b"411"),
+        (b"POST /echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: abc\r\n\r\n", b"400"),
+        (b"POST /echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: -5\r\n\r\n", b"400"),
+        (b"POST /echo HTTP/1.1\r\nHost: localhost\r\n\r\n", b"411"),
+        (b"POST /echo HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", b"411"),
         (b"\x00\x01\x02 garbage \xff\r\n\r\n", b"400"),
         (
             b"GET\t\x00\r\n\r\n",
@@ -107,7 +118,7 @@ def test_garbage_requests_get_4xx(server, request_bytes, status):
 
 
 def test_small_body_reaches_the_handler(server):
-    reply = _raw(server, b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello")
+    reply = _raw(server, b"POST /echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n\r\nhello")
     assert reply.startswith(b"HTTP/1.1 200") and reply.endswith(b"got 5\n")
     assert server.received == [b"hello"]
 
@@ -129,7 +140,7 @@ def test_trickling_client_is_cut_off_at_the_request_deadline(server):
     s = socket.create_connection(server.address, timeout=5)
     t0 = time.monotonic()
     try:
-        for ch in b"GET /metrics HTTP/1.1\r\nHost: x\r\n":  # one byte every 0.2 s: each recv is quick
+        for ch in b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n":  # one byte every 0.2 s: each recv is quick
             s.sendall(bytes([ch]))
             time.sleep(0.2)
     except OSError:
@@ -139,26 +150,48 @@ def test_trickling_client_is_cut_off_at_the_request_deadline(server):
     assert time.monotonic() - t0 < 4  # dropped after the 1 s deadline, not after 30 bytes x 0.2 s = 6 s
 
 
-def test_full_pool_answers_503_at_once_and_recovers_after_timeout(server):
+def test_full_pool_answers_503_at_once_and_recovers(server):
     hogs = [socket.create_connection(server.address) for _ in range(server.workers)]
-    for h in hogs:  # whole headers, then a body that never comes: each holds a worker in the handler
-        h.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
+    for h in hogs:  # a handler that takes its time: each holds a worker
+        h.sendall(b"GET /slow HTTP/1.1\r\nHost: localhost\r\n\r\n")
     try:
-        # Once every worker holds a hog, a scrape is refused at once instead of queueing.
-        wait_until(
-            lambda: _raw(server, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", timeout=2).startswith(b"HTTP/1.1 503"),
-            timeout=5, what="503 from the full pool",
-        )  # fmt: skip
-        wait_until(lambda: _metrics_ok(server), timeout=10, what="the hogs dropped at their 1 s timeout")
+        time.sleep(0.3)
+        reply = _raw(server, b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n", timeout=2)
+        assert reply.startswith(b"HTTP/1.1 503"), reply[:100]
+        server.release.set()
+        deadline = time.monotonic() + 5
+        while not _metrics_ok(server):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        server.release.set()
+        for s in hogs:
+            s.close()
+
+
+@pytest.mark.parametrize("path", ["/echo", "/big"])
+def test_body_shorter_than_content_length_gets_408_without_holding_a_worker(server, path):
+    """Small bodies wait in the gate (408 after BODY_IDLE_S); large ones in the handler (408 at the deadline)."""
+    hogs = [socket.create_connection(server.address, timeout=5) for _ in range(server.workers * 2)]
+    length = 100 if path == "/echo" else 200_000
+    for h in hogs:
+        h.sendall(f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: {length}\r\n\r\nabc".encode())
+    try:
+        if path == "/echo":
+            assert _metrics_ok(server)  # the short bodies hold no worker
+        t0 = time.monotonic()
+        reply = hogs[0].recv(200)
+        assert reply.startswith(b"HTTP/1.1 408"), reply
+        assert time.monotonic() - t0 < 3.5
     finally:
         for s in hogs:
             s.close()
 
 
 def test_head_and_405_and_404(server):
-    reply = _raw(server, b"HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    reply = _raw(server, b"HEAD /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
     assert reply.startswith(b"HTTP/1.1 200") and reply.endswith(b"\r\n\r\n")
-    reply = _raw(server, b"DELETE /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    reply = _raw(server, b"DELETE /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
     assert reply.startswith(b"HTTP/1.1 405") and b"Allow: GET, HEAD" in reply
     assert http_get(server.url + "missing")[0] == 404
 

@@ -1,0 +1,91 @@
+"""Which Host and Origin headers the daemon answers: the names it is reachable as, so DNS rebinding gets 421.
+
+A page on evil.example whose name is re-pointed at 127.0.0.1 makes the
+browser send `Host: evil.example:9761`; answering it would hand that page
+/api/v1/status (command lines included). IP literals are always accepted
+(nobody can re-point an address), as are `localhost` (and `*.localhost`,
+which browsers pin to loopback), the listen address, the host's own names
+and `[daemon] allowed_hosts` (exact names, `.example.org` for a domain and
+its subdomains, `*` for any).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Iterable
+from urllib.parse import urlsplit
+
+
+def _host_part(value: str) -> str | None:
+    """The host of a Host header value (no port, no brackets, lower case); None when malformed."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        end = value.find("]")
+        if end < 0 or (value[end + 1 :] and not value[end + 1 :].startswith(":")):
+            return None
+        return value[1:end]
+    host, _, port = value.partition(":")
+    if port and not port.isdigit():
+        return None
+    return host.rstrip(".")
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
+
+
+def own_names() -> set[str]:
+    """This host's names: its hostname, the short form and the mDNS `.local` form (no DNS lookup at start)."""
+    names = set()
+    try:
+        full = socket.gethostname().lower().rstrip(".")
+    except OSError:
+        return names
+    if full:
+        short = full.split(".", 1)[0]
+        names |= {full, short, short + ".local"}
+    return names
+
+
+class HostPolicy:
+    """Decides whether a request's Host (and a cross-site Origin) belongs to this daemon."""
+
+    def __init__(self, listen_host: str, allowed: Iterable[str] = (), names: Iterable[str] | None = None):
+        allowed = [a.strip().lower().rstrip(".") for a in allowed]
+        self.any = "*" in allowed
+        self.suffixes = tuple(a for a in allowed if a.startswith("."))
+        self.names = {"localhost", listen_host.lower()} | set(own_names() if names is None else names)
+        self.names |= {a for a in allowed if a and not a.startswith(".") and a != "*"}
+
+    def allows_host(self, header: str | None) -> bool:
+        """True for a Host header naming this daemon (or none at all: HTTP/1.0 tools, never a browser)."""
+        if header is None or self.any:
+            return True
+        host = _host_part(header)
+        if not host:
+            return False
+        return (
+            host in self.names
+            or _is_ip(host)
+            or host.endswith(".localhost")
+            or any(host.endswith(s) or host == s[1:] for s in self.suffixes)
+        )
+
+    def allows_origin(self, origin: str | None, host_header: str | None) -> bool:
+        """True when a state-changing request carries no Origin or comes from this daemon's own origin."""
+        if origin is None:
+            return True  # not a browser: trainers and scripts send none
+        try:
+            parts = urlsplit(origin.strip())
+        except ValueError:
+            return False
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            return False  # "null" (sandboxed frames, file://) and anything odd
+        if host_header is None or parts.netloc.lower() != host_header.strip().lower():
+            return False
+        return self.allows_host(parts.netloc)

@@ -312,10 +312,11 @@ def alert_rules(c: Ctx) -> list[dict]:
             "likely hung, not working. Not a thermal throttle.",
         ),
         # ---- driver faults (diagnose/xid.py marks which Xids need a reset, reboot or power cycle) ----
+        # gotcha "driver": a fatal Xid page inhibits the Xid warning of the same Spark, not unrelated warnings.
         (
             "SparkWatchdGpuXidFatal",
             "critical",
-            None,
+            "driver",  # scopes the Alertmanager inhibition to driver faults
             "0s",
             _xids(c, "=~", 900),
             "GPU {{ $labels.gpu }} on {{ $labels.instance }} reported fatal Xid {{ $labels.xid }}",
@@ -326,7 +327,7 @@ def alert_rules(c: Ctx) -> list[dict]:
         (
             "SparkWatchdGpuXid",
             "warning",
-            None,
+            "driver",  # scopes the Alertmanager inhibition to driver faults
             "0s",
             _xids(c, "!~", 900),
             "GPU {{ $labels.gpu }} on {{ $labels.instance }} reported Xid {{ $labels.xid }}",
@@ -346,7 +347,7 @@ def alert_rules(c: Ctx) -> list[dict]:
         (
             "SparkWatchdPcieFatal",
             "critical",
-            None,
+            "driver",  # scopes the Alertmanager inhibition to driver faults
             "0s",
             _events(c, "pcie_fatal", 1800),
             "PCIe AER fatal error on {{ $labels.instance }}",

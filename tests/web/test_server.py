@@ -270,26 +270,3 @@ def test_port_in_use_exits_1_with_the_address(tmp_path, capsys):
         env_state = ["--state-dir", str(tmp_path)]
         assert cli.main(["run", "--listen", addr, "--interval", "5", *env_state]) == 1
     assert f"cannot listen on {addr}" in capsys.readouterr().err
-
-
-def test_healthz_503_before_the_first_sample_and_when_stale(tmp_path):
-    import dataclasses
-
-    daemon = Daemon(
-        load_settings(None, environ={}),
-        sources=(FakeSource(reading={**MEMINFO, "vmstat": {"oom_kill": 2}}),),
-        state_dir=None,
-    )
-    srv = HttpServer("127.0.0.1:0", collect_routes(daemon), workers=2, timeout=1.0)
-    srv.start()
-    try:
-        assert http_get(srv.url + "healthz") == (503, "no sample yet\n")
-        snap = daemon.tick()
-        assert http_get(srv.url + "healthz") == (200, "ok\n")
-        daemon._snapshot = dataclasses.replace(snap, published_at=time.time() - 95)  # > 3 x 30 s
-        status, body = http_get(srv.url + "healthz")
-        assert status == 503 and body.startswith("stale: last sample 95 s ago")
-        assert http_get(srv.url + "metrics")[0] == 200
-    finally:
-        srv.stop()
-        daemon.close()

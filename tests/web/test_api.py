@@ -1,0 +1,70 @@
+"""The core routes: /healthz by freshness, /api/v1/status as the published snapshot's document, /metrics."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import spark_watchd
+from spark_watchd.config import load_settings
+from spark_watchd.daemon import Daemon
+from spark_watchd.web.server import HttpServer, collect_routes
+from tests.daemon_helpers import http_get
+from tests.support.fakes import MEMINFO, FakeSource
+
+
+def test_healthz_503_before_the_first_sample_and_when_stale(tmp_path):
+    import dataclasses
+
+    daemon = Daemon(
+        load_settings(None, environ={}),
+        sources=(FakeSource(reading={**MEMINFO, "vmstat": {"oom_kill": 2}}),),
+        state_dir=None,
+    )
+    srv = HttpServer("127.0.0.1:0", collect_routes(daemon), workers=2, timeout=1.0)
+    srv.start()
+    try:
+        assert http_get(srv.url + "healthz") == (503, "no sample yet\n")
+        snap = daemon.tick()
+        assert http_get(srv.url + "healthz") == (200, "ok\n")
+        daemon._snapshot = dataclasses.replace(snap, published_at=time.time() - 95)  # > 3 x 30 s
+        status, body = http_get(srv.url + "healthz")
+        assert status == 503 and body.startswith("stale: last sample 95 s ago")
+        assert http_get(srv.url + "metrics")[0] == 200
+    finally:
+        srv.stop()
+        daemon.close()
+
+
+def test_status_document_carries_memory_budget_sources_and_findings_of_the_published_tick():
+    reading = {
+        "meminfo": {"MemTotal": 8 * 2**20, "MemAvailable": 6 * 2**20, "SwapTotal": 2048, "SwapFree": 1024}
+    }
+    daemon = Daemon(load_settings(None, environ={}), sources=(FakeSource(reading=reading),), state_dir=None)
+    srv = HttpServer("127.0.0.1:0", collect_routes(daemon), workers=2, timeout=1.0)
+    srv.start()
+    try:
+        before = json.loads(http_get(srv.url + "api/v1/status")[1])
+        assert before["ts"] is None and before["worst"] == "unknown" and before["fresh"] is False
+        daemon.tick()
+        status, body = http_get(srv.url + "api/v1/status")
+        doc = json.loads(body)
+    finally:
+        srv.stop()
+        daemon.close()
+    assert status == 200 and doc["version"] == spark_watchd.__version__ and doc["fresh"] is True
+    mem = doc["memory"]
+    assert (mem["total_bytes"], mem["available_bytes"], mem["swap_used_bytes"]) == (
+        8 * 2**30,
+        6 * 2**30,
+        1024 * 1024,
+    )
+    reserve = daemon.settings.thresholds.os_reserve_bytes
+    assert mem["os_reserve_bytes"] == reserve and mem["budget_bytes"] == max(0, 6 * 2**30 - reserve)
+    assert doc["sources"]["meminfo"]["up"] is True and doc["sources"]["meminfo"]["errors_total"] == 0
+    assert set(doc["findings"]) >= {"G3", "G4", "G6"} and doc["worst"] in (
+        "ok",
+        "warning",
+        "critical",
+        "unknown",
+    )

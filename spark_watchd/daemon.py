@@ -39,6 +39,15 @@ def build_runtime(settings: Settings, state_dir: str | None):
     return DiagnosisRuntime(settings.thresholds, state_dir)
 
 
+def state_status(runtime: Any) -> SourceStatus | None:
+    """The state directory as a source (`sparkwatchd_source_up{source="state"}`): down while writing the state,
+    journal or captures fails (disk full, read-only remount); None when nothing is kept on disk."""
+    error = getattr(runtime, "storage_error", None)
+    if getattr(runtime, "state_dir", None) is None and error is None:
+        return None
+    return SourceStatus("state", error is None, 0.0, int(getattr(runtime, "storage_errors_total", 0)), error)
+
+
 # --- The daemon. ---
 
 
@@ -84,7 +93,6 @@ class Daemon:
         self.ticks = 0
         self.overruns = 0
         self.last_tick_seconds = 0.0
-        self._snapshot = Snapshot(sample=None, diagnosis=None, mode=self.mode)
         self._subscribers: list[Subscriber] = []
         self._tick_lock = threading.Lock()
         self._ready = threading.Event()
@@ -92,6 +100,14 @@ class Daemon:
         self.replay_done = False
         self.replay_delay = 0.0  # seconds until the next replayed sample is due
         self._logged_failures: set[str] = set()
+        # Restored counters from the first scrape on: a 0 before the first tick made increase() in the
+        # Eviction, OOMKill and RebootAfterThrottle alerts fire on a restart.
+        self._snapshot = Snapshot(
+            sample=None,
+            diagnosis=None,
+            mode=self.mode,
+            event_counts=dict(self._guard("event_counts", self.runtime.event_counts) or {}),
+        )
         self._tracker_errors = 0
         self.stopping = False
         self._notify_lock = threading.Lock()
@@ -139,6 +155,8 @@ class Daemon:
                 sample, statuses = nxt
             sample = self._with_throughput(sample, statuses)
             diagnosis = self._guard("diagnosis", lambda: self.runtime.observe(sample))
+            if (state := state_status(self.runtime)) is not None:
+                statuses = {**statuses, "state": state}
             snap = Snapshot(
                 sample=sample,
                 diagnosis=diagnosis,

@@ -15,6 +15,8 @@ from spark_watchd.errors import ConfigError
 
 def _run(monkeypatch, capsys, *argv, env=None) -> tuple[int, str]:
     monkeypatch.delenv("SPARK_WATCHD_CONFIG", raising=False)
+    # In-process runs must not reconfigure structlog for the tests that follow (capture_logs).
+    monkeypatch.setattr("spark_watchd.commands.run.configure_logging", lambda *a, **k: None)
     for k, v in (env or {}).items():
         monkeypatch.setenv(k, v)
     rc = cli.main(["run", "--listen", "127.0.0.1:0", *argv])
@@ -67,7 +69,7 @@ def test_record_dir_that_cannot_be_created_exits_78_naming_the_key(tmp_path, mon
     blocker = tmp_path / "file"
     blocker.write_text("")
     rc, err = _run(monkeypatch, capsys, "--state-dir", str(tmp_path / "s"), "--record", str(blocker / "rec"))
-    assert rc == 78 and "key 'daemon.record_dir': cannot create" in err and "Traceback" not in err
+    assert rc == 78 and "key 'daemon.record_dir': cannot write" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize(

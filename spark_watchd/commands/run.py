@@ -78,16 +78,6 @@ def usable_state_dir(settings: Settings, explicit: bool) -> str:
     return path
 
 
-def writable_dir(path: str, key: str) -> None:
-    """Create PATH if needed; ConfigError naming the key when it cannot be created or written."""
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"key '{key}': cannot create {path}: {exc.strerror or exc}") from None
-    if not os.access(path, os.W_OK):
-        raise ConfigError(f"key '{key}': {path} is not writable")
-
-
 def main(args: argparse.Namespace) -> int:
     settings = load_or_report(args)
     if settings is None:
@@ -128,8 +118,6 @@ def serve(settings: Settings, args: argparse.Namespace, *, announce: bool = Fals
         else:
             # Set by file, environment or flag: the user meant it, so no silent fallback.
             state_dir = usable_state_dir(settings, explicit=is_explicit(settings))
-        if settings.daemon.record_dir:
-            writable_dir(settings.daemon.record_dir, "daemon.record_dir")
     except ConfigError as exc:
         print(f"spark-watchd: bad configuration: {exc}", file=sys.stderr)
         return EX_CONFIG

@@ -132,6 +132,8 @@ def test_deeply_nested_line_and_directory_exit_65(tmp_path, capsys):
 
 def test_run_replay_of_a_directory_or_an_unreadable_trace_exits_65(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("SPARK_WATCHD_CONFIG", raising=False)
+    # In-process runs must not reconfigure structlog for the tests that follow (capture_logs).
+    monkeypatch.setattr("spark_watchd.commands.run.configure_logging", lambda *a, **k: None)
     assert cli.main(["run", "--listen", "127.0.0.1:0", "--replay", str(tmp_path)]) == 65
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"v": 1, "ts": "soon"}\n')

@@ -98,22 +98,25 @@ class DriverEventsSource:
         if not self._started:
             self._started = True
             self._read_previous_boot()  # synchronous: the first sample must carry it for a reboot verdict
-            self._spawn("nvml-events", self._nvml_loop, self.nvml_events)
-            self._spawn("kernel-log", self._follow_loop, self.follow and self.follow_argv is not None)
+            self._spawn("nvml-events", self._nvml_loop, self.nvml_events, "NVML not in use")
+            self._spawn(
+                "kernel-log", self._follow_loop, self.follow and self.follow_argv is not None, "configuration"
+            )
         with self._lock:
             events = list(self._queue)
             self._queue.clear()
         return {"driver_events": events}
 
-    def _spawn(self, name: str, fn: Callable[[], None], enabled: bool) -> None:
+    def _spawn(self, name: str, fn: Callable[[], None], enabled: bool, why_off: str) -> None:
         if not enabled:
-            self._state(name, "off (configuration)")
+            self._state(name, f"off ({why_off})")
             return
         t = threading.Thread(target=fn, name=f"spark-watchd-{name}", daemon=True)
         t.start()
         self._threads.append(t)
 
     def close(self) -> None:
+        """Stop the feeds: the event thread, the kernel-log follower and its child process."""
         self._stop.set()
         proc = self._proc
         if proc is not None and proc.poll() is None:

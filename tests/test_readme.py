@@ -65,3 +65,14 @@ def test_ci_installs_cpu_torch_before_train_and_runs_the_readme_test_command():
     assert torch_at < train_at
     test_cmd = _readme_test_line().split("&&")[-1].split("#")[0].strip()
     assert test_cmd in ci
+
+
+def test_the_documented_nvml_down_reason_is_the_one_the_source_gives():
+    import pynvml
+
+    from spark_watchd.sources.nvml import describe_nvml_error
+
+    reason = describe_nvml_error(pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND))
+    page_doc = (REPO / "docs" / "status-page.md").read_text(encoding="utf-8")
+    assert f"`nvml down: nvmlInit failed: {reason}`" in page_doc
+    assert f"nvml missing: {reason}" in " ".join(README.split())

@@ -249,3 +249,39 @@ def test_cross_site_progress_post_needs_json_and_no_foreign_origin(web_yml):
         assert post("application/json", "null") == 403
         assert post("application/json", None) == 200  # trainers send no Origin
         assert post("application/json; charset=utf-8", f"http://localhost:{addr[1]}") == 200
+
+
+def test_pool_full_refusal_over_tls_is_an_https_503(tmp_path, cert):
+    """In-process (no route of the real daemon holds a worker on purpose): a handler that takes its time."""
+    from spark_watchd.web.auth import load_web_config
+    from spark_watchd.web.http import Response, Route
+    from spark_watchd.web.server import HttpServer
+
+    release = threading.Event()
+    web = tmp_path / "web.yml"
+    web.write_text(f"tls_server_config:\n  cert_file: {cert / 'cert.pem'}\n  key_file: {cert / 'key.pem'}\n")
+    routes = [
+        Route("GET", "/slow", lambda req: (release.wait(10), Response(200, b"slow\n"))[1]),
+        Route("GET", "/metrics", lambda req: Response(200, b"ok\n")),
+    ]
+    srv = HttpServer("127.0.0.1:0", routes, workers=2, timeout=5, web=load_web_config(str(web)))
+    srv.start()
+    ctx = ssl.create_default_context(cafile=str(cert / "cert.pem"))
+    hogs = []
+    try:
+        for _ in range(2):
+            s = ctx.wrap_socket(
+                socket.create_connection(srv.address, timeout=10), server_hostname="localhost"
+            )
+            s.sendall(b"GET /slow HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            hogs.append(s)
+        time.sleep(0.3)
+        status, reply = _request(srv.address, "GET /metrics HTTP/1.1\r\nHost: localhost\r\n", tls=ctx)
+        assert status == 503 and reply.endswith(b"busy: every worker is serving a request\n"), reply
+        release.set()
+        assert _get(srv.address, auth=None, tls=ctx) == 200
+    finally:
+        release.set()
+        for s in hogs:
+            s.close()
+        srv.stop()

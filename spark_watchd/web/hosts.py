@@ -5,7 +5,8 @@ browser send `Host: evil.example:9761`; answering it would hand that page
 /api/v1/status (command lines included). IP literals are always accepted
 (nobody can re-point an address), as are `localhost` (and `*.localhost`,
 which browsers pin to loopback), the listen address, the host's own names
-and `[daemon] allowed_hosts` (exact names, `.example.org` for a domain and
+(hostname, its short form, `.local`, the short name under each resolv.conf
+search domain, the FQDN) and `[daemon] allowed_hosts` (exact names, `.example.org` for a domain and
 its subdomains, `*` for any).
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import threading
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
@@ -39,9 +41,33 @@ def _is_ip(host: str) -> bool:
     return True
 
 
-def own_names() -> set[str]:
-    """This host's names: its hostname, the short form and the mDNS `.local` form (no DNS lookup at start)."""
-    names = set()
+def _search_domains(resolv_conf: str = "/etc/resolv.conf") -> list[str]:
+    """The resolver's `search`/`domain` suffixes: `spark-01.lan` is this host when `lan` is searched."""
+    try:
+        with open(resolv_conf, encoding="utf-8", errors="replace") as fh:
+            lines = fh.read(65536).splitlines()
+    except OSError:
+        return []
+    out: list[str] = []
+    for line in lines:
+        words = line.split()
+        if len(words) >= 2 and words[0] in ("search", "domain"):
+            out += [w.lower().rstrip(".") for w in words[1:7] if w.strip(".")]
+    return out
+
+
+def _fqdn(timeout: float = 1.0) -> str | None:
+    """socket.getfqdn(), given up after `timeout` s (a broken resolver must not hold the start)."""
+    box: list[str] = []
+    t = threading.Thread(target=lambda: box.append(socket.getfqdn()), name="fqdn", daemon=True)
+    t.start()
+    t.join(timeout)
+    return box[0].lower().rstrip(".") if box else None
+
+
+def own_names(resolv_conf: str = "/etc/resolv.conf") -> set[str]:
+    """This host's names: hostname, short form, `NAME.local`, NAME under each search domain, the FQDN."""
+    names: set[str] = set()
     try:
         full = socket.gethostname().lower().rstrip(".")
     except OSError:
@@ -49,6 +75,10 @@ def own_names() -> set[str]:
     if full:
         short = full.split(".", 1)[0]
         names |= {full, short, short + ".local"}
+        names |= {f"{short}.{domain}" for domain in _search_domains(resolv_conf)}
+    fqdn = _fqdn()
+    if fqdn and fqdn != "localhost" and not _is_ip(fqdn):
+        names.add(fqdn)
     return names
 
 

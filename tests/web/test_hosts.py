@@ -48,3 +48,31 @@ def test_star_allows_any_host():
 )
 def test_origin_must_be_this_daemon(policy, origin, host, ok):
     assert policy.allows_origin(origin, host) is ok
+
+
+def test_own_names_include_the_search_domains(tmp_path, monkeypatch):
+    """`spark-01.lan:9761` (deploy/prometheus/targets/sparks.json) is this host when `lan` is searched."""
+    from spark_watchd.web import hosts
+
+    resolv = tmp_path / "resolv.conf"
+    resolv.write_text("nameserver 192.0.2.1\nsearch lan corp.example.\n")
+    monkeypatch.setattr(hosts.socket, "gethostname", lambda: "spark-01")
+    monkeypatch.setattr(hosts.socket, "getfqdn", lambda: "spark-01.lan")
+    names = hosts.own_names(str(resolv))
+    assert {"spark-01", "spark-01.local", "spark-01.lan", "spark-01.corp.example"} <= names
+    policy = HostPolicy("0.0.0.0", names=names)
+    assert policy.allows_host("spark-01.lan:9761") and not policy.allows_host("spark-02.lan:9761")
+
+
+def test_a_hung_resolver_does_not_hold_the_start(monkeypatch):
+    import threading
+    import time
+
+    from spark_watchd.web import hosts
+
+    never = threading.Event()
+    monkeypatch.setattr(hosts.socket, "getfqdn", lambda: never.wait(5) or "late.example")
+    t0 = time.monotonic()
+    assert hosts._fqdn(timeout=0.2) is None
+    assert time.monotonic() - t0 < 1
+    never.set()

@@ -24,6 +24,8 @@ MAX_HELD_BODY = (
     64 * 1024
 )  # bodies up to this wait here; larger ones go on (the route answers 413 or reads it)
 BODY_IDLE_S = 2.0  # a body that pauses this long mid-way will not come: 408
+# Bytes held across all waiting connections: 512 clients x 80 KiB would be 40 MiB (the RSS target is 60 MiB).
+MAX_BUFFERED = 8 * 1024 * 1024
 _HEADERS_END = re.compile(rb"\r?\n\r?\n")
 _CONTENT_LENGTH = re.compile(rb"(?im)^content-length[ \t]*:[ \t]*(\d{1,12})[ \t]*\r?$")
 
@@ -79,6 +81,7 @@ class ConnectionGate:
         listener.setblocking(False)
         self._sel.register(listener, selectors.EVENT_READ, None)
         self._waiting: dict[socket.socket, _Pending] = {}
+        self._buffered = 0  # sum of len(p.buf) over self._waiting
 
     def poll(self, wait: float = 0.5) -> list[tuple[socket.socket, object, bytes]]:
         """Wait up to `wait` s; the connections whose request is in (blocking again), with what was read."""
@@ -142,6 +145,10 @@ class ConnectionGate:
         finished = self._read(conn, p)
         if finished is None:
             return  # dropped
+        if self._buffered > MAX_BUFFERED:
+            self._forget(conn)
+            reply(conn, "503 Service Unavailable", "busy: too many requests arriving at once")
+            return
         p.last = time.monotonic()
         if p.stage == HEAD:
             end = _HEADERS_END.search(p.buf, max(0, p.scanned - 3))
@@ -181,6 +188,7 @@ class ConnectionGate:
                     return None
                 return True
             p.buf += chunk
+            self._buffered += len(chunk)
         return False
 
     def _expire(self) -> None:
@@ -199,7 +207,9 @@ class ConnectionGate:
                     self._drop(conn)
 
     def _forget(self, conn: socket.socket) -> None:
-        self._waiting.pop(conn, None)
+        p = self._waiting.pop(conn, None)
+        if p is not None:
+            self._buffered -= len(p.buf)
         try:
             self._sel.unregister(conn)
         except (KeyError, ValueError):

@@ -147,3 +147,40 @@ def test_a_short_body_gets_408_from_the_gate_once_it_goes_idle():
         c.close()
         gate.close()
         lst.close()
+
+
+def test_bytes_held_across_connections_are_capped(monkeypatch):
+    from spark_watchd.web import gate as gate_mod
+
+    monkeypatch.setattr(gate_mod, "MAX_BUFFERED", 2500)
+    lst = _listener()
+    gate = ConnectionGate(lst, timeout=10)
+    clients = [socket.create_connection(lst.getsockname(), timeout=5) for _ in range(4)]
+    try:
+        for c in clients:  # ~1 KiB each, headers never finished
+            c.sendall(b"GET / HTTP/1.1\r\nX-Pad: " + b"a" * 1000 + b"\r\n")
+        end = time.monotonic() + 1
+        while time.monotonic() < end:
+            assert gate.poll(0.05) == []
+        assert len(gate._waiting) == 2 and gate._buffered <= 2500  # two held, the rest refused
+        replies = [_reply_of(c) for c in clients if _readable(c)]
+        assert len(replies) == 2 and all(r.startswith(b"HTTP/1.1 503") for r in replies), replies
+    finally:
+        for c in clients:
+            c.close()
+        gate.close()
+        lst.close()
+    assert gate._buffered == 0
+
+
+def _readable(c: socket.socket) -> bool:
+    import select
+
+    return bool(select.select([c], [], [], 0.2)[0])
+
+
+def _reply_of(c: socket.socket) -> bytes:
+    try:
+        return c.recv(100)
+    except OSError:
+        return b""

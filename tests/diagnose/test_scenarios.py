@@ -108,3 +108,42 @@ def test_own_scenarios_cover_the_unseen_cases():
         "slowdown84",
     ):
         assert any(needle in n for n in names), needle
+
+
+LAYOUTS = OWN / "layouts"
+
+
+@pytest.mark.parametrize("trace", _traces(LAYOUTS), ids=lambda p: p.name)
+def test_server_layouts_score_in_full_with_no_false_warning(trace):
+    """Today's process layouts (issue 12), with and without ppid: every sample agrees with its label."""
+    r = score(trace)
+    _check(r)
+    assert r["agree"] == r["total"]
+
+
+@pytest.mark.parametrize("trace", _traces(LAYOUTS), ids=lambda p: p.name)
+def test_no_finding_changes_more_than_six_times_an_hour(trace):
+    """Readings at a threshold (and layouts that come and go) do not make a finding flap."""
+    out = [d.to_replay_dict() for d in Diagnoser().run(read_trace(trace))]
+    hours = max((out[-1]["ts"] - out[0]["ts"]) / 3600, 1 / 60)
+    for g in ("G3", "G4", "G6"):
+        sev = [o["findings"][g]["severity"] for o in out]
+        changes = sum(a != b for a, b in zip(sev, sev[1:], strict=False))
+        assert changes / hours <= 6, (g, changes)
+
+
+def test_layouts_cover_each_server_with_and_without_ppid():
+    names = {p.name[: -len(".jsonl")] for p in _traces(LAYOUTS)}
+    for base in ("vllm_v1_single", "vllm_v1_tp2", "two_capped_vllm_v1", "sglang_beside_trainer"):
+        assert any(n.startswith(base + "_") and "noppid" not in n for n in names), base
+        assert any(n.startswith(base + "_noppid") for n in names), base
+    for needle in (
+        "ollama_keepalive",
+        "llamacpp",
+        "trtllm",
+        "torchrun",
+        "thin_budget",
+        "temp_wander",
+        "heavy_line",
+    ):
+        assert any(needle in n for n in names), needle

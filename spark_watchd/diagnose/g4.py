@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from spark_watchd.diagnose import features as feat
 from spark_watchd.diagnose.anomaly import ADVICE_HUNG, ADVICE_LIMIT, ADVICE_POWER, AnomalyWatch
 from spark_watchd.diagnose.board import evidence as board_evidence
+from spark_watchd.diagnose.steady import Dwell
 from spark_watchd.sample.findings import Event, Finding
 from spark_watchd.sample.model import Sample
 
@@ -66,6 +67,7 @@ class G4Tracker:
         self.throttle_s = 0.0
         self.jobs: dict[str, _Job] = {}
         self.anomalies = AnomalyWatch(th)
+        self.dwell = Dwell()
 
     def throttle_recent(self, at_ts: float) -> bool:
         """Whether a throttle was active, or ended within the reboot window, as of at_ts."""
@@ -115,6 +117,7 @@ class G4Tracker:
     def time_jump(self, ts: float) -> None:
         """The clock stepped back to ts: restart time windows, keep the episode."""
         self.anomalies.reset()
+        self.dwell.reset()
         for j in self.jobs.values():
             j.recent.clear()
             j.recent_sum = 0.0
@@ -173,7 +176,11 @@ class G4Tracker:
         return worst
 
     def update(self, sample: Sample, f: feat.Features) -> tuple[Finding, list[Event]]:
-        """Judge the newest sample (after any reboot() call for it)."""
+        """Judge the newest sample (after any reboot() call for it), held min_dwell_s before it may fall."""
+        finding, events = self._judge(sample, f)
+        return self.dwell.apply(finding, f.ts, self.th.min_dwell_s), events
+
+    def _judge(self, sample: Sample, f: feat.Features) -> tuple[Finding, list[Event]]:
         th = self.th
         ts = f.ts
         events: list[Event] = []

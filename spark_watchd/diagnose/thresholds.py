@@ -1,6 +1,6 @@
 """Every threshold the classifiers use (`[thresholds]` in config.toml), each with the evidence behind it."""
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 GIB = 1024**3
 
@@ -300,3 +300,32 @@ class Thresholds(BaseModel):
     driver_fault_reboot_window_s: float = Field(
         3600.0, gt=0, description="A driver fault this close before a reboot is named as its cause, seconds."
     )
+
+    @model_validator(mode="after")
+    def _leaving_levels_sit_past_entering_ones(self) -> "Thresholds":
+        """Each leaving level sits on the far side of its entering level, or the finding could never leave.
+
+        A leaving level left at its default follows a moved entering level (same margin, or same ratio
+        for rates); one set explicitly on the wrong side is refused, naming both keys.
+        """
+        pairs = (
+            ("budget_warn_leave_bytes", "budget_warn_bytes", 1),
+            ("budget_critical_leave_bytes", "budget_critical_bytes", 1),
+            ("psi_some_leave_pct", "psi_some_warn_pct", -1),
+            ("psi_full_leave_pct", "psi_full_critical_pct", -1),
+            ("swapout_leave_pages_s", "swapout_warn_pages_s", -1),
+            ("majfault_storm_leave_per_s", "majfault_storm_per_s", -1),
+            ("heavy_leave_bytes", "heavy_workload_bytes", -1),
+        )
+        fields = type(self).model_fields
+        for leave, enter, side in pairs:
+            lv, ev = getattr(self, leave), getattr(self, enter)
+            if (lv - ev) * side >= 0:
+                continue
+            if leave in self.model_fields_set:
+                word = "at or above" if side > 0 else "at or below"
+                raise ValueError(f"{leave} ({lv:g}) must be {word} {enter} ({ev:g})")
+            d_leave, d_enter = fields[leave].default, fields[enter].default
+            moved = ev + (d_leave - d_enter) if side > 0 else ev * (d_leave / d_enter if d_enter else 1.0)
+            object.__setattr__(self, leave, type(d_leave)(moved))
+        return self

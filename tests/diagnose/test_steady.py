@@ -3,6 +3,8 @@ still caught at their first sample."""
 
 from __future__ import annotations
 
+import pytest
+
 from spark_watchd.diagnose.engine import Diagnoser
 from spark_watchd.diagnose.steady import Dwell, Latch
 from spark_watchd.diagnose.thresholds import Thresholds
@@ -72,3 +74,19 @@ def test_temperature_wandering_a_degree_under_the_slowdown_with_quiet_counters_i
         for i in range(30)
     ]
     assert set(sev) == {"ok"}
+
+
+def test_a_leaving_level_on_the_wrong_side_of_its_entering_level_is_refused():
+    with pytest.raises(ValueError, match="psi_some_leave_pct .* must be at or below psi_some_warn_pct"):
+        Thresholds(psi_some_leave_pct=3.0)
+    with pytest.raises(ValueError, match="budget_warn_leave_bytes"):
+        Thresholds(budget_warn_leave_bytes=2**30)
+    assert Thresholds(psi_some_warn_pct=5.0, psi_some_leave_pct=5.0).psi_some_leave_pct == 5.0
+
+
+def test_a_default_leaving_level_follows_a_moved_entering_level():
+    gib = 2**30
+    th = Thresholds(budget_warn_bytes=10 * gib, psi_some_warn_pct=0.5, heavy_workload_bytes=2 * gib)
+    assert th.budget_warn_leave_bytes == 11 * gib  # the same 1 GiB margin
+    assert th.psi_some_leave_pct == 0.25  # the same ratio (half)
+    assert th.heavy_leave_bytes == int(1.5 * gib)

@@ -156,8 +156,10 @@ def compute(prev: Features | None, cur: Sample, th) -> Features:
                 dp = _delta(f.c_pure, prev.c_pure)
                 ds = _delta(sl, prev.c_slow)
                 if dp is not None or ds is not None:
-                    f.pure_thermal_rate = (dp or 0) / 1e6 / dt
-                    f.thermal_rate = ((dp or 0) + (ds or 0)) / 1e6 / dt
+                    # A share of the real elapsed time (0..1): reasons overlap (SW thermal and HW
+                    # slowdown together) and a counter read lags the sample stamp, so a sum can pass 1.
+                    f.pure_thermal_rate = min(1.0, (dp or 0) / 1e6 / dt)
+                    f.thermal_rate = min(1.0, ((dp or 0) + (ds or 0)) / 1e6 / dt)
 
     mi = cur.meminfo
     total = mi.get("MemTotal")

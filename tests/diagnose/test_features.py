@@ -7,6 +7,7 @@ import pytest
 from spark_watchd.diagnose import features as feat
 from spark_watchd.diagnose.thresholds import Thresholds
 from spark_watchd.sample.model import GpuReading, Sample
+from tests.diagnose.diag_builders import Host
 
 TH = Thresholds()
 KIB = 1024
@@ -112,3 +113,17 @@ def test_oom_kills_count_only_increases_within_one_boot():
     assert _pair(a, Sample(ts=30.0, boot_id="b", vmstat={"oom_kill": 5})).oom_delta == 2
     assert _pair(a, Sample(ts=30.0, boot_id="b", vmstat={"oom_kill": 3})).oom_delta is None
     assert _pair(a, Sample(ts=30.0, boot_id="c", vmstat={"oom_kill": 9})).oom_delta is None
+
+
+def test_thermal_counter_share_is_a_share_of_the_real_elapsed_time():
+    """SW thermal and HW slowdown both active the whole interval: 100 % of the time, not 200 %; jitter counts."""
+    th = Thresholds()
+    host = Host()
+    a = host.sample(thermal_share=1.0, hw_slowdown_share=1.0)
+    b = host.sample(thermal_share=1.0, hw_slowdown_share=1.0)
+    f = feat.compute(feat.compute(None, a, th), b, th)
+    assert f.thermal_rate == 1.0 and f.pure_thermal_rate == 1.0
+    half = host.sample(thermal_share=0.5)
+    late = Sample(ts=half.ts + 10.0, gpus=half.gpus)  # stamped 10 s late: the same µs over a longer span
+    g = feat.compute(feat.compute(None, b, th), late, th)
+    assert g.pure_thermal_rate == pytest.approx(0.5 * host.interval / (host.interval + 10.0))

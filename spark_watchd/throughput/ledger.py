@@ -167,11 +167,23 @@ def run_record(stats: JobStats, reason: str, totals: _Totals) -> dict[str, Any]:
     }
 
 
+# A report flood (a trainer restarting in a loop) must not fill the state disk: past this size runs.jsonl
+# becomes runs.jsonl.1 (the one before is dropped), so the ledger holds at most twice this.
+MAX_LEDGER_BYTES = 4 << 20
+# Runs that ended "in the future" (a client clock ahead, or a hostile ts) wait for a covering sample; past
+# this many the oldest is written now, and one more than this far ahead is not waited for at all.
+MAX_CLOSING = 256
+FUTURE_S = 3600.0
+
+
 class RunLedger:
     """Subscriber (`observe`) and run listener (`on_run_end`) that appends finished runs to runs.jsonl."""
 
-    def __init__(self, path: str | os.PathLike, recent_samples: int = 2880) -> None:
+    def __init__(
+        self, path: str | os.PathLike, recent_samples: int = 2880, max_bytes: int = MAX_LEDGER_BYTES
+    ) -> None:
         self.path = Path(path)
+        self.max_bytes = max_bytes
         self._lock = threading.Lock()
         self._recent: deque[_Interval] = deque()
         self._max_recent = recent_samples
@@ -202,17 +214,23 @@ class RunLedger:
             self._prev = sample
             while len(self._recent) > self._max_recent:
                 self._fold(self._recent.popleft())
-            ready = [ev for ev in self._closing if ev.stats.ts <= sample.ts]
-            self._closing = [ev for ev in self._closing if ev.stats.ts > sample.ts]
+            horizon = sample.ts + FUTURE_S
+            ready = [ev for ev in self._closing if ev.stats.ts <= sample.ts or ev.stats.ts > horizon]
+            self._closing = [ev for ev in self._closing if sample.ts < ev.stats.ts <= horizon]
         for ev in ready:
             self._write(ev)
 
     def on_run_end(self, ev: RunEnd) -> None:
         """Run listener: write now if a sample already covers the end, else at the next sample."""
+        overflow: list[RunEnd] = []
         with self._lock:
             covered = self._prev is not None and self._prev.ts >= ev.stats.ts
             if not covered:
                 self._closing.append(ev)
+                if len(self._closing) > MAX_CLOSING:
+                    overflow, self._closing = self._closing[:-MAX_CLOSING], self._closing[-MAX_CLOSING:]
+        for old in overflow:
+            self._write(old)
         if covered:
             self._write(ev)
 
@@ -247,6 +265,7 @@ class RunLedger:
         line = json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n"
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._rotate(len(line))
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
                 os.write(fd, line.encode())  # one write on O_APPEND: lines never interleave
@@ -259,16 +278,32 @@ class RunLedger:
                 log.error("cannot write the run ledger %s: %s", self.path, e)
             self._write_failed = True
 
+    def _rotate(self, incoming: int) -> None:
+        """runs.jsonl -> runs.jsonl.1 when this line would take it past max_bytes (bounded ledger)."""
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return
+        if size and size + incoming > self.max_bytes:
+            os.replace(self.path, rotated(self.path))
+
+
+def rotated(path: str | os.PathLike) -> Path:
+    """The previous ledger file that rotation keeps beside runs.jsonl."""
+    return Path(f"{path}.1")
+
 
 def read_runs(path: str | os.PathLike) -> tuple[list[dict[str, Any]], int]:
-    """Ledger records in file order, and the number of unreadable lines skipped (torn tail)."""
+    """Ledger records in file order (the rotated file's first), and the number of unreadable lines skipped."""
     runs: list[dict[str, Any]] = []
     bad = 0
-    try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return runs, 0
-    for line in text.splitlines():
+    texts = []
+    for p in (rotated(path), Path(path)):
+        try:
+            texts.append(p.read_text(encoding="utf-8", errors="replace"))
+        except FileNotFoundError:
+            continue
+    for line in "\n".join(texts).splitlines():
         if not line.strip():
             continue
         try:

@@ -202,3 +202,34 @@ def test_steps_one_to_eighty_are_eighty_steps_and_a_resumed_run_counts_from_its_
         t.report(ProgressReport(job="resumed", step=1080, ts=T0 + 160, event="end")), "end", _Totals()
     )
     assert (run["steps"], run["mean_step_seconds"]) == (80, 2.0)
+
+
+def test_restarts_with_future_timestamps_do_not_pile_up_waiting_runs(tmp_path, clock):
+    from spark_watchd.throughput.ledger import FUTURE_S, MAX_CLOSING
+
+    clock.t = T0
+    tp = Throughput(ProgressSettings(), tmp_path, clock)
+    tp.observe(snap(T0))
+    # A client whose clock is a day ahead restarts its job 400 times (step 5 -> 0): each ends a run at that ts.
+    for i in range(800):
+        tp.tracker.report(ProgressReport(job="flood", step=0 if i % 2 else 5, ts=T0 + 86400 + i))
+    assert len(tp.ledger._closing) == MAX_CLOSING
+    runs, _ = read_runs(tmp_path / "runs.jsonl")
+    assert len(runs) == 400 - MAX_CLOSING  # the oldest waiting runs were written, not kept
+    tp.observe(snap(T0 + 30))  # a sample: runs ending more than FUTURE_S ahead are not waited for
+    assert all(ev.stats.ts <= T0 + 30 + FUTURE_S for ev in tp.ledger._closing)
+
+
+def test_ledger_rotates_past_its_size_and_runs_reads_both_files(tmp_path, clock):
+    clock.t = T0 + 10_000
+    led = RunLedger(tmp_path / "runs.jsonl", max_bytes=4096)
+    t = JobTracker(ProgressSettings(), clock)
+    t.add_run_listener(led.on_run_end)
+    led.observe(snap(T0 + 10_000))
+    for i in range(200):  # each run about 800 bytes: many rotations
+        t.report(ProgressReport(job="j", step=1, ts=T0 + 10 * i, event="end"))
+    assert (tmp_path / "runs.jsonl").stat().st_size <= 4096
+    assert (tmp_path / "runs.jsonl.1").stat().st_size <= 4096
+    runs, bad = read_runs(tmp_path / "runs.jsonl")
+    assert bad == 0 and 0 < len(runs) < 200 and runs[-1]["end"] == "2025-11-29T08:33:10Z"
+    assert [r["end"] for r in runs] == sorted(r["end"] for r in runs)  # the rotated file's runs first

@@ -1,0 +1,268 @@
+#!/usr/bin/env python3
+"""Long fuzz run of the hostile-input surfaces (prints figures; exit 1 if anything crashed).
+
+usage: python bench/fuzz.py [--n 100000] [--seed 1] [--pages-every 200]
+
+Mutates real trace lines (a float where a counter is an int, a string where a number is, a list where
+an object is, 1e400, 400-digit integers, deep nesting, dropped keys, cut lines), /proc texts (meminfo,
+vmstat, pressure, /proc/PID/stat) and config files, and feeds each to the code that reads it:
+  trace line  -> parse_line -> Sample.from_dict -> Diagnoser.observe  (every --pages-every-th one also
+                 through a replaying Daemon with /metrics, /api/v1/status, /api/v1/workloads and / answered)
+  /proc text  -> the parser: data within 64 bits, or a ValueError
+  config text -> load_settings: Settings, or a ConfigError
+Anything else (a traceback, a 500, an out-of-range value let through) is a crash, printed with its site.
+The CI-sized versions of these checks are the hypothesis tests in tests/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import random
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from spark_watchd.config import load_settings  # noqa: E402
+from spark_watchd.daemon import Daemon  # noqa: E402
+from spark_watchd.diagnose.engine import Diagnoser  # noqa: E402
+from spark_watchd.errors import ConfigError  # noqa: E402
+from spark_watchd.sample.model import Sample  # noqa: E402
+from spark_watchd.sample.trace import TraceError, parse_line  # noqa: E402
+from spark_watchd.sources import parsers  # noqa: E402
+from spark_watchd.sources.procfs import parse_stat  # noqa: E402
+from spark_watchd.sources.replay import ReplayFeed  # noqa: E402
+from spark_watchd.web.http import Request  # noqa: E402
+from spark_watchd.web.server import collect_routes  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+TRACE = REPO / "spark_watchd" / "scenarios" / "eviction.jsonl"
+HOST = REPO / "tests" / "fixtures" / "hosts" / "gb10-eviction" / "proc"
+PAGES = ("/metrics", "/api/v1/status", "/api/v1/workloads", "/")
+CONFIG = '[daemon]\ninterval = 10\nstate_dir = "/tmp/x"\n\n[sources]\nproc_root = "/proc"\n\n[notify]\nheaders = {a = "b"}\n'
+
+
+def _paths(obj, prefix=()):
+    yield prefix
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _paths(v, (*prefix, k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _paths(v, (*prefix, i))
+
+
+def _bad_value(rng: random.Random, old):
+    deep = rng.choice([10, 1000, 100_000])
+    return rng.choice(
+        [
+            lambda: old + 0.5 if isinstance(old, float) or (type(old) is int and abs(old) < 2**53) else 1.5,
+            lambda: str(old),
+            lambda: [old],
+            lambda: {"x": old},
+            lambda: float("inf"),  # what 1e400 decodes to
+            lambda: 10**400,
+            lambda: -(10**30),
+            lambda: None,
+            lambda: True,
+            lambda: "",
+            lambda: json.loads("[" * min(deep, 900) + "]" * min(deep, 900)),
+            # Right type, extreme value: what gets past the parser and must not break what follows.
+            lambda: 0 if isinstance(old, int) else 0.0,
+            lambda: 2**63 if isinstance(old, int) and not isinstance(old, bool) else old,
+            lambda: 1e300 if isinstance(old, float) else old,
+            lambda: type(old)() if isinstance(old, (list, dict, str)) else old,
+        ]
+    )()
+
+
+def mutate_line(rng: random.Random, base: dict, paths: list) -> str:
+    """One hostile trace line built from a real one."""
+    kind = rng.random()
+    if kind < 0.05:
+        n = rng.choice([1000, 100_000])
+        return '{"v": 1, "ts": 1, "gpus": ' + "[" * n + "]" * n + "}"
+    if kind < 0.10:
+        line = json.dumps(base)
+        return line[: rng.randrange(1, len(line))]
+    if kind < 0.13:
+        return json.dumps(base).replace("1764", "1e400", 1)
+    obj = copy.deepcopy(base)
+    for _ in range(rng.randint(1, 3)):
+        path = rng.choice(paths)
+        cur = obj
+        try:
+            for key in path[:-1]:
+                cur = cur[key]
+            if rng.random() < 0.15 and isinstance(cur, dict):
+                cur.pop(path[-1], None)
+            else:
+                cur[path[-1]] = _bad_value(rng, cur[path[-1]])
+        except (KeyError, IndexError, TypeError):
+            pass
+    return json.dumps(obj)
+
+
+def mutate_text(rng: random.Random, text: str) -> str:
+    """A /proc or config text with a few tokens replaced by hostile ones."""
+    if rng.random() < 0.3:  # keep most of the text whole so well-formed lines reach the checks
+        tokens = text.split("\n")
+        i = rng.randrange(len(tokens))
+        tokens[i] = tokens[i].replace(rng.choice("0123456789"), rng.choice(["9" * 25, "1.5", "-", ""]), 1)
+        return "\n".join(tokens)
+    tokens = text.split(" ")
+    for _ in range(rng.randint(1, 4)):
+        i = rng.randrange(len(tokens))
+        tokens[i] = rng.choice(
+            [
+                "9" * 400,
+                "nan",
+                "inf",
+                "-1",
+                "1e400",
+                "(",
+                ")",
+                "",
+                "\0",
+                "1.5",
+                "[" * 200,
+                "{a={b={c={d={e={f={g=1}}}}}}}",
+                "\n",
+            ]
+        )
+    return " ".join(tokens)
+
+
+def _in_range(out) -> bool:
+    stack = [out]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+        elif isinstance(v, (int, float)) and not isinstance(v, bool) and not (-(2**63) <= v <= 2**64 - 1):
+            return False  # also NaN, for which every comparison is false
+    return True
+
+
+def main(argv) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--n", type=int, default=10_000, help="mutated trace lines (proc and config get n/4 each)"
+    )
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--pages-every", type=int, default=200, help="every Nth line also through a daemon's pages"
+    )
+    args = ap.parse_args(argv)
+    rng = random.Random(args.seed)
+    lines = TRACE.read_text().splitlines()
+    bases = [json.loads(x) for x in lines[:50]]
+    paths = [p for p in _paths(bases[0]) if p and p != ("v",)]
+    stats: Counter = Counter()
+    crashes: Counter = Counter()
+    examples: dict[str, str] = {}
+    tmp = Path(tempfile.mkdtemp(prefix="sw-fuzz-"))
+    settings = load_settings(None, environ={})
+
+    def crash(site: str, detail: str) -> None:
+        crashes[site] += 1
+        examples.setdefault(site, detail[:300])
+
+    t0 = time.perf_counter()
+    for i in range(args.n):
+        line = mutate_line(rng, rng.choice(bases), paths)
+        try:
+            obj = parse_line(line, "fuzz.jsonl", i + 1)
+        except TraceError:
+            stats["trace refused (exit 65 / skipped)"] += 1
+            continue
+        except Exception:
+            crash("parse_line", traceback.format_exc(limit=-2))
+            continue
+        try:
+            eng = Diagnoser()
+            for b in bases[:3]:
+                eng.observe(Sample.from_dict(b))
+            eng.observe(Sample.from_dict(obj))
+            stats["trace accepted and judged"] += 1
+        except Exception:
+            crash("Sample/Diagnoser", traceback.format_exc(limit=-2))
+            continue
+        if args.pages_every and stats["trace accepted and judged"] % args.pages_every == 1:
+            trace = tmp / "t.jsonl"
+            trace.write_text("\n".join([lines[0], line, lines[1]]) + "\n")
+            d = Daemon(settings, replay=ReplayFeed(str(trace), speed=1e6), state_dir=None)
+            try:
+                table = {r.path: r for r in collect_routes(d) if r.method == "GET"}
+                for _ in range(3):
+                    d.tick()
+                for page in PAGES:
+                    req = Request("GET", page, {}, {"accept": "text/plain"}, b"", "127.0.0.1")
+                    status = table[page].handler(req).status
+                    stats[f"daemon page answers ({page})"] += 1
+                    if status != 200:
+                        crash(f"page {page} {status}", line[:200])
+            except Exception:
+                crash("daemon", traceback.format_exc(limit=-2))
+            finally:
+                d.close()
+    trace_s = time.perf_counter() - t0
+
+    texts = {
+        "meminfo": (parsers.parse_meminfo, (HOST / "meminfo").read_text()),
+        "vmstat": (parsers.parse_vmstat, (HOST / "vmstat").read_text()),
+        "pressure": (parsers.parse_psi, (HOST / "pressure" / "memory").read_text()),
+        "uptime": (parsers.parse_uptime, "18000.52 71234.10\n"),
+        "stat": (
+            parse_stat,
+            "100 (python3) S 1 100 100 0 -1 4194304 97 0 0 0 0 0 0 0 20 0 1 0 71380 3133440 381 5\n",
+        ),
+    }
+    for i in range(args.n // 4):
+        name = list(texts)[i % len(texts)]
+        parse, text = texts[name]
+        try:
+            out = parse(mutate_text(rng, text))
+        except ValueError:
+            stats["/proc text refused (source down)"] += 1
+            continue
+        except Exception:
+            crash(f"parse {name}", traceback.format_exc(limit=-2))
+            continue
+        if not _in_range(out):
+            crash(f"parse {name} let an impossible value through", repr(out)[:200])
+        stats["/proc text parsed"] += 1
+
+    cfg = tmp / "c.toml"
+    for _ in range(args.n // 4):
+        cfg.write_text(mutate_text(rng, CONFIG), encoding="utf-8", errors="surrogatepass")
+        try:
+            load_settings(str(cfg), environ={})
+            stats["config loaded"] += 1
+        except ConfigError:
+            stats["config refused (exit 78)"] += 1
+        except Exception:
+            crash("load_settings", traceback.format_exc(limit=-2))
+    total_s = time.perf_counter() - t0
+
+    print(
+        f"seed {args.seed}: {args.n} trace lines ({trace_s:.0f} s), {args.n // 4} /proc texts, {args.n // 4} configs; {total_s:.0f} s"
+    )
+    for k, v in sorted(stats.items()):
+        print(f"  {k}: {v}")
+    print(f"crashes: {sum(crashes.values())}")
+    for site, n in crashes.most_common():
+        print(f"  {site}: {n}\n    {examples[site]}")
+    return 1 if crashes else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

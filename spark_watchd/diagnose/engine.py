@@ -99,7 +99,7 @@ class Diagnoser:
             self.window.clear()
         win = self.window
         win.append(sample)
-        while sample.ts - win[0].ts > th.window_s:
+        while sample.ts - win[0].ts > th.window_s or len(win) > th.window_max_samples:
             win.popleft()
         events.extend(self.driver.update(sample) if sample.driver_events else ())
         g4f, e4 = self.g4.update(sample, f)

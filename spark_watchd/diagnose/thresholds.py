@@ -15,6 +15,11 @@ class Thresholds(BaseModel):
     window_s: float = Field(
         600.0, gt=0, description="History the engine keeps for windowed judgements, seconds."
     )
+    # At --interval 1 ten minutes is 600 frozen samples (each carries every meminfo and vmstat counter): RSS
+    # settled at 67-70 MB against the README's 60 MiB target. Bounded by count as well as by time.
+    window_max_samples: int = Field(
+        40, ge=2, le=100_000, description="Most samples the engine's window keeps, whatever the interval."
+    )
     # A gap longer than this (daemon stopped, host asleep) restarts rates instead of averaging across it.
     max_gap_s: float = Field(
         600.0, gt=0, description="Longest gap between samples still used for rates, seconds."

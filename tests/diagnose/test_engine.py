@@ -80,3 +80,15 @@ def test_engine_survives_sparse_samples(objs):
         for f in out.findings.values():
             assert f.severity in SEVERITIES
             assert isinstance(f.summary, str) and f.summary
+
+
+def test_window_is_bounded_by_samples_at_a_one_second_interval():
+    from spark_watchd.diagnose.engine import Diagnoser
+    from spark_watchd.diagnose.thresholds import Thresholds
+    from spark_watchd.sample.model import Sample
+
+    th = Thresholds()
+    eng = Diagnoser(th)
+    for i in range(600):  # ten minutes at --interval 1: within window_s, so only the count bounds it
+        eng.observe(Sample(ts=1_000_000.0 + i, meminfo={"MemTotal": 1000, "MemAvailable": 500}))
+    assert len(eng.window) == th.window_max_samples < 600

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from spark_watchd.throughput.models import ProgressReport, describe_errors, is_valid_job, sanitize_job
@@ -60,3 +62,44 @@ def test_sanitize_job_always_yields_an_accepted_name():
         assert is_valid_job(name), (raw, name)
     assert sanitize_job("my run (v2)") == "my-run-v2"
     assert sanitize_job("ok-name") == "ok-name"
+
+
+_VALUE = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats()
+    | st.text(max_size=12)
+    | st.lists(st.integers(), max_size=2)
+    | st.dictionaries(st.text(max_size=3), st.integers(), max_size=2)
+)
+_BODY = st.dictionaries(
+    st.sampled_from(["job", "step", "tokens", "samples", "ts", "event", "extra"]), _VALUE, max_size=6
+) | st.fixed_dictionaries(
+    {"job": st.sampled_from(["sft", "a/b", "x" * 129, ""]), "step": _VALUE},
+    optional={"ts": st.floats(min_value=9e8, max_value=5e9) | _VALUE, "event": _VALUE, "tokens": _VALUE},
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(bodies=st.lists(_BODY, min_size=1, max_size=5))
+def test_any_progress_body_is_refused_with_named_fields_or_tracked_with_bounded_values(bodies):
+    from spark_watchd.throughput.settings import ProgressSettings
+    from spark_watchd.throughput.tracker import JobTracker, ReportRejected, TooManyJobs
+
+    tracker = JobTracker(ProgressSettings(), clock=lambda: 1.8e9)
+    for body in bodies:
+        try:
+            r = ProgressReport.model_validate(body)
+        except ValidationError as err:
+            described = describe_errors(err)
+            assert described and all(d["field"] and d["reason"] for d in described)
+            continue
+        assert 0 <= r.step < 2**63 and (r.ts is None or 946684800.0 <= r.ts <= 4102444800.0)
+        try:
+            tracker.report(r)
+        except (ReportRejected, TooManyJobs):
+            continue
+    for reading in tracker.collect({})["throughput"]:
+        for v in (reading.step_seconds, reading.tokens_per_second):
+            assert v is None or (v == v and v >= 0 and v != float("inf"))

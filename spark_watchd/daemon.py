@@ -15,7 +15,7 @@ from spark_watchd.config import Settings
 from spark_watchd.logs import get_logger
 from spark_watchd.sample.model import Sample
 from spark_watchd.service.sdnotify import SystemdNotifier
-from spark_watchd.snapshot import Snapshot, SourceStatus
+from spark_watchd.snapshot import Snapshot, SourceStatus, state_status
 from spark_watchd.sources.collect import Collector
 from spark_watchd.sources.replay import ReplayFeed
 
@@ -37,15 +37,6 @@ def build_runtime(settings: Settings, state_dir: str | None):
     from spark_watchd.diagnose.runtime import DiagnosisRuntime
 
     return DiagnosisRuntime(settings.thresholds, state_dir)
-
-
-def state_status(runtime: Any) -> SourceStatus | None:
-    """The state directory as a source (`sparkwatchd_source_up{source="state"}`): down while writing the state,
-    journal or captures fails (disk full, read-only remount); None when nothing is kept on disk."""
-    error = getattr(runtime, "storage_error", None)
-    if getattr(runtime, "state_dir", None) is None and error is None:
-        return None
-    return SourceStatus("state", error is None, 0.0, int(getattr(runtime, "storage_errors_total", 0)), error)
 
 
 # --- The daemon. ---

@@ -38,3 +38,12 @@ class Snapshot:
     extras: Mapping[str, Any] = field(default_factory=dict)
     published_at: float = 0.0
     mode: str = "live"  # "live" or "replay"
+
+
+def state_status(runtime: Any) -> SourceStatus | None:
+    """The state directory as a source (`sparkwatchd_source_up{source="state"}`): down while writing the state,
+    journal or captures fails (disk full, read-only remount); None when nothing is kept on disk."""
+    error = getattr(runtime, "storage_error", None)
+    if getattr(runtime, "state_dir", None) is None and error is None:
+        return None
+    return SourceStatus("state", error is None, 0.0, int(getattr(runtime, "storage_errors_total", 0)), error)

@@ -24,12 +24,12 @@ from _common import free_port, spawn_sleepers  # noqa: E402
 
 def tick_cost(ticks: int) -> tuple[float, float]:
     """Median CPU and wall seconds of one live tick (in-process, live sources of this build)."""
+    from spark_watchd import app
     from spark_watchd.config import load_settings
-    from spark_watchd.daemon import Daemon
 
     settings = load_settings(None, environ={})
     with tempfile.TemporaryDirectory() as state:
-        d = Daemon(settings, state_dir=state)
+        d = app.build(settings, state_dir=state, serve=False)
         d.tick()  # warm caches (process cache, NVML init attempt)
         cpu, wall = [], []
         for _ in range(ticks):
@@ -43,13 +43,16 @@ def tick_cost(ticks: int) -> tuple[float, float]:
 
 def replay_rate(trace: Path) -> float:
     """Samples per second the daemon's replay tick sustains (diagnosis included, no pacing)."""
+    from spark_watchd import app
     from spark_watchd.config import load_settings
-    from spark_watchd.daemon import Daemon
     from spark_watchd.sources.replay import ReplayFeed
 
     with tempfile.TemporaryDirectory() as state:
-        d = Daemon(
-            load_settings(None, environ={}), replay=ReplayFeed(str(trace), speed=1e12), state_dir=state
+        d = app.build(
+            load_settings(None, environ={}),
+            replay=ReplayFeed(str(trace), speed=1e12),
+            state_dir=state,
+            serve=False,
         )
         n, t0 = 0, time.perf_counter()
         while d.tick() is not None:
@@ -111,13 +114,13 @@ def main() -> int:
     ap.add_argument("--scrapes", type=int, default=200)
     args = ap.parse_args()
 
+    from spark_watchd.app import live_sources
     from spark_watchd.config import load_settings
-    from spark_watchd.daemon import build_live_sources
     from spark_watchd.logs import configure_logging
 
     configure_logging("error")  # figures only; missing sources are expected on a bench machine
 
-    names = [s.name for s in build_live_sources(load_settings(None, environ={}))]
+    names = [s.name for s in live_sources(load_settings(None, environ={}))]
     print(f"live sources in this build: {', '.join(names)}")
     procs = spawn_sleepers(args.processes)
     try:

@@ -126,13 +126,13 @@ def scrape_side_by_side(scrapes: int) -> None:
 
 def tick_cpu(counts: list[int], ticks: int) -> None:
     """CPU time of daemon.tick() in this process (fast watch off: it is measured on its own below)."""
+    from spark_watchd import app
     from spark_watchd.config import load_settings
-    from spark_watchd.daemon import Daemon
     from spark_watchd.sources.processes import SETTLE_SCANS
 
     settings = load_settings(None, environ={"SPARK_WATCHD_SOURCES__FAST_WATCH_INTERVAL_S": "0"})
     with tempfile.TemporaryDirectory() as state:
-        d = Daemon(settings, state_dir=state)
+        d = app.build(settings, state_dir=state, serve=False)
         for _ in range(3):
             d.tick()
         names = ", ".join(s.name for s in d.collector.sources)

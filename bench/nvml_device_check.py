@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import pynvml  # noqa: E402
 
-from spark_watchd.sources import nvml_from_env  # noqa: E402
+from spark_watchd.app import nvml_from_env  # noqa: E402
 from spark_watchd.sources.driver_events import XID_EVENT, DriverEventsSource  # noqa: E402
 from spark_watchd.sources.nvml import COUNTER_FIELDS, NvmlSource, describe_nvml_error  # noqa: E402
 

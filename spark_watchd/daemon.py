@@ -22,69 +22,49 @@ from spark_watchd.sources.replay import ReplayFeed
 Subscriber = Callable[[Snapshot], None]
 
 
-# --- The one wiring place for parts other areas build. ---
-
-
-def build_live_sources(settings: Settings) -> tuple:
-    """The live source tuple (spark_watchd.sources.build_sources)."""
-    from spark_watchd.sources import build_sources
-
-    return tuple(build_sources(settings))
-
-
-def build_runtime(settings: Settings, state_dir: str | None):
-    """The diagnosis runtime; state_dir None keeps everything in memory (replay, once, tests)."""
-    from spark_watchd.diagnose.runtime import DiagnosisRuntime
-
-    return DiagnosisRuntime(settings.thresholds, state_dir)
-
-
-# --- The daemon. ---
-
-
 class Daemon:
-    """Owns the tick and the published snapshot. Other areas use settings, snapshot(), subscribe(), tracker, history, runtime."""
+    """Owns the tick and the published snapshot over the parts spark_watchd.app.build hands it."""
 
     def __init__(
         self,
         settings: Settings,
         *,
+        runtime: Any,
         sources: tuple | None = None,
         replay: ReplayFeed | None = None,
-        runtime=None,
+        make_sources: Callable[[Settings], tuple] | None = None,
+        make_runtime: Callable[[Settings], Any] | None = None,
+        contributors: tuple = (),
+        extras: tuple[tuple[str, Callable[[], Any]], ...] = (),
+        subscribers: tuple[Subscriber, ...] = (),
+        closers: tuple[Callable[[], Any], ...] = (),
         clock: Callable[[], float] = time.time,
-        notifier: SystemdNotifier | None = None,
-        state_dir: str | None | object = "settings",
+        systemd: SystemdNotifier | None = None,
+        state_dir: str | None = None,
     ):
         self.settings = settings
         self.clock = clock
         self.log = get_logger("daemon")
         self.replay = replay
         self.mode = "replay" if replay is not None else "live"
-        self.notifier = notifier or SystemdNotifier()
-        # "settings": daemon.state_dir; None: nothing on disk (a replay must not touch the real journal).
-        self.state_dir = settings.daemon.state_dir if state_dir == "settings" else state_dir
-        self._owns_runtime = runtime is None
-        self.runtime = runtime if runtime is not None else build_runtime(settings, self.state_dir)
-        self.collector = (
-            Collector(sources if sources is not None else build_live_sources(settings), clock)
-            if replay is None
-            else None
-        )
-        self.tracker: Any = None  # throughput JobTracker: set by web.progress.routes(daemon); a Source
-        self.history: Any = None  # web history store: set by web.page.routes(daemon)
-        self.extras_providers: dict[str, Callable[[], Any]] = {}
-        if hasattr(self.runtime, "throttle_seconds"):
-            # Rendered by diagnose/metrics.py as sparkwatchd_throttled_seconds_total.
-            self.extras_providers["throttle_seconds_total"] = self.runtime.throttle_seconds
-        if hasattr(self.runtime, "xid_error_counts"):
-            # sparkwatchd_gpu_xid_errors_total (export/driver.py); read through self.runtime: a reload swaps it.
-            self.extras_providers["xid_counts"] = lambda: self.runtime.xid_error_counts()
+        self.notifier = systemd or SystemdNotifier()
+        self.state_dir = state_dir  # None: nothing on disk (a replay must not touch the real journal)
+        self.runtime = runtime
+        self.make_sources = make_sources
+        self.make_runtime = make_runtime
+        if replay is None and sources is None:
+            raise ValueError("a live daemon needs its sources (spark_watchd.app.build makes them)")
+        self.collector = Collector(sources, clock) if replay is None else None
+        # Parts that report like a source beside the sample (the throughput tracker), guarded the same way.
+        self.contributors = Collector(contributors, clock) if contributors else None
+        self.extras = tuple(extras)
+        self.closers = tuple(closers)
+        self.routes: tuple = ()  # the HTTP routes over this daemon, set by spark_watchd.app.build
         self.version = __version__
         self.ticks = 0
         self.overruns = 0
         self.last_tick_seconds = 0.0
-        self._subscribers: list[Subscriber] = []
+        self._subscribers: list[Subscriber] = list(subscribers)
         self._tick_lock = threading.Lock()
         self._ready = threading.Event()
         self._replay_iter = iter(replay) if replay is not None else None
@@ -99,7 +79,6 @@ class Daemon:
             mode=self.mode,
             event_counts=dict(self._guard("event_counts", self.runtime.event_counts) or {}),
         )
-        self._tracker_errors = 0
         self.stopping = False
         self._notify_lock = threading.Lock()
 
@@ -144,7 +123,7 @@ class Daemon:
                 if nxt is None:
                     return None
                 sample, statuses = nxt
-            sample = self._with_throughput(sample, statuses)
+            sample = self._with_contributions(sample, statuses)
             diagnosis = self._guard("diagnosis", lambda: self.runtime.observe(sample))
             if (state := state_status(self.runtime)) is not None:
                 statuses = {**statuses, "state": state}
@@ -155,7 +134,7 @@ class Daemon:
                 workloads=diagnosis.workloads if diagnosis is not None else (),
                 event_counts=dict(self._guard("event_counts", self.runtime.event_counts) or {}),
                 recent_events=tuple(self._guard("recent_events", self.runtime.recent_events) or ()),
-                extras={k: self._guard(f"extras {k}", fn) for k, fn in self.extras_providers.items()},
+                extras=self._extras(),
                 published_at=time.time(),
                 mode=self.mode,
             )
@@ -184,26 +163,27 @@ class Daemon:
         st = SourceStatus("replay", True, time.perf_counter() - t0, 0, None)
         return sample, {"replay": st}
 
-    def _with_throughput(self, sample: Sample, statuses: dict) -> Sample:
-        """The throughput tracker contributes like a source (live) or overrides the trace's jobs when it has any."""
-        tracker = self.tracker
-        if tracker is None:
+    def _with_contributions(self, sample: Sample, statuses: dict) -> Sample:
+        """The throughput tracker's readings (live), or in place of the trace's jobs when it has any (replay)."""
+        if self.contributors is None:
             return sample
-        name = getattr(tracker, "name", "throughput")
-        t0 = time.perf_counter()
-        try:
-            out = tracker.collect({"ts": sample.ts}) or {}
-            readings = tuple(out.get("throughput") or ())
-            statuses[name] = SourceStatus(name, True, time.perf_counter() - t0)
-        except Exception as exc:
-            self._tracker_errors += 1
-            statuses[name] = SourceStatus(
-                name, False, time.perf_counter() - t0, self._tracker_errors, str(exc)
-            )
+        parts, contributed = self.contributors.gather({"ts": sample.ts})
+        statuses.update(contributed)
+        if "throughput" not in parts:  # down: the sample keeps what it had
             return sample
+        readings = tuple(parts["throughput"])
         if self.mode == "replay" and not readings:
             return sample
         return dataclasses.replace(sample, throughput=readings)
+
+    def _extras(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if hasattr(self.runtime, "throttle_seconds"):  # sparkwatchd_throttled_seconds_total
+            out["throttle_seconds_total"] = self._guard("extras throttle", self.runtime.throttle_seconds)
+        if hasattr(self.runtime, "xid_error_counts"):  # sparkwatchd_gpu_xid_errors_total (export/driver.py)
+            out["xid_counts"] = self._guard("extras xid", self.runtime.xid_error_counts)
+        out.update((k, self._guard(f"extras {k}", fn)) for k, fn in self.extras)
+        return out
 
     def _guard(self, what: str, fn: Callable[[], Any]) -> Any:
         """Run fn; log its failure once per kind and carry on (nothing a part does stops the tick)."""
@@ -222,16 +202,14 @@ class Daemon:
         rebuild the diagnosis runtime (it persists its state on close and restores it on open)."""
         with self._tick_lock:
             old, self.settings = self.settings, new
-            if self.collector is not None and new.sources != old.sources:
-                fresh = Collector(build_live_sources(new), self.clock)
+            if self.collector is not None and self.make_sources is not None and new.sources != old.sources:
+                fresh = Collector(self.make_sources(new), self.clock)
                 fresh.expected_down = self.collector.expected_down
                 self.collector.close()
                 self.collector = fresh
-            if new.thresholds != old.thresholds and self._owns_runtime:
+            if self.make_runtime is not None and new.thresholds != old.thresholds:
                 self.runtime.close()
-                self.runtime = build_runtime(new, self.state_dir)
-                if "throttle_seconds_total" in self.extras_providers:
-                    self.extras_providers["throttle_seconds_total"] = self.runtime.throttle_seconds
+                self.runtime = self.make_runtime(new)
 
     def begin_stop(self) -> None:
         """Tell systemd STOPPING=1; no publish pings the watchdog after this."""
@@ -240,19 +218,20 @@ class Daemon:
             self.notifier.stopping()
 
     def close(self) -> None:
-        """Close sources (stopping their threads) and the runtime (flushing its state)."""
-        if self.collector is not None:
-            self.collector.close()
-        try:
-            self.runtime.close()
-        except Exception as exc:
-            self.log.warning("diagnosis runtime close failed", error=str(exc))
-        for closer in (self.tracker, self.history):
-            if closer is not None and hasattr(closer, "close"):
-                try:
-                    closer.close()
-                except Exception as exc:
-                    self.log.warning("close failed", part=type(closer).__name__, error=str(exc))
+        """Close sources (stopping their threads), the contributors, the runtime (flushing its state), then
+        the closers (recorder, notifier) in order; a failure in one never skips the rest."""
+        for what, fn in (
+            ("sources", self.collector.close if self.collector is not None else None),
+            ("diagnosis runtime", self.runtime.close),
+            ("contributors", self.contributors.close if self.contributors is not None else None),
+            *((getattr(c, "__qualname__", "closer"), c) for c in self.closers),
+        ):
+            if fn is None:
+                continue
+            try:
+                fn()
+            except Exception as exc:
+                self.log.warning(f"{what} close failed", error=str(exc))
 
     def wait_ready(self, timeout: float | None = None) -> bool:
         return self._ready.wait(timeout)

@@ -7,6 +7,7 @@ import json
 import pytest
 import structlog
 
+from spark_watchd.app import build, runtime_for
 from spark_watchd.config import load_settings
 from spark_watchd.daemon import Daemon, Runner
 from spark_watchd.sources.replay import ReplayFeed
@@ -41,7 +42,7 @@ def settings():
 
 
 def test_tick_publishes_a_new_snapshot_and_calls_subscribers(settings, tmp_path):
-    d = Daemon(settings, sources=(_Flaky(), _Mem()), state_dir=str(tmp_path))
+    d = build(settings, sources=(_Flaky(), _Mem()), state_dir=str(tmp_path), serve=False)
     before = d.snapshot()
     assert before.sample is None and not d.is_fresh()
     seen = []
@@ -60,7 +61,7 @@ def test_replay_without_loop_ends_and_stays_fresh(settings, tmp_path):
     lines = [json.dumps({"v": 1, "ts": 100.0 + i}) for i in range(3)]
     trace = tmp_path / "t.jsonl"
     trace.write_text("\n".join(lines) + "\n")
-    d = Daemon(settings, replay=ReplayFeed(str(trace), speed=1000), state_dir=str(tmp_path))
+    d = build(settings, replay=ReplayFeed(str(trace), speed=1000), state_dir=str(tmp_path), serve=False)
     snaps = []
     while (s := d.tick()) is not None:
         snaps.append(s)
@@ -69,7 +70,7 @@ def test_replay_without_loop_ends_and_stays_fresh(settings, tmp_path):
 
 
 def test_reload_applies_good_config_and_keeps_old_on_bad(settings, tmp_path):
-    d = Daemon(settings, sources=(_Mem(),), state_dir=str(tmp_path))
+    d = build(settings, sources=(_Mem(),), state_dir=str(tmp_path), serve=False)
     cfg = tmp_path / "c.toml"
     cfg.write_text("[daemon]\ninterval = 7\n")
     r = Runner(d, reload=lambda: load_settings(str(cfg), environ={}))
@@ -108,8 +109,8 @@ def test_overrunning_tick_is_skipped_and_logged_not_stacked(settings, tmp_path):
             self.release.set()
 
     slow = _Slow()
-    d = Daemon(settings.model_copy(update={"daemon": settings.daemon.model_copy(update={"interval": 1.0})}),
-               sources=(slow,), state_dir=str(tmp_path))  # fmt: skip
+    d = build(settings.model_copy(update={"daemon": settings.daemon.model_copy(update={"interval": 1.0})}),
+               sources=(slow,), state_dir=str(tmp_path), serve=False)  # fmt: skip
     r = Runner(d)
     with structlog.testing.capture_logs() as logs:
         r.start()
@@ -135,13 +136,18 @@ def test_throughput_tracker_contributes_like_a_source_and_extras_reach_the_snaps
                 raise RuntimeError("tracker bug")
             return {"throughput": (ThroughputReading("llama-lora", partial["ts"], 42, 1.5, 900.0),)}
 
-    d = Daemon(settings, sources=(_Mem(),), state_dir=None)
-    d.tracker = _Tracker()
-    d.extras_providers["jobs"] = lambda: ("llama-lora",)
+    tracker = _Tracker()
+    d = Daemon(
+        settings,
+        sources=(_Mem(),),
+        runtime=runtime_for(settings, None),
+        contributors=(tracker,),
+        extras=(("jobs", lambda: ("llama-lora",)),),
+    )
     snap = d.tick()
     assert snap.sample.throughput[0].step == 42 and snap.sources["progress"].up
     assert snap.extras["jobs"] == ("llama-lora",)
-    d.tracker.fail = True
+    tracker.fail = True
     snap = d.tick()
     assert snap.sample.throughput == () and not snap.sources["progress"].up
     assert snap.sources["progress"].error == "tracker bug" and snap.sources["meminfo"].up
@@ -150,7 +156,7 @@ def test_throughput_tracker_contributes_like_a_source_and_extras_reach_the_snaps
 def test_reload_rebuilds_sources_and_runtime_when_their_sections_change(settings, tmp_path):
     from tests.conftest import FIXTURES
 
-    d = Daemon(settings, state_dir=str(tmp_path))
+    d = build(settings, state_dir=str(tmp_path), serve=False)
     root = FIXTURES / "hosts" / "daemon-vm" / "proc"
     avail = next(
         int(ln.split()[1])

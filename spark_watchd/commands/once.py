@@ -21,18 +21,16 @@ def main(args: argparse.Namespace) -> int:
     settings = load_or_report(args)
     if settings is None:
         return EX_CONFIG
-    from spark_watchd.daemon import build_live_sources, build_runtime
-    from spark_watchd.logs import get_logger
-    from spark_watchd.sources.collect import Collector
+    from spark_watchd import app
 
-    collector = Collector(build_live_sources(settings), log=_NoRetryLog(get_logger("collector")))
-    runtime = build_runtime(settings, None)  # a one-off look must not touch the daemon's journal and counters
+    # A one-off look must not touch the daemon's journal and counters: no state dir.
+    daemon = app.build(settings, state_dir=None, serve=False)
+    daemon.collector.log = _NoRetryLog(daemon.collector.log)
     try:
-        sample, statuses = collector.collect()
-        diagnosis = runtime.observe(sample)
+        snap = daemon.tick()
     finally:
-        collector.close()
-        runtime.close()
+        daemon.close()
+    sample, diagnosis, statuses = snap.sample, snap.diagnosis, snap.sources
     if args.json:
         # Still a valid trace-v1 line: readers ignore the extra keys.
         out = sample.to_dict()

@@ -13,8 +13,8 @@ import socket
 import sys
 
 from spark_watchd import __version__
+from spark_watchd.app import nvml_from_env
 from spark_watchd.preflight import build_report, checks, gather, hostinfo
-from spark_watchd.sources import nvml_from_env
 
 EXIT = {"ready": 0, "ready-with-warnings": 1, "blocked": 3}
 

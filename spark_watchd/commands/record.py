@@ -34,9 +34,8 @@ def main(args: argparse.Namespace) -> int:
     settings = load_or_report(args)
     if settings is None:
         return EX_CONFIG
-    from spark_watchd.daemon import build_live_sources
+    from spark_watchd import app
     from spark_watchd.sample.trace import TraceWriter
-    from spark_watchd.sources.collect import Collector
 
     log = get_logger("record")
     interval = args.interval or settings.daemon.interval
@@ -54,7 +53,8 @@ def main(args: argparse.Namespace) -> int:
             path=args.out,
             dropped_bytes=writer.repaired_bytes,
         )
-    collector = Collector(build_live_sources(settings))
+    daemon = app.build(settings, state_dir=None, serve=False)  # its collector only: a trace holds samples
+    collector = daemon.collector
     deadline = time.monotonic() + args.duration if args.duration is not None else None
     n = 0
     try:
@@ -73,7 +73,7 @@ def main(args: argparse.Namespace) -> int:
             if deadline is not None and time.monotonic() >= deadline:
                 break
     finally:
-        collector.close()
+        daemon.close()
         writer.close()
     log.info("recorded", path=args.out, samples=n)
     return 0

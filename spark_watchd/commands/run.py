@@ -11,7 +11,6 @@ from spark_watchd.commands.statedir import is_explicit, resolve_state_dir
 from spark_watchd.config import Settings, load_settings
 from spark_watchd.errors import EX_CONFIG, EX_DATAERR, EX_SOFTWARE, EX_USAGE, ConfigError
 from spark_watchd.logs import configure_logging, get_logger
-from spark_watchd.notify.notifier import build_notifier
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -87,11 +86,11 @@ def main(args: argparse.Namespace) -> int:
 
 def serve(settings: Settings, args: argparse.Namespace, *, announce: bool = False) -> int:
     """Start the daemon and its HTTP server; block until SIGTERM/SIGINT. Shared by run and demo."""
-    from spark_watchd.daemon import Daemon, Runner
-    from spark_watchd.snapshot.recorder import RollingRecorder
+    from spark_watchd import app
+    from spark_watchd.daemon import Runner
     from spark_watchd.sources.replay import ReplayFeed
     from spark_watchd.web.auth import load_web_config
-    from spark_watchd.web.server import HttpServer, collect_routes
+    from spark_watchd.web.server import HttpServer
 
     log = get_logger("run")
     web = None
@@ -121,28 +120,19 @@ def serve(settings: Settings, args: argparse.Namespace, *, announce: bool = Fals
     except ConfigError as exc:
         print(f"spark-watchd: bad configuration: {exc}", file=sys.stderr)
         return EX_CONFIG
-    recorder = None
-    if settings.daemon.record_dir:
-        try:
-            recorder = RollingRecorder(settings.daemon.record_dir, settings.daemon.record_keep_days)
-        except OSError as exc:  # e.g. --record /var/lib/... as an unprivileged user: say so, no traceback
-            print(
-                f"spark-watchd: bad configuration: key 'daemon.record_dir': cannot write "
-                f"{settings.daemon.record_dir}: {exc.strerror or exc}",
-                file=sys.stderr,
-            )
-            return EX_CONFIG
-    daemon = Daemon(settings, replay=feed, state_dir=state_dir)
-    if feed is not None:  # the page dates a replay by its recording and shows it as if it ended now
-        daemon.extras_providers["replay"] = feed.info
-    if announce:  # the demo verb: the status page shows a DEMO badge naming the scenario
-        daemon.extras_providers["demo"] = lambda: os.path.splitext(os.path.basename(args.replay))[0]
+    # The demo verb: the status page shows a DEMO badge naming the scenario.
+    demo = os.path.splitext(os.path.basename(args.replay))[0] if announce else None
+    try:
+        daemon = app.build(settings, replay=feed, state_dir=state_dir, demo=demo)
+    except ConfigError as exc:  # e.g. --record /var/lib/... as an unprivileged user: say so, no traceback
+        print(f"spark-watchd: bad configuration: {exc}", file=sys.stderr)
+        return EX_CONFIG
     if daemon.collector is not None:
         daemon.collector.expected_down = _log_missing_sources(settings, log)
     try:
         server = HttpServer(
             settings.daemon.listen,
-            collect_routes(daemon),
+            daemon.routes,
             workers=settings.daemon.http_workers,
             timeout=settings.daemon.http_timeout,
             web=web,
@@ -155,11 +145,6 @@ def serve(settings: Settings, args: argparse.Namespace, *, announce: bool = Fals
         hint = "; pick another address with --listen HOST:PORT" if isinstance(exc, OSError) else ""
         print(f"spark-watchd: cannot listen on {settings.daemon.listen}: {exc}{hint}", file=sys.stderr)
         return EX_SOFTWARE
-    if recorder is not None:
-        daemon.subscribe(recorder)
-    notifier = build_notifier(settings.notify)  # webhook posts of finding transitions ([notify])
-    if notifier is not None:
-        daemon.subscribe(notifier)
     runner = Runner(daemon, reload=lambda: load_settings(args.config, overrides_from(args)))
     runner.install_signals()
     server.start()
@@ -178,22 +163,18 @@ def serve(settings: Settings, args: argparse.Namespace, *, announce: bool = Fals
         runner.wait_until_stopped()
         log.info("stopping")
     finally:
-        runner.stop()
+        runner.stop()  # closes the daemon's parts (recorder, notifier...) after the last tick
         server.stop()
-        if recorder is not None:
-            recorder.close()
-        if notifier is not None:
-            notifier.close(timeout=10)
     return 0
 
 
 def _log_missing_sources(settings: Settings, log) -> set[str]:
     """One line per source this machine cannot provide, and why (what a user on a non-Spark machine sees)."""
-    from spark_watchd.sources import missing_sources
+    from spark_watchd.app import missing_live_sources
 
     names = set()
     try:
-        for name, reason in missing_sources(settings):
+        for name, reason in missing_live_sources(settings):
             if (
                 name == "sensors"
             ):  # up with nothing to read (not down): "missing" would contradict source_up 1

@@ -148,7 +148,7 @@ def main(args: argparse.Namespace, nvml: Any = None) -> int:
         print("spark-watchd thermal-log: --count must be at least 1", file=sys.stderr)
         return 2
     if nvml is None:
-        from spark_watchd.sources import nvml_from_env
+        from spark_watchd.app import nvml_from_env
 
         nvml = nvml_from_env()
     if nvml is None:

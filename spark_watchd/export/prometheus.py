@@ -6,7 +6,6 @@ and only reads the published snapshot (scrapes never touch hardware).
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -14,6 +13,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from spark_watchd import __version__
+from spark_watchd.export import board, diagnosis, driver, training
 from spark_watchd.logs import get_logger
 from spark_watchd.sample.model import REASON_BITS, REASON_COUNTER_KEYS, Sample
 from spark_watchd.sample.workloads import KINDS as WORKLOAD_KINDS
@@ -21,14 +21,6 @@ from spark_watchd.snapshot import Snapshot
 
 P = "sparkwatchd_"
 KB = 1024
-
-# Renderers of other areas, each `families(snapshot) -> Iterable[Metric]`, imported guarded here only.
-AREA_RENDERERS = (
-    "spark_watchd.export.diagnosis",
-    "spark_watchd.export.training",
-    "spark_watchd.export.board",
-    "spark_watchd.export.driver",
-)
 
 
 def _g(name: str, doc: str, labels: Iterable[str] = ()) -> GaugeMetricFamily:
@@ -226,11 +218,8 @@ class SnapshotCollector:
         self.daemon = daemon
         self.log = get_logger("exporter")
         self._failed: set[str] = set()
-        self.renderers = self._load_renderers()
-
-    def _load_renderers(self) -> list[tuple[str, Callable]]:
         # Each part guarded on its own: a bug in one costs its families, never the whole scrape.
-        out: list[tuple[str, Callable]] = [
+        self.renderers: tuple[tuple[str, Callable[[Snapshot], Iterable[Metric]]], ...] = (
             ("core", self._core),
             ("gpu", lambda snap: gpu_families(snap.sample) if snap.sample is not None else ()),
             (
@@ -238,19 +227,11 @@ class SnapshotCollector:
                 lambda snap: memory_families(snap.sample, self._reserve()) if snap.sample is not None else (),
             ),
             ("workloads", workload_families),
-        ]
-        for modname in AREA_RENDERERS:
-            try:
-                mod = importlib.import_module(modname)
-            except ModuleNotFoundError as exc:
-                if exc.name != modname:
-                    self.log.error("metrics renderer import failed", module=modname, error=str(exc))
-                continue
-            except Exception as exc:
-                self.log.error("metrics renderer import failed", module=modname, error=str(exc))
-                continue
-            out.append((modname, mod.families))
-        return out
+            ("diagnosis", diagnosis.families),
+            ("training", training.families),
+            ("board", board.families),
+            ("driver", driver.families),
+        )
 
     def _core(self, snap: Snapshot) -> Iterator[Metric]:
         info = {"overruns": self.daemon.overruns} if self.daemon is not None else None

@@ -22,20 +22,6 @@ from spark_watchd.sources.smi import SmiSource
 __all__ = ["Source", "SourceUnavailable", "build_sources", "missing_sources", "nvml_library_problem"]
 
 NVML_LIBRARY = "libnvidia-ml.so.1"
-FAKE_NVML_ENV = "SPARK_WATCHD_FAKE_NVML"
-
-
-def nvml_from_env() -> Any:
-    """The fake NVML named by SPARK_WATCHD_FAKE_NVML (see spark_watchd.testing), else None."""
-    if not os.environ.get(FAKE_NVML_ENV):
-        return None
-    from spark_watchd.errors import ConfigError
-    from spark_watchd.sources.fake_nvml import nvml_from_env as fake
-
-    try:
-        return fake()
-    except ValueError as exc:  # a bad value is the user's configuration, not a crash with a traceback
-        raise ConfigError(str(exc)) from None
 
 
 def _section(settings: Any) -> SourcesSettings:
@@ -68,10 +54,9 @@ def build_sources(
 ) -> tuple[Source, ...]:
     """The sources in tick order: GPU (NVML, or nvidia-smi when NVML cannot load), meminfo, psi, vmstat,
     boot, processes, sensors, board (spbm; empty, not down, without the community driver), driver_events
-    (unless turned off). Without NVML and nvidia-smi the `nvml` source is still listed (and down)."""
+    (unless turned off). `nvml` is a fake NVML module, None for the real library. Without NVML and
+    nvidia-smi the `nvml` source is still listed (and down)."""
     s = _section(settings)
-    if nvml is None:
-        nvml = nvml_from_env()  # SPARK_WATCHD_FAKE_NVML: end-to-end tests run the real daemon on a fake GPU
     if nvml is None and nvml_library_problem() is not None and (smi := _smi_path(s)) is not None:
         gpu: Source = SmiSource(smi, timeout_s=s.nvidia_smi_timeout_s)
     else:
@@ -111,8 +96,6 @@ def missing_sources(settings: Any = None, nvml: Any = None) -> list[tuple[str, s
     """(source, reason) for what this machine cannot provide, for the daemon's start-up lines."""
     s = _section(settings)
     out: list[tuple[str, str]] = []
-    if nvml is None:
-        nvml = nvml_from_env()
     if nvml is None and (problem := nvml_library_problem()) is not None:
         smi = _smi_path(s)
         if smi:

@@ -70,7 +70,12 @@ class Collector:
     def collect(self) -> tuple[Sample, dict[str, SourceStatus]]:
         """Sample every source once; returns the Sample and each source's status."""
         ts = self.clock()
-        parts: dict[str, Any] = {}
+        parts, statuses = self.gather()
+        return build_sample(ts, parts), statuses
+
+    def gather(self, seed: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, SourceStatus]]:
+        """Every source's output merged over `seed` (what each sees as `partial`), and each one's status."""
+        parts: dict[str, Any] = dict(seed or {})
         statuses: dict[str, SourceStatus] = {}
         for src in self.sources:
             name = getattr(src, "name", type(src).__name__)
@@ -86,7 +91,7 @@ class Collector:
             duration = time.perf_counter() - t0
             self._log_transition(name, error)
             statuses[name] = SourceStatus(name, error is None, duration, self._errors.get(name, 0), error)
-        return build_sample(ts, parts), statuses
+        return parts, statuses
 
     def _log_transition(self, name: str, error: str | None) -> None:
         """Log once per state change: down (with why), recovered; never every tick."""

@@ -1,9 +1,8 @@
 """The throughput area assembled for the daemon: tracker (a source), ledger (a subscriber), log tails.
 
-`attach(daemon)` (called by `web.progress.routes(daemon)`, which the web
-server calls at start-up) sets `daemon.tracker` (the daemon collects it each
-tick and closes it on stop), registers the `jobs` extras provider and the
-ledger subscriber, and starts the log tails.
+spark_watchd.app.build hands the tracker to the daemon as a contributor (collected
+each tick, closed on stop), its stats() as the `jobs` extra and observe() as a
+snapshot subscriber, then starts the log tails.
 """
 
 from __future__ import annotations
@@ -58,24 +57,3 @@ class Throughput:
     def close(self) -> None:
         """Stop tails, end open runs ("shutdown"), write them to the ledger."""
         self.tracker.close()
-
-
-def attach(daemon: Any) -> Throughput | None:
-    """Wire the throughput area into a daemon once (no-op when progress is disabled or already wired)."""
-    if getattr(daemon, "tracker", None) is not None:
-        return None
-    settings = daemon.settings.progress
-    if not settings.enabled:
-        return None
-    # The daemon's state_dir is None in replay mode: nothing from a replay may land next to the live state.
-    state_dir = getattr(daemon, "state_dir", daemon.settings.daemon.state_dir)
-    if state_dir is None:
-        settings = settings.model_copy(update={"ledger": False})
-    tp = Throughput(settings, state_dir or ".", getattr(daemon, "clock", time.time))
-    daemon.tracker = tp.tracker
-    providers = getattr(daemon, "extras_providers", None)
-    if providers is not None:
-        providers["jobs"] = tp.tracker.stats
-    daemon.subscribe(tp.observe)
-    tp.start()
-    return tp

@@ -8,10 +8,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
 from spark_watchd import __version__
-from spark_watchd.export.prometheus import build_registry, workload_table
+from spark_watchd.export.prometheus import workload_table
 from spark_watchd.snapshot import Snapshot
 from spark_watchd.web.http import Request, Response, Route
 
@@ -127,10 +128,8 @@ def _jsonable(obj: Any) -> Any:
     return str(obj)
 
 
-def routes(daemon) -> list[Route]:
-    """Core routes for the route table in web/server.py."""
-    registry = getattr(daemon, "registry", None) or build_registry(daemon)
-    daemon.registry = registry
+def routes(daemon, registry: CollectorRegistry) -> list[Route]:
+    """/metrics over the registry, /healthz and /api/v1/status over the daemon's published snapshot."""
 
     def metrics(req: Request) -> Response:
         encoder, content_type = choose_encoder(req.headers.get("accept", ""))

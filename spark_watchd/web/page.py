@@ -104,22 +104,8 @@ def workloads_json(snapshot: Snapshot | None) -> dict[str, Any]:
 # --- routes ------------------------------------------------------------------------------------------
 
 
-def routes(daemon: Any) -> list[Route]:
-    """The page, its assets and the history/workloads APIs over a daemon (needs settings, snapshot()).
-
-    Uses `daemon.history` when the daemon made one; otherwise creates it and subscribes it.
-    """
-    root_settings = getattr(daemon, "settings", None)
-    settings: WebSettings = getattr(root_settings, "web", None) or WebSettings()
-    history = getattr(daemon, "history", None)
-    if history is None:
-        reserve = getattr(getattr(root_settings, "thresholds", None), "os_reserve_bytes", None)
-        history = History(settings, reserve_bytes=reserve)
-        daemon.subscribe(history)
-        try:
-            daemon.history = history
-        except AttributeError:
-            pass
+def routes(daemon: Any, history: History, settings: WebSettings) -> list[Route]:
+    """The page, its assets and the history/workloads APIs over a daemon's snapshot() and the chart store."""
     files = _static_files()
     index = render_index(files.pop("index.html"), settings)
 

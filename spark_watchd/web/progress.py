@@ -10,7 +10,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from spark_watchd.throughput.models import ProgressReport, describe_errors
-from spark_watchd.throughput.service import attach
 from spark_watchd.throughput.settings import ProgressSettings
 from spark_watchd.throughput.tracker import JobTracker, ReportRejected, TooManyJobs
 from spark_watchd.web.http import Request, Response, Route
@@ -94,13 +93,8 @@ def make_handler(tracker: JobTracker, settings: ProgressSettings):
     return handle
 
 
-def routes(daemon: Any) -> list[Route]:
-    """The progress route; wires the tracker, ledger and log tails into the daemon first (progress.enabled)."""
-    if getattr(daemon, "tracker", None) is None and hasattr(daemon, "subscribe"):
-        attach(daemon)
-    tracker = getattr(daemon, "tracker", None)
-    if tracker is None:
-        return []
+def routes(tracker: JobTracker) -> list[Route]:
+    """The progress route over the tracker (built only while progress.enabled)."""
     settings = tracker.settings
     # Route.max_body lets the server answer 413 from Content-Length without reading the body.
     return [Route("POST", PATH, make_handler(tracker, settings), max_body=settings.max_body_bytes)]

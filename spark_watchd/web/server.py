@@ -1,4 +1,4 @@
-"""The HTTP server: a bounded worker pool, per-connection timeouts, one explicit tuple of route providers.
+"""The HTTP server: a bounded worker pool, per-connection timeouts, routes built by spark_watchd.app.
 
 Connections wait in the gate (web/gate.py: TLS handshake, headers, small
 body) without a worker; a worker gets only complete requests. When every
@@ -11,7 +11,6 @@ origin, and basic auth is checked by web/credentials.py (flood-safe).
 
 from __future__ import annotations
 
-import importlib
 import io
 import socket
 import ssl
@@ -32,32 +31,11 @@ from spark_watchd.web.gate import ConnectionGate, reply
 from spark_watchd.web.hosts import HostPolicy
 from spark_watchd.web.http import Request, Response, Route, parse_listen
 
-# Route providers, each a module with `routes(daemon) -> list[Route]`; imported guarded, here only.
-ROUTE_PROVIDERS = ("spark_watchd.web.api", "spark_watchd.web.page", "spark_watchd.web.progress")
-
 _BODY_METHODS = ("POST", "PUT", "PATCH")
 _DRAIN_LIMIT = 256 * 1024  # read this much of a refused body so the client sees our answer, not a reset
 _SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 QUEUE_WAIT_S = 1.0  # a complete request waits this long for a free worker before 503
 QUEUE_MAX = 256  # complete requests waiting for a worker; beyond this the oldest get 503 at once
-
-
-def collect_routes(daemon, providers: Iterable[str] = ROUTE_PROVIDERS, log=None) -> list[Route]:
-    """Routes from every provider that exists in this build; a provider that fails is logged and skipped."""
-    log = log or get_logger("http")
-    out: list[Route] = []
-    for modname in providers:
-        try:
-            mod = importlib.import_module(modname)
-        except ModuleNotFoundError as exc:
-            if exc.name != modname:
-                log.error("route provider import failed", module=modname, error=str(exc))
-            continue
-        try:
-            out.extend(mod.routes(daemon))
-        except Exception as exc:
-            log.exception("route provider failed", module=modname, error=str(exc))
-    return out
 
 
 class _DeadlineReader(io.RawIOBase):

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 from prometheus_client import generate_latest
 
+from spark_watchd.app import build
 from spark_watchd.config import load_settings
-from spark_watchd.daemon import Daemon
 from spark_watchd.export.prometheus import SnapshotCollector, build_registry
 from spark_watchd.sample.groups import group_workloads
 from spark_watchd.sample.model import GpuReading, ProcessInfo, Sample
@@ -126,14 +126,14 @@ def test_a_failing_renderer_never_breaks_the_scrape():
         raise RuntimeError("renderer bug")
         yield  # pragma: no cover
 
-    col.renderers.insert(0, ("boom", boom))
+    col.renderers = (("boom", boom), *col.renderers)
     names = {f.name for f in col.collect()}
     assert "sparkwatchd_memory_available_bytes" in names and "sparkwatchd_build_info" in names
 
 
 def _replayed_metrics(name: str, tmp_path) -> str:
     feed = ReplayFeed(str(SCENARIOS / f"{name}.jsonl"), speed=1e9, rebase=False)
-    daemon = Daemon(load_settings(None, environ={}), replay=feed, state_dir=str(tmp_path))
+    daemon = build(load_settings(None, environ={}), replay=feed, state_dir=str(tmp_path), serve=False)
     try:
         while daemon.tick() is not None:
             pass

@@ -9,10 +9,10 @@ import threading
 import time
 from pathlib import Path
 
+from spark_watchd.app import build
 from spark_watchd.config import load_settings
-from spark_watchd.daemon import Daemon
 from spark_watchd.sources import build_sources
-from spark_watchd.web.server import HttpServer, collect_routes
+from spark_watchd.web.server import HttpServer
 from tests.conftest import FIXTURES
 from tests.daemon_helpers import http_get, samples, value
 from tests.support.resources import thread_count  # noqa: F401 - re-exported for the reliability tests
@@ -59,8 +59,8 @@ class LiveDaemon:
         self.mono = mono or FakeMonotonic()
         self.sources = build_sources(self.settings, nvml=nvml, clock=self.mono)
         state = tmp_path / "state"
-        self.daemon = Daemon(self.settings, sources=self.sources, clock=clock, state_dir=str(state))
-        self.server = HttpServer("127.0.0.1:0", collect_routes(self.daemon), workers=4, timeout=2)
+        self.daemon = build(self.settings, sources=self.sources, clock=clock, state_dir=str(state))
+        self.server = HttpServer("127.0.0.1:0", self.daemon.routes, workers=4, timeout=2)
         self.server.start()
         self.url = self.server.url
 

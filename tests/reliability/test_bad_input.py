@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spark_watchd import cli
+from spark_watchd.app import build
 from spark_watchd.config import load_settings
-from spark_watchd.daemon import Daemon
-from spark_watchd.web.server import HttpServer, collect_routes
+from spark_watchd.web.server import HttpServer
 from tests.conftest import FIXTURES
 from tests.daemon_helpers import http_get, running_daemon, samples, value
 from tests.support.fakes import FakeSource, raw_exchange, status_of
@@ -90,10 +90,10 @@ def test_idle_and_half_open_clients_beyond_the_worker_count_do_not_block_scrapes
 
 
 def _progress_server(tmp_path):
-    daemon = Daemon(
+    daemon = build(
         load_settings(None, environ={}), sources=(FakeSource(),), state_dir=str(tmp_path / "state")
     )
-    srv = HttpServer("127.0.0.1:0", collect_routes(daemon), workers=4, timeout=2)
+    srv = HttpServer("127.0.0.1:0", daemon.routes, workers=4, timeout=2)
     assert PROGRESS in srv.table
     srv.start()
     daemon.tick()

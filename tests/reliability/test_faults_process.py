@@ -8,9 +8,10 @@ import threading
 import pytest
 import structlog
 
+from spark_watchd.app import build
 from spark_watchd.config import load_settings
-from spark_watchd.daemon import Daemon, Runner
-from spark_watchd.web.server import HttpServer, collect_routes
+from spark_watchd.daemon import Runner
+from spark_watchd.web.server import HttpServer
 from tests.conftest import FIXTURES
 from tests.daemon_helpers import http_get, running_daemon, samples, value
 from tests.reliability.rel_helpers import fd_count, thread_count
@@ -103,8 +104,8 @@ class _Slow:
 def test_overrunning_tick_is_coalesced_logged_and_scrapes_still_answer(tmp_path):
     settings = load_settings(None, {"daemon": {"interval": 1}}, environ={})
     slow = _Slow()
-    daemon = Daemon(settings, sources=(slow,), state_dir=str(tmp_path))
-    server = HttpServer("127.0.0.1:0", collect_routes(daemon), workers=4, timeout=2)
+    daemon = build(settings, sources=(slow,), state_dir=str(tmp_path))
+    server = HttpServer("127.0.0.1:0", daemon.routes, workers=4, timeout=2)
     server.start()
     runner = Runner(daemon)
     with structlog.testing.capture_logs() as logs:

@@ -9,10 +9,10 @@ from pathlib import Path
 import bcrypt
 
 import spark_watchd
+from spark_watchd.app import build
 from spark_watchd.config import load_settings
-from spark_watchd.daemon import Daemon
 from spark_watchd.web.auth import load_web_config
-from spark_watchd.web.server import HttpServer, collect_routes
+from spark_watchd.web.server import HttpServer
 from tests.support.fakes import FakeSource, http_request, raw_exchange, status_of
 
 PACKAGE = Path(spark_watchd.__file__).resolve().parent
@@ -73,11 +73,11 @@ def _server(tmp_path, web_yaml: str | None):
         cfg = tmp_path / "web.yml"
         cfg.write_text(web_yaml)
         web = load_web_config(str(cfg))
-    daemon = Daemon(
+    daemon = build(
         load_settings(None, environ={}), sources=(FakeSource(),), state_dir=str(tmp_path / "state")
     )
     daemon.tick()
-    srv = HttpServer("127.0.0.1:0", collect_routes(daemon), workers=4, timeout=2, web=web)
+    srv = HttpServer("127.0.0.1:0", daemon.routes, workers=4, timeout=2, web=web)
     srv.start()
     return srv, daemon
 

@@ -14,14 +14,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spark_watchd import cli
+from spark_watchd.app import build
 from spark_watchd.config import load_settings
-from spark_watchd.daemon import Daemon
 from spark_watchd.diagnose.engine import Diagnoser
 from spark_watchd.sample.model import Sample
 from spark_watchd.sample.trace import TraceError, parse_line, read_trace
 from spark_watchd.sources.replay import ReplayFeed
 from spark_watchd.web.http import Request
-from spark_watchd.web.server import collect_routes
 from tests.conftest import REPO
 
 EVICTION = REPO / "spark_watchd" / "scenarios" / "eviction.jsonl"
@@ -143,10 +142,10 @@ def test_run_replay_of_a_directory_or_an_unreadable_trace_exits_65(tmp_path, cap
 
 def _serve_all(trace) -> dict[str, int]:
     """Feed a trace through the daemon as `run --replay` does and answer every GET page once."""
-    daemon = Daemon(
+    daemon = build(
         load_settings(None, environ={}), replay=ReplayFeed(str(trace), speed=1000.0), state_dir=None
     )
-    table = {r.path: r for r in collect_routes(daemon) if r.method == "GET"}
+    table = {r.path: r for r in daemon.routes if r.method == "GET"}
     try:
         for _ in range(len(LINES) + 2):
             daemon.tick()

@@ -148,45 +148,6 @@ def test_runs_verb_lists_the_ledger_as_json_and_table(tmp_path, clock):
     assert empty.returncode == 0 and "no finished runs" in empty.stderr
 
 
-def test_attach_wires_a_daemon_and_replay_mode_writes_no_ledger(tmp_path, monkeypatch):
-    from types import SimpleNamespace
-
-    from spark_watchd.config import Settings
-    from spark_watchd.web.progress import routes
-
-    def fake_daemon(state_dir):
-        subs = []
-        return SimpleNamespace(
-            settings=Settings(),
-            state_dir=state_dir,
-            tracker=None,
-            extras_providers={},
-            subscribe=subs.append,
-            subs=subs,
-        )
-
-    live = fake_daemon(str(tmp_path))
-    (route,) = routes(live)
-    assert (
-        live.tracker is not None
-        and live.extras_providers["jobs"] == live.tracker.stats
-        and len(live.subs) == 1
-    )
-    assert routes(live)[0].path == route.path and len(live.subs) == 1  # wired once
-    live.tracker.report(ProgressReport(job="a", step=1, event="end"))
-    live.tracker.close()
-    assert [r["job"] for r in read_runs(tmp_path / "runs.jsonl")[0]] == ["a"]
-
-    cwd = tmp_path / "cwd"
-    cwd.mkdir()
-    monkeypatch.chdir(cwd)
-    replay = fake_daemon(None)  # replay mode: the daemon has no state directory
-    routes(replay)
-    replay.tracker.report(ProgressReport(job="b", step=1, event="end"))
-    replay.tracker.close()
-    assert list(cwd.iterdir()) == [] and '"b"' not in (tmp_path / "runs.jsonl").read_text()
-
-
 def test_steps_one_to_eighty_are_eighty_steps_and_a_resumed_run_counts_from_its_pick_up(tmp_path, clock):
     from spark_watchd.throughput.ledger import _Totals, run_record
 

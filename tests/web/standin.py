@@ -15,6 +15,8 @@ from spark_watchd.sample.findings import Diagnosis, Event, Finding
 from spark_watchd.sample.groups import group_workloads
 from spark_watchd.sample.model import Sample
 from spark_watchd.snapshot import Snapshot, SourceStatus
+from spark_watchd.web import page
+from spark_watchd.web.charts import History
 from spark_watchd.web.http import Request, Response, Route
 from spark_watchd.web.page import _json
 from tests.support.fakes import CaptureServer, Recorded, Reply
@@ -36,6 +38,12 @@ class FakeDaemon:
 
     def subscribe(self, fn) -> None:
         self._subs.append(fn)
+
+    def page_routes(self) -> list[Route]:
+        """The page's routes over this stand-in and a chart store subscribed to it, as the app wires them."""
+        self.history = History(self.settings.web, reserve_bytes=self.settings.thresholds.os_reserve_bytes)
+        self.subscribe(self.history)
+        return page.routes(self, self.history, self.settings.web)
 
     def publish(self, snap: Snapshot) -> None:
         self._snap = snap

@@ -12,11 +12,11 @@ import bcrypt
 import pytest
 
 from spark_watchd import cli
+from spark_watchd.app import build
 from spark_watchd.config import load_settings
-from spark_watchd.daemon import Daemon
 from spark_watchd.errors import ConfigError
 from spark_watchd.web.auth import load_web_config
-from spark_watchd.web.server import HttpServer, collect_routes
+from spark_watchd.web.server import HttpServer
 from tests.conftest import free_port, require_binary
 from tests.daemon_helpers import http_get, running_daemon
 from tests.support.fakes import FakeSource
@@ -36,11 +36,9 @@ def _basic(user: str, pw: str) -> dict:
 def _serve(tmp_path, web_yaml: str):
     cfg = tmp_path / "web.yml"
     cfg.write_text(web_yaml)
-    daemon = Daemon(load_settings(None, environ={}), sources=(FakeSource(),), state_dir=str(tmp_path))
+    daemon = build(load_settings(None, environ={}), sources=(FakeSource(),), state_dir=str(tmp_path))
     daemon.tick()
-    srv = HttpServer(
-        "127.0.0.1:0", collect_routes(daemon), workers=4, timeout=2, web=load_web_config(str(cfg))
-    )
+    srv = HttpServer("127.0.0.1:0", daemon.routes, workers=4, timeout=2, web=load_web_config(str(cfg)))
     srv.start()
     return srv, daemon
 

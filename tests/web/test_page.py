@@ -39,23 +39,23 @@ def served(eviction_samples):
     daemon = FakeDaemon(
         Settings(web=WebSettings(page_refresh_seconds=2.5, page_hours=6, history_api_max_records=100))
     )
-    table = {r.path: r for r in routes(daemon)}
+    table = {r.path: r for r in daemon.page_routes()}
     for s in eviction_samples[:150]:
         daemon.publish(snapshot_of(s, diagnose_by_hand(s, evicted_at=1764407100.0)))
     return daemon, table
 
 
-def test_routes_create_and_subscribe_a_history_when_the_daemon_has_none(served):
-    daemon, _ = served
-    assert isinstance(daemon.history, History)
+def test_history_api_serves_the_chart_store_it_is_handed(served):
+    daemon, table = served
     assert len(daemon.history) == 150
+    assert json.loads(_get(table, "/api/v1/history").body)["held"] == 150
 
 
-def test_routes_reuse_the_daemons_history():
+def test_routes_subscribe_nothing_themselves():
     daemon = FakeDaemon()
-    daemon.history = History(WebSettings(history_max_records=10))
-    table = {r.path: r for r in routes(daemon)}
-    assert daemon._subs == []  # the daemon wires its own
+    history = History(WebSettings(history_max_records=10))
+    table = {r.path: r for r in routes(daemon, history, daemon.settings.web)}
+    assert daemon._subs == []  # the composition root wires the store, not the routes
     assert json.loads(_get(table, "/api/v1/history").body)["held"] == 0
 
 

@@ -25,7 +25,6 @@ from playwright.sync_api import expect
 from spark_watchd.config import Settings
 from spark_watchd.sample.findings import Diagnosis, Finding
 from spark_watchd.sample.trace import read_trace
-from spark_watchd.web.page import routes
 from spark_watchd.web.settings import WebSettings
 from tests.conftest import REPO, cli_env, free_port, require_binary
 from tests.web.browser import launch, open_page
@@ -223,7 +222,7 @@ def test_page_follows_new_samples_in_place_and_starts_over_with_the_history(brow
             daemon.publish(snapshot_of(s, diag, recent, extras=extras))
 
     power = '#chart-power path[data-series="Power"]'
-    table = routes(daemon)  # subscribes the history
+    table = daemon.page_routes()
     feed(traces["eviction"][:100])
     with RouteServer(table, daemon) as srv, open_page(browser, srv.origin) as (page, log):
         page.wait_for_selector('.finding[data-gotcha="G6"][data-severity="warning"]')
@@ -250,7 +249,7 @@ def test_stale_live_daemon_and_a_non_thermal_anomaly_are_spelled_out(browser):
     diag = diagnose_by_hand(sample, evicted_at=float("inf"))
     diag = Diagnosis(diag.ts, {**diag.findings, "G4": g4})
     daemon = FakeDaemon()
-    table = routes(daemon)
+    table = daemon.page_routes()
     daemon.publish(snapshot_of(sample, diag, mode="live"))
     daemon.fresh = False
     with RouteServer(table, daemon) as srv, open_page(browser, srv.origin) as (page, log):
@@ -282,7 +281,7 @@ def test_a_step_time_change_held_by_a_firmware_power_limit_is_said_on_the_page(b
     diag = Diagnosis(diag.ts, {**diag.findings, "G4": g4})
     daemon = FakeDaemon()
     daemon.publish(snapshot_of(sample, diag, mode="live"))
-    with RouteServer(routes(daemon), daemon) as srv, open_page(browser, srv.origin) as (page, log):
+    with RouteServer(daemon.page_routes(), daemon) as srv, open_page(browser, srv.origin) as (page, log):
         card = page.wait_for_selector('.finding[data-gotcha="G4"][data-severity="ok"]')
         text = card.inner_text()
         assert "step time x1.49" in text and "pl1 power limit" in text and "not heat" in text

@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spark_watchd import cli
+from spark_watchd.app import build
 from spark_watchd.config import load_settings
-from spark_watchd.daemon import Daemon
 from spark_watchd.web.http import Response, Route
-from spark_watchd.web.server import HttpServer, collect_routes
+from spark_watchd.web.server import HttpServer
 from tests.daemon_helpers import http_get, samples, value
 from tests.support.fakes import MEMINFO, FakeSource, raw_exchange
 
@@ -23,7 +23,7 @@ from tests.support.fakes import MEMINFO, FakeSource, raw_exchange
 @pytest.fixture
 def server(tmp_path):
     settings = load_settings(None, environ={})
-    daemon = Daemon(
+    daemon = build(
         settings,
         sources=(FakeSource(reading={**MEMINFO, "vmstat": {"oom_kill": 2}}),),
         state_dir=str(tmp_path),
@@ -42,7 +42,7 @@ def server(tmp_path):
         return Response(200, b"slow\n")
 
     routes = [
-        *collect_routes(daemon),
+        *daemon.routes,
         Route("POST", "/echo", echo, max_body=1024),
         Route("POST", "/big", echo, max_body=1 << 20),
         Route("GET", "/slow", slow),

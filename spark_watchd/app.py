@@ -1,0 +1,144 @@
+"""The composition root: the one place that builds and wires the daemon's parts.
+
+Sources, the diagnosis runtime, the throughput service, the page's chart store,
+the exporter, the web routes and the snapshot subscribers are all built here,
+with plain imports and explicit tuples. Nothing else wires anything: the daemon
+only runs the tick over what it is handed, and the route modules only turn
+what they are given into handlers. Adding a part touches its module and one
+line below.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from spark_watchd.config import Settings
+from spark_watchd.daemon import Daemon
+from spark_watchd.diagnose.runtime import DiagnosisRuntime
+from spark_watchd.errors import ConfigError
+from spark_watchd.export.prometheus import build_registry
+from spark_watchd.notify.notifier import build_notifier
+from spark_watchd.service.sdnotify import SystemdNotifier
+from spark_watchd.snapshot.recorder import RollingRecorder
+from spark_watchd.sources import build_sources, missing_sources
+from spark_watchd.sources.replay import ReplayFeed
+from spark_watchd.throughput.service import Throughput
+from spark_watchd.web import api, page, progress
+from spark_watchd.web.charts import History
+
+# "settings": daemon.state_dir from the settings; None: nothing on disk (replay, once, tests).
+FROM_SETTINGS = "settings"
+
+
+def nvml_from_env() -> Any:
+    """The fake NVML named by SPARK_WATCHD_FAKE_NVML (see spark_watchd.testing), else None (the real one)."""
+    if not os.environ.get("SPARK_WATCHD_FAKE_NVML"):
+        return None  # production never imports the fake
+    from spark_watchd.sources.fake_nvml import nvml_from_env as fake
+
+    try:
+        return fake()
+    except ValueError as exc:  # a bad value is the user's configuration, not a crash with a traceback
+        raise ConfigError(str(exc)) from None
+
+
+def live_sources(settings: Settings, nvml: Any = None) -> tuple:
+    """The live source tuple; SPARK_WATCHD_FAKE_NVML lets end-to-end tests run the real daemon on a fake GPU."""
+    return tuple(build_sources(settings, nvml if nvml is not None else nvml_from_env()))
+
+
+def missing_live_sources(settings: Settings) -> list[tuple[str, str]]:
+    """(source, reason) for what this machine cannot provide (the daemon's start-up lines)."""
+    return missing_sources(settings, nvml_from_env())
+
+
+def runtime_for(settings: Settings, state_dir: str | None) -> DiagnosisRuntime:
+    """The diagnosis runtime; state_dir None keeps everything in memory (replay, once, tests)."""
+    return DiagnosisRuntime(settings.thresholds, state_dir)
+
+
+def build(
+    settings: Settings,
+    *,
+    replay: ReplayFeed | None = None,
+    sources: tuple | None = None,
+    runtime: Any = None,
+    state_dir: str | None = FROM_SETTINGS,
+    clock: Callable[[], float] = time.time,
+    systemd: SystemdNotifier | None = None,
+    demo: str | None = None,
+    serve: bool = True,
+) -> Daemon:
+    """A daemon with every part wired; serve=False builds only sources and diagnosis (once, record).
+
+    `sources` replaces the live tuple (tests hand in fakes), `runtime` the diagnosis
+    runtime; `demo` names the bundled scenario the page's DEMO badge shows.
+    """
+    state = settings.daemon.state_dir if state_dir == FROM_SETTINGS else state_dir
+    recorder = None
+    if serve and settings.daemon.record_dir:  # first: a bad directory must not leave sources open
+        try:
+            recorder = RollingRecorder(settings.daemon.record_dir, settings.daemon.record_keep_days)
+        except OSError as exc:
+            raise ConfigError(
+                f"key 'daemon.record_dir': cannot write {settings.daemon.record_dir}: {exc.strerror or exc}"
+            ) from None
+    core = dict(
+        replay=replay,
+        sources=None if replay is not None else (sources if sources is not None else live_sources(settings)),
+        runtime=runtime if runtime is not None else runtime_for(settings, state),
+        # On reload, new [sources] / [thresholds] sections rebuild what this root built.
+        make_sources=live_sources if sources is None else None,
+        make_runtime=(lambda s: runtime_for(s, state)) if runtime is None else None,
+        clock=clock,
+        systemd=systemd,
+        state_dir=state,
+    )
+    if not serve:
+        return Daemon(settings, **core)
+    # The throughput service: its tracker reports like a source, its ledger follows each snapshot.
+    throughput = None
+    if settings.progress.enabled:
+        progress_settings = settings.progress
+        if state is None:  # nothing from a replay without a state dir may land next to the live state
+            progress_settings = progress_settings.model_copy(update={"ledger": False})
+        throughput = Throughput(progress_settings, state or ".", clock)
+    charts = History(settings.web, reserve_bytes=settings.thresholds.os_reserve_bytes)
+    notifier = build_notifier(settings.notify)  # webhook posts of finding transitions ([notify])
+    extras: tuple[tuple[str, Callable[[], Any]], ...] = ()
+    if throughput is not None:
+        extras += (("jobs", throughput.tracker.stats),)
+    if replay is not None:  # the page dates a replay by its recording and shows it as if it ended now
+        extras += (("replay", replay.info),)
+    if demo is not None:  # the page's DEMO badge
+        extras += (("demo", lambda: demo),)
+    daemon = Daemon(
+        settings,
+        **core,
+        contributors=(throughput.tracker,) if throughput is not None else (),
+        extras=extras,
+        subscribers=_present(
+            charts, throughput.observe if throughput is not None else None, recorder, notifier
+        ),
+        # After the tick stops and the sources close (the tracker closes with them, ledger last).
+        closers=_present(
+            recorder.close if recorder is not None else None,
+            (lambda: notifier.close(timeout=10)) if notifier is not None else None,
+        ),
+    )
+    daemon.routes = (
+        *api.routes(daemon, build_registry(daemon)),
+        *page.routes(daemon, charts, settings.web),
+        *(progress.routes(throughput.tracker) if throughput is not None else ()),
+    )
+    if throughput is not None:
+        throughput.start()  # follow the configured logs
+    return daemon
+
+
+def _present(*parts: Any) -> tuple:
+    """The parts this configuration has (None dropped), in order."""
+    return tuple(p for p in parts if p is not None)

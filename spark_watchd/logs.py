@@ -1,4 +1,10 @@
-"""structlog setup: JSON lines when stderr is not a terminal (journald keeps them whole), readable on a terminal."""
+"""structlog setup: JSON lines when stderr is not a terminal (journald keeps them whole), readable on a terminal.
+
+Every line goes through one stdlib handler whose formatter is structlog's
+ProcessorFormatter: our structlog loggers and stdlib loggers alike (libraries
+such as apscheduler) come out in the same format at the configured level, so in
+JSON mode each stderr line is one JSON object.
+"""
 
 from __future__ import annotations
 
@@ -8,28 +14,44 @@ import sys
 import structlog
 
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+ROOT_LOGGER = "spark_watchd"  # the stdlib logger our structlog loggers write to
+
+_handler: logging.Handler | None = None  # the one handler configure_logging installed on the root logger
 
 
 def configure_logging(level: str = "info", fmt: str = "auto", stream=None) -> None:
-    """Configure structlog for the process; fmt is auto, json or console."""
+    """Configure structlog and the stdlib root logger for the process; fmt is auto, json or console."""
+    global _handler
     stream = stream if stream is not None else _Stderr()
     use_json = fmt == "json" or (fmt == "auto" and not _isatty(stream))
-    processors: list = [
+    numeric = LEVELS.get(level, logging.INFO)
+    shared: list = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
     if use_json:
-        processors += [
-            structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(sort_keys=False),
-        ]
+        render: list = [structlog.processors.format_exc_info, structlog.processors.JSONRenderer(sort_keys=False)]
     else:
-        processors.append(structlog.dev.ConsoleRenderer(colors=_isatty(stream)))
+        render = [structlog.dev.ConsoleRenderer(colors=_isatty(stream))]
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            # Records from stdlib loggers: the logger's name, the level and the time, as ours carry them.
+            foreign_pre_chain=[*shared, _stdlib_name],
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *render],
+        )
+    )
+    root = logging.getLogger()
+    if _handler is not None:
+        root.removeHandler(_handler)
+    root.addHandler(handler)
+    root.setLevel(numeric)
+    _handler = handler
     structlog.configure(
-        processors=processors,
-        wrapper_class=structlog.make_filtering_bound_logger(LEVELS.get(level, logging.INFO)),
-        logger_factory=structlog.PrintLoggerFactory(file=stream),
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=_logger_factory,
         cache_logger_on_first_use=False,
     )
 
@@ -37,6 +59,17 @@ def configure_logging(level: str = "info", fmt: str = "auto", stream=None) -> No
 def get_logger(name: str = "spark_watchd"):
     """A structlog logger bound to a component name."""
     return structlog.get_logger(component=name)
+
+
+def _logger_factory(*_args) -> logging.Logger:
+    return logging.getLogger(ROOT_LOGGER)
+
+
+def _stdlib_name(_logger, _method, event_dict: dict) -> dict:
+    record = event_dict.get("_record")
+    if record is not None:
+        event_dict.setdefault("logger", record.name)
+    return event_dict
 
 
 class _Stderr:

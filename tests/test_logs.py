@@ -45,3 +45,19 @@ def test_format_can_be_forced():
     configure_logging("info", "json", stream=out)
     get_logger().info("x")
     assert json.loads(out.getvalue())["event"] == "x"
+
+
+def test_stdlib_loggers_come_out_as_json_at_the_configured_level():
+    import logging
+
+    out = io.StringIO()
+    configure_logging("debug", "json", stream=out)
+    logging.getLogger("apscheduler.scheduler").debug("Looking for jobs to run")
+    logging.getLogger("apscheduler.scheduler").log(5, "below debug: dropped")
+    get_logger("tail").info("waiting", path="/x")
+    recs = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [(r["event"], r["level"]) for r in recs] == [("Looking for jobs to run", "debug"), ("waiting", "info")]
+    assert recs[0]["logger"] == "apscheduler.scheduler" and recs[0]["timestamp"].endswith("Z")
+    configure_logging("warning", "json", stream=out)  # reconfigured (SIGHUP): one handler, the new level
+    logging.getLogger("x").info("dropped at warning")
+    assert len(out.getvalue().splitlines()) == 2

@@ -7,8 +7,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spark_watchd.app import build
 from spark_watchd.config import load_settings
-from spark_watchd.daemon import Daemon
 from spark_watchd.sources import build_sources
 from spark_watchd.sources.collect import Collector
 from spark_watchd.sources.memwatch import scan_mem_available_kb, scan_psi_some_avg10
@@ -16,7 +16,6 @@ from spark_watchd.sources.processes import ProcessSource
 from spark_watchd.sources.procfs import parse_stat
 from spark_watchd.testing import FakeNvml
 from spark_watchd.web.http import Request
-from spark_watchd.web.server import collect_routes
 from tests.conftest import FIXTURES
 from tests.daemon_helpers import samples, value
 
@@ -36,8 +35,8 @@ def _settings(root):
 
 def test_impossible_proc_values_mark_each_source_down_and_every_page_still_answers():
     s = _settings(HOSTILE)
-    daemon = Daemon(s, sources=build_sources(s, nvml=FakeNvml()), state_dir=None)
-    table = {r.path: r for r in collect_routes(daemon) if r.method == "GET"}
+    daemon = build(s, sources=build_sources(s, nvml=FakeNvml()), state_dir=None)
+    table = {r.path: r for r in daemon.routes if r.method == "GET"}
     try:
         daemon.tick()
         reply = table["/metrics"].handler(Request("GET", "/metrics", {}, {}, b"", "127.0.0.1"))

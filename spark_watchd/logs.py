@@ -31,7 +31,10 @@ def configure_logging(level: str = "info", fmt: str = "auto", stream=None) -> No
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
     if use_json:
-        render: list = [structlog.processors.format_exc_info, structlog.processors.JSONRenderer(sort_keys=False)]
+        render: list = [
+            structlog.processors.format_exc_info,
+            structlog.processors.JSONRenderer(sort_keys=False),
+        ]
     else:
         render = [structlog.dev.ConsoleRenderer(colors=_isatty(stream))]
     handler = logging.StreamHandler(stream)

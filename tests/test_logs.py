@@ -56,8 +56,54 @@ def test_stdlib_loggers_come_out_as_json_at_the_configured_level():
     logging.getLogger("apscheduler.scheduler").log(5, "below debug: dropped")
     get_logger("tail").info("waiting", path="/x")
     recs = [json.loads(line) for line in out.getvalue().splitlines()]
-    assert [(r["event"], r["level"]) for r in recs] == [("Looking for jobs to run", "debug"), ("waiting", "info")]
+    assert [(r["event"], r["level"]) for r in recs] == [
+        ("Looking for jobs to run", "debug"),
+        ("waiting", "info"),
+    ]
     assert recs[0]["logger"] == "apscheduler.scheduler" and recs[0]["timestamp"].endswith("Z")
     configure_logging("warning", "json", stream=out)  # reconfigured (SIGHUP): one handler, the new level
     logging.getLogger("x").info("dropped at warning")
     assert len(out.getvalue().splitlines()) == 2
+
+
+def test_the_daemon_at_debug_writes_only_json_lines_with_the_log_tail_and_scheduler_lines(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import REPO, cli_env, free_port
+
+    missing = tmp_path / "train.log"  # not there: the tail logs that it waits for it
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(
+        '[daemon]\nlog_format = "json"\n'
+        "[progress]\nlog_tail_poll_s = 0.2\n"
+        f'[[progress.log_tail]]\npath = "{missing}"\njob = "sft"\n'
+    )
+    err = tmp_path / "stderr"
+    with open(err, "w") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "spark_watchd", "run", "--listen", f"127.0.0.1:{free_port()}",
+             "--config", str(cfg), "--state-dir", str(tmp_path / "state"), "--log-level", "debug"],
+            stdout=subprocess.DEVNULL, stderr=stderr, env=cli_env({"SPARK_WATCHD_FAKE_NVML": "gb10"}), cwd=str(REPO),
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 30
+            while (
+                "waiting for it" not in err.read_text()
+                and proc.poll() is None
+                and time.monotonic() < deadline
+            ):
+                time.sleep(0.1)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=15)
+    lines = err.read_text().splitlines()
+    records = [json.loads(line) for line in lines]  # every line is one JSON object
+    assert any(r["event"].startswith("log tail: file not there") and r["level"] == "info" for r in records), (
+        lines
+    )
+    assert any(r.get("logger", "").startswith("apscheduler") and r["level"] == "debug" for r in records), (
+        lines
+    )
+    assert all("timestamp" in r and "level" in r for r in records)

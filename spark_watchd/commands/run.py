@@ -140,8 +140,6 @@ def serve(settings: Settings, args: argparse.Namespace, *, announce: bool = Fals
         )
     except (OSError, ValueError) as exc:
         daemon.close()
-        if recorder is not None:
-            recorder.close()
         hint = "; pick another address with --listen HOST:PORT" if isinstance(exc, OSError) else ""
         print(f"spark-watchd: cannot listen on {settings.daemon.listen}: {exc}{hint}", file=sys.stderr)
         return EX_SOFTWARE

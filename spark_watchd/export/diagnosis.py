@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import logging
-
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from spark_watchd.logs import get_logger
 from spark_watchd.sample.model import GOTCHAS, SEVERITY_LEVEL
 
 ANOMALY_KINDS = ("power_delivery", "hung_engine", "power_limit")
@@ -19,7 +18,7 @@ EVENT_KINDS = (
     "driver_oom",
     "pcie_fatal",
 )
-log = logging.getLogger(__name__)
+log = get_logger("exporter")
 
 
 def families(snapshot):

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import logging
-
 from prometheus_client.core import CounterMetricFamily
 
 from spark_watchd.diagnose.xid import XID_LABELS
+from spark_watchd.logs import get_logger
 
-log = logging.getLogger(__name__)
+log = get_logger("exporter")
 
 
 def families(snapshot):

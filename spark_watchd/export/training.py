@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from spark_watchd.logs import get_logger
 from spark_watchd.snapshot import Snapshot
 from spark_watchd.throughput.tracker import JobStats
 
-log = logging.getLogger(__name__)
+log = get_logger("exporter")
 
 
 def _rows(snapshot: Snapshot) -> list[tuple[str, float, float | None, float | None, float | None]]:

@@ -1,4 +1,4 @@
-"""Report training progress to spark-watchd from any training loop (standard library only).
+"""Report training progress to spark-watchd from any training loop (no dependency beyond spark-watchd's).
 
     from spark_watchd.integrations.reporter import ProgressReporter
     reporter = ProgressReporter("llama-8b-sft")
@@ -29,7 +29,15 @@ from collections import deque
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-log = logging.getLogger("spark_watchd.integrations.reporter")
+import structlog
+
+# This runs inside the user's training process: structlog wraps a stdlib logger, so the trainer's own
+# logging configuration (not the daemon's) decides where these lines go and at which level.
+log = structlog.wrap_logger(
+    logging.getLogger("spark_watchd.integrations.reporter"),
+    processors=[structlog.stdlib.filter_by_level, structlog.stdlib.render_to_log_kwargs],
+    wrapper_class=structlog.stdlib.BoundLogger,
+)
 
 DEFAULT_URL = "http://127.0.0.1:9761"
 PATH = "/api/v1/progress"
@@ -56,7 +64,7 @@ class ProgressReporter:
     ) -> None:
         self.job = job_name(job)
         if self.job != job:
-            log.debug("spark-watchd job name %r reported as %r", job, self.job)
+            log.debug(f"spark-watchd job name {job!r} reported as {self.job!r}")
         self.url = (url or os.environ.get("SPARK_WATCHD_URL") or DEFAULT_URL).rstrip("/")
         # The daemon reads its token from SPARK_WATCHD_PROGRESS__TOKEN: the same variable works here.
         self.token = token if token is not None else os.environ.get("SPARK_WATCHD_PROGRESS__TOKEN")
@@ -109,7 +117,7 @@ class ProgressReporter:
                     )
                     self._thread.start()
         except Exception as e:  # never into the training loop
-            self._log_once("report", logging.DEBUG, "spark-watchd report not queued: %s", e)
+            self._log_once("report", logging.DEBUG, f"spark-watchd report not queued: {e}")
 
     def close(self, timeout: float | None = None) -> None:
         """Send the final totals as the run's end and wait (bounded) for the queue to drain."""
@@ -184,22 +192,24 @@ class ProgressReporter:
             # Daemon not running, restarting or a wrong URL: say so once (not every report), back off.
             self._backoff = min(60.0, max(self.min_interval, self._backoff * 2 or 1.0))
             self._log_once(
-                "down", logging.WARNING,
-                "spark-watchd not reachable at %s (%s); progress reports are dropped until it answers "
-                "(check the URL or SPARK_WATCHD_URL)", self.url, e,
-            )  # fmt: skip
+                "down",
+                logging.WARNING,
+                f"spark-watchd not reachable at {self.url} ({e}); progress reports are dropped until it "
+                "answers (check the URL or SPARK_WATCHD_URL)",
+            )
             return False
         self._backoff = 0.0
         self._logged.discard("down")
         if resp.status >= 300:
             self._log_once(
-                f"http{resp.status}", logging.WARNING, "spark-watchd refused a progress report (%s): %s",
-                resp.status, detail.strip()[:300],
-            )  # fmt: skip
+                f"http{resp.status}",
+                logging.WARNING,
+                f"spark-watchd refused a progress report ({resp.status}): {detail.strip()[:300]}",
+            )
             return False
         return True
 
-    def _log_once(self, key: str, level: int, msg: str, *args: object) -> None:
+    def _log_once(self, key: str, level: int, msg: str) -> None:
         if key not in self._logged:
             self._logged.add(key)
-            log.log(level, msg, *args)
+            log.log(level, msg)

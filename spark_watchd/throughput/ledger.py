@@ -11,7 +11,6 @@ has been seen (or on close), so the interval straddling the end is counted.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import threading
 from collections import deque
@@ -21,11 +20,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from spark_watchd.logs import get_logger
 from spark_watchd.sample.model import REASON_COUNTER_KEYS, Sample
 from spark_watchd.snapshot import Snapshot
 from spark_watchd.throughput.tracker import JobStats, RunEnd
 
-log = logging.getLogger(__name__)
+log = get_logger("ledger")
 
 LEDGER_FILE = "runs.jsonl"
 LEDGER_VERSION = 1
@@ -275,7 +275,7 @@ class RunLedger:
             self._write_failed = False
         except OSError as e:
             if not self._write_failed:  # log once per state change, not per run
-                log.error("cannot write the run ledger %s: %s", self.path, e)
+                log.error("cannot write the run ledger", path=str(self.path), error=str(e))
             self._write_failed = True
 
     def _rotate(self, incoming: int) -> None:

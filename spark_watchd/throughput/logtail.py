@@ -7,7 +7,6 @@ truncation (the file shrinks, as logrotate copytruncate does) are survived.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import threading
@@ -15,10 +14,11 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from spark_watchd.logs import get_logger
 from spark_watchd.throughput.models import ProgressReport
 from spark_watchd.throughput.settings import LogTailSettings, ProgressSettings
 
-log = logging.getLogger(__name__)
+log = get_logger("logtail")
 
 # tqdm's bar `  5%|▌    | 50/1000 [00:10<03:10,  4.98it/s]` and the total-less `50it [00:10, 4.98it/s]`.
 TQDM_BAR = r"\|\s*(?P<step>\d+)/(?P<total>\d+)\s*\["
@@ -129,24 +129,24 @@ class LogTail:
             st = None
             self._first_open = False  # a file that appears later is read from its beginning
             if not self._missing_logged:
-                log.info("log tail %s: file not there (yet); waiting for it", path)
+                log.info("log tail: file not there (yet); waiting for it", path=path)
                 self._missing_logged = True
         if self._fh is not None:
             same = st is not None and (st.st_dev, st.st_ino) == self._id
             if same and st.st_size < self._fh.tell():
-                log.info("log tail %s: truncated, reading from the start", path)
+                log.info("log tail: truncated, reading from the start", path=path)
                 self._fh.seek(0)
                 self._reset()
             yield self._drain()  # after a rotation: the last lines written to the old file
             if not same:
-                log.info("log tail %s: rotated, following the new file", path)
+                log.info("log tail: rotated, following the new file", path=path)
                 self.close()
                 self._reset()
         if self._fh is None and st is not None:
             try:
                 fh = open(path, "rb")  # noqa: SIM115 - kept open across polls to follow the inode
             except OSError as e:
-                log.warning("log tail %s: cannot open: %s", path, e)
+                log.warning("log tail: cannot open", path=path, error=str(e))
                 return
             self._missing_logged = False
             st = os.fstat(fh.fileno())
@@ -210,7 +210,7 @@ class LogTail:
         try:
             self._sink(report)
         except Exception as e:  # the tracker refusing one report must not stop the tail
-            log.warning("log tail %s: report refused: %s", self.cfg.path, e)
+            log.warning("log tail: report refused", path=self.cfg.path, error=str(e))
         self._sent, self._last_emit = self._step, now
         self._tokens = self._samples = None  # only fresh counts go out: a stale one would fake a stall
         return report
@@ -238,7 +238,7 @@ class LogTailer:
                 try:
                     tail.poll()
                 except Exception:  # one broken tail must not stop the others
-                    log.exception("log tail %s failed", tail.cfg.path)
+                    log.exception("log tail failed", path=tail.cfg.path)
 
     def close(self) -> None:
         """Stop the thread and close the files."""

@@ -8,7 +8,6 @@ is the mean over the interval since the previous report that moved the step.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 import uuid
@@ -16,11 +15,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from spark_watchd.logs import get_logger
 from spark_watchd.sample.model import ThroughputReading
 from spark_watchd.throughput.models import ProgressReport
 from spark_watchd.throughput.settings import ProgressSettings
 
-log = logging.getLogger(__name__)
+log = get_logger("progress")
 
 END_REASONS = ("end", "restart", "expired", "shutdown")
 
@@ -325,7 +325,7 @@ class JobTracker:
             job = self._jobs.pop(name)
             if not job.ended:
                 ended.append(self._end(job, "expired"))
-            log.info("progress job %s expired after %.0f s without reports", name, now - job.seen)
+            log.info("progress job expired without reports", job=name, silent_s=round(now - job.seen))
         return ended
 
     def _notify(self, ended: list[RunEnd]) -> None:
@@ -334,4 +334,4 @@ class JobTracker:
                 try:
                     fn(ev)
                 except Exception:  # a broken listener must not lose the report or the tick
-                    log.exception("run listener failed for job %s", ev.stats.job)
+                    log.exception("run listener failed", job=ev.stats.job)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hmac
 import json
-import logging
 from typing import Any
 
 from pydantic import ValidationError
@@ -13,8 +12,6 @@ from spark_watchd.throughput.models import ProgressReport, describe_errors
 from spark_watchd.throughput.settings import ProgressSettings
 from spark_watchd.throughput.tracker import JobTracker, ReportRejected, TooManyJobs
 from spark_watchd.web.http import Request, Response, Route
-
-log = logging.getLogger(__name__)
 
 PATH = "/api/v1/progress"
 JSON = "application/json"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import structlog
 
 from spark_watchd.sample.findings import Diagnosis, Event
 from spark_watchd.sample.model import GpuReading, Sample
@@ -119,14 +120,15 @@ def test_counter_reset_is_not_negative_energy(tmp_path, clock):
     assert run["energy_j"] == pytest.approx(6000.0)
 
 
-def test_unwritable_state_dir_is_logged_not_raised(tmp_path, clock, caplog):
+def test_unwritable_state_dir_is_logged_not_raised(tmp_path, clock):
     blocker = tmp_path / "file"
     blocker.write_text("")
-    tp = Throughput(ProgressSettings(), blocker / "sub", clock)
-    tp.tracker.report(ProgressReport(job="a", step=1, event="end"))
-    tp.tracker.report(ProgressReport(job="b", step=1, event="end"))
-    tp.close()
-    assert sum("cannot write the run ledger" in r.message for r in caplog.records) == 1
+    with structlog.testing.capture_logs() as logs:
+        tp = Throughput(ProgressSettings(), blocker / "sub", clock)
+        tp.tracker.report(ProgressReport(job="a", step=1, event="end"))
+        tp.tracker.report(ProgressReport(job="b", step=1, event="end"))
+        tp.close()
+    assert sum(e["event"] == "cannot write the run ledger" for e in logs) == 1
 
 
 def test_runs_verb_lists_the_ledger_as_json_and_table(tmp_path, clock):

@@ -106,7 +106,7 @@ def build(
         if state is None:  # nothing from a replay without a state dir may land next to the live state
             progress_settings = progress_settings.model_copy(update={"ledger": False})
         throughput = Throughput(progress_settings, state or ".", clock)
-    charts = History(settings.web, reserve_bytes=settings.thresholds.os_reserve_bytes)
+    charts = History(settings.web)
     notifier = build_notifier(settings.notify)  # webhook posts of finding transitions ([notify])
     extras: tuple[tuple[str, Callable[[], Any]], ...] = ()
     if throughput is not None:

@@ -13,6 +13,7 @@ from typing import Any
 from spark_watchd import __version__
 from spark_watchd.config import Settings
 from spark_watchd.logs import get_logger
+from spark_watchd.sample.memory import memory_view
 from spark_watchd.sample.model import Sample
 from spark_watchd.service.sdnotify import SystemdNotifier
 from spark_watchd.snapshot import Snapshot, SourceStatus, state_status
@@ -135,6 +136,9 @@ class Daemon:
                 event_counts=dict(self._guard("event_counts", self.runtime.event_counts) or {}),
                 recent_events=tuple(self._guard("recent_events", self.runtime.recent_events) or ()),
                 extras=self._extras(),
+                memory=self._guard(
+                    "memory view", lambda: memory_view(sample, self.settings.thresholds.os_reserve_bytes)
+                ),
                 published_at=time.time(),
                 mode=self.mode,
             )

@@ -39,17 +39,16 @@ def main(args: argparse.Namespace) -> int:
         out["sources"] = {n: {"up": s.up, "error": _no_retry(s.error)} for n, s in statuses.items()}
         print(json.dumps(out, separators=(",", ":")))
         return 0
-    print(_human(sample, diagnosis, statuses))
+    print(_human(sample, snap.memory, diagnosis, statuses))
     return 0
 
 
-def _human(sample, diagnosis, statuses) -> str:
-    gib = 1024**2  # kB per GiB
-    mi = sample.meminfo
+def _human(sample, memory, diagnosis, statuses) -> str:
+    gib = 1024**3
     lines = [f"host {sample.host}  boot {sample.boot_id or '?'}  uptime {sample.uptime_s or 0:.0f} s"]
-    if "MemAvailable" in mi:
+    if memory is not None and memory.available_bytes is not None:
         lines.append(
-            f"memory: {mi['MemAvailable'] / gib:.1f} GiB available of {mi.get('MemTotal', 0) / gib:.1f} GiB"
+            f"memory: {memory.available_bytes / gib:.1f} GiB available of {(memory.total_bytes or 0) / gib:.1f} GiB"
         )
     for g in sample.gpus:
         lines.append(

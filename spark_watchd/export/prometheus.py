@@ -20,7 +20,6 @@ from spark_watchd.sample.workloads import KINDS as WORKLOAD_KINDS
 from spark_watchd.snapshot import Snapshot
 
 P = "sparkwatchd_"
-KB = 1024
 
 
 def _g(name: str, doc: str, labels: Iterable[str] = ()) -> GaugeMetricFamily:
@@ -113,12 +112,14 @@ def gpu_families(sample: Sample) -> Iterator[Metric]:
     yield from (energy, active, seconds, memsup)
 
 
-def memory_families(sample: Sample, os_reserve_bytes: int = 0) -> Iterator[Metric]:
-    """memory_*, pressure_* and the vmstat counters, from /proc (never from NVML on GB10).
+def memory_families(snapshot: Snapshot) -> Iterator[Metric]:
+    """memory_*, pressure_* and the vmstat counters: the snapshot's memory view and /proc (never NVML on GB10).
 
     Every family is always described; a reading this kernel does not give has no series.
     """
-    mi = sample.meminfo
+    sample, view = snapshot.sample, snapshot.memory_or_default()
+    if sample is None or view is None:
+        return
 
     def gauge(name: str, doc: str, value: float | None) -> Metric:
         fam = _g(name, doc)
@@ -132,35 +133,34 @@ def memory_families(sample: Sample, os_reserve_bytes: int = 0) -> Iterator[Metri
             fam.add_metric([], value)
         return fam
 
-    def kb(key: str) -> int | None:
-        val = mi.get(key)
-        return None if val is None else val * KB
-
-    avail = kb("MemAvailable")
-    avail_min = sample.mem_available_min_kb * KB if sample.mem_available_min_kb is not None else avail
-    swap_used = None
-    if mi.get("SwapTotal") is not None and mi.get("SwapFree") is not None:
-        swap_used = (mi["SwapTotal"] - mi["SwapFree"]) * KB
-    yield gauge("memory_total_bytes", "Total usable memory (the unified pool on GB10).", kb("MemTotal"))
+    yield gauge("memory_total_bytes", "Total usable memory (the unified pool on GB10).", view.total_bytes)
     yield gauge(
-        "memory_available_bytes", "MemAvailable: memory available for new work without swapping.", avail
+        "memory_available_bytes",
+        "MemAvailable: memory available for new work without swapping.",
+        view.available_bytes,
     )
-    yield gauge("memory_cached_bytes", "Page cache.", kb("Cached"))
-    yield gauge("memory_anon_bytes", "Anonymous memory.", kb("AnonPages"))
+    yield gauge("memory_cached_bytes", "Page cache.", view.cached_bytes)
+    yield gauge("memory_anon_bytes", "Anonymous memory.", view.anon_bytes)
     yield gauge(
-        "memory_available_min_bytes", "Lowest MemAvailable seen since the previous sample.", avail_min
+        "memory_available_min_bytes",
+        "Lowest MemAvailable seen since the previous sample.",
+        view.available_min_bytes,
     )
     yield gauge(
         "memory_budget_bytes",
         "MemAvailable minus the configured OS/driver reserve (0 at worst).",
-        None if avail is None else max(0, avail - os_reserve_bytes),
+        view.budget_bytes,
     )
     yield gauge(
         "memory_gpu_attributed_bytes",
         "Sum of per-process GPU memory NVML reports.",
-        sum(p.gpu_mem_bytes for p in sample.processes if p.gpu_mem_bytes),
+        view.gpu_attributed_bytes,
     )
-    yield gauge("memory_swap_used_bytes", "Swap in use (in use is not pressure; swapping out is).", swap_used)
+    yield gauge(
+        "memory_swap_used_bytes",
+        "Swap in use (in use is not pressure; swapping out is).",
+        view.swap_used_bytes,
+    )
     psi = sample.psi_memory or {}
     for kind, name, doc in (
         ("some", "waiting", "Time some tasks were stalled on memory (PSI some total)."),
@@ -210,11 +210,8 @@ def workload_families(snapshot: Snapshot) -> Iterator[Metric]:
 class SnapshotCollector:
     """The one custom collector: renders the snapshot the daemon published last."""
 
-    def __init__(
-        self, get_snapshot: Callable[[], Snapshot], settings_fn: Callable[[], Any] | None = None, daemon=None
-    ):
+    def __init__(self, get_snapshot: Callable[[], Snapshot], daemon=None):
         self.get_snapshot = get_snapshot
-        self.settings_fn = settings_fn
         self.daemon = daemon
         self.log = get_logger("exporter")
         self._failed: set[str] = set()
@@ -222,10 +219,7 @@ class SnapshotCollector:
         self.renderers: tuple[tuple[str, Callable[[Snapshot], Iterable[Metric]]], ...] = (
             ("core", self._core),
             ("gpu", lambda snap: gpu_families(snap.sample) if snap.sample is not None else ()),
-            (
-                "memory",
-                lambda snap: memory_families(snap.sample, self._reserve()) if snap.sample is not None else (),
-            ),
+            ("memory", memory_families),
             ("workloads", workload_families),
             ("diagnosis", diagnosis.families),
             ("training", training.families),
@@ -236,11 +230,6 @@ class SnapshotCollector:
     def _core(self, snap: Snapshot) -> Iterator[Metric]:
         info = {"overruns": self.daemon.overruns} if self.daemon is not None else None
         yield from core_families(snap, info)
-
-    def _reserve(self) -> int:
-        settings = self.settings_fn() if self.settings_fn else None
-        thresholds = getattr(settings, "thresholds", None)
-        return int(getattr(thresholds, "os_reserve_bytes", 0) or 0)
 
     def describe(self) -> list:
         return []  # families vary with the snapshot; skip the registration-time collect
@@ -264,5 +253,5 @@ class SnapshotCollector:
 def build_registry(daemon) -> CollectorRegistry:
     """The project's own registry holding one SnapshotCollector over the daemon's snapshot."""
     reg = CollectorRegistry(auto_describe=False)
-    reg.register(SnapshotCollector(daemon.snapshot, lambda: daemon.settings, daemon))
+    reg.register(SnapshotCollector(daemon.snapshot, daemon))
     return reg

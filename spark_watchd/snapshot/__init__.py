@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spark_watchd.sample.findings import Diagnosis, Event
+from spark_watchd.sample.memory import MemoryView, memory_view
 from spark_watchd.sample.model import Sample
 
 
@@ -38,6 +39,14 @@ class Snapshot:
     extras: Mapping[str, Any] = field(default_factory=dict)
     published_at: float = 0.0
     mode: str = "live"  # "live" or "replay"
+    # The memory view of `sample` with the configured reserve, computed once by the daemon's tick.
+    memory: MemoryView | None = None
+
+    def memory_or_default(self) -> MemoryView | None:
+        """`memory`, or the view with no reserve for a snapshot built by hand (tests, tools)."""
+        if self.memory is not None or self.sample is None:
+            return self.memory
+        return memory_view(self.sample)
 
 
 def state_status(runtime: Any) -> SourceStatus | None:

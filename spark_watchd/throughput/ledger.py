@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from spark_watchd.logs import get_logger
+from spark_watchd.sample.memory import memory_view
 from spark_watchd.sample.model import REASON_COUNTER_KEYS, Sample
 from spark_watchd.snapshot import Snapshot
 from spark_watchd.throughput.tracker import JobStats, RunEnd
@@ -104,10 +105,8 @@ def interval_of(prev: Sample | None, cur: Sample, event_kinds: list[str]) -> _In
                 if a is not None and b is not None and b >= a:
                     # Several GPUs throttled at once are the same wall seconds: take the largest.
                     iv.throttle_s[reason] = max(iv.throttle_s.get(reason, 0.0), (b - a) / 1e6)
-    mem = cur.mem_available_min_kb
-    if mem is None:
-        mem = cur.meminfo.get("MemAvailable")
-    iv.mem_min_kb = mem
+    low = memory_view(cur).available_min_bytes
+    iv.mem_min_kb = None if low is None else low // 1024
     iv.evictions = event_kinds.count("eviction")
     iv.oom_kills = event_kinds.count("oom_kill")
     return iv

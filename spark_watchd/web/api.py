@@ -16,40 +16,29 @@ from spark_watchd.export.prometheus import workload_table
 from spark_watchd.snapshot import Snapshot
 from spark_watchd.web.http import Request, Response, Route
 
-KB = 1024
+# The /api/v1/status `memory` object (documented in docs/daemon.md).
+MEMORY_KEYS = (
+    "total_bytes",
+    "available_bytes",
+    "available_min_bytes",
+    "budget_bytes",
+    "os_reserve_bytes",
+    "swap_used_bytes",
+    "gpu_attributed_bytes",
+)
 
 
-def memory_summary(snapshot: Snapshot, os_reserve_bytes: int = 0) -> dict[str, Any]:
-    """Headline memory figures in bytes (None where not sampled)."""
-    s = snapshot.sample
-    mi = s.meminfo if s is not None else {}
-
-    def b(key):
-        return mi[key] * KB if mi.get(key) is not None else None
-
-    avail = b("MemAvailable")
-    return {
-        "total_bytes": b("MemTotal"),
-        "available_bytes": avail,
-        "available_min_bytes": s.mem_available_min_kb * KB
-        if s is not None and s.mem_available_min_kb is not None
-        else avail,
-        "budget_bytes": max(0, avail - os_reserve_bytes) if avail is not None else None,
-        "os_reserve_bytes": os_reserve_bytes,
-        "swap_used_bytes": (mi["SwapTotal"] - mi["SwapFree"]) * KB
-        if "SwapTotal" in mi and "SwapFree" in mi
-        else None,
-        "gpu_attributed_bytes": sum(p.gpu_mem_bytes for p in s.processes if p.gpu_mem_bytes)
-        if s is not None
-        else None,
-    }
+def _memory(snap: Snapshot, os_reserve_bytes: int) -> dict[str, Any]:
+    view = snap.memory_or_default()
+    if view is None:  # before the first sample: the same keys, all unknown
+        return dict.fromkeys(MEMORY_KEYS) | {"os_reserve_bytes": os_reserve_bytes}
+    return {k: getattr(view, k) for k in MEMORY_KEYS}
 
 
 def status_dict(daemon) -> dict[str, Any]:
     """The /api/v1/status document: latest sample summary, findings, recent events, sources."""
     snap: Snapshot = daemon.snapshot()
     s = snap.sample
-    reserve = int(getattr(daemon.settings.thresholds, "os_reserve_bytes", 0) or 0)
     diag = snap.diagnosis
     return {
         "version": __version__,
@@ -62,7 +51,7 @@ def status_dict(daemon) -> dict[str, Any]:
         "host": s.host if s is not None else None,
         "boot_id": s.boot_id if s is not None else None,
         "uptime_s": s.uptime_s if s is not None else None,
-        "memory": memory_summary(snap, reserve),
+        "memory": _memory(snap, daemon.settings.thresholds.os_reserve_bytes),
         "gpus": [g.to_dict() for g in s.gpus] if s is not None else [],
         "psi_memory": s.psi_memory if s is not None else None,
         "board": s.board.to_dict() if s is not None and s.board is not None else None,

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from spark_watchd.sample.findings import Diagnosis, Event
+from spark_watchd.sample.memory import MemoryView
 from spark_watchd.sample.model import REASON_BITS, SEVERITY_LEVEL, Sample
 from spark_watchd.snapshot import Snapshot
 from spark_watchd.web.settings import WebSettings
@@ -62,7 +63,6 @@ _THROTTLE_MASK = (
 )
 _THROTTLE_COUNTERS = ("hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
 _NAN = float("nan")
-_KIB = 1024
 
 
 class _Record:
@@ -106,30 +106,26 @@ def _num(v: Any) -> float:
         return _NAN
 
 
-def _kb(meminfo: Mapping[str, int], key: str) -> float:
-    v = meminfo.get(key)
-    return _NAN if v is None else float(v) * _KIB
+# The memory view's fields charted ahead of the budget, in _FIELDS order.
+_MEMORY_FIELDS = ("total_bytes", "available_bytes", "available_min_bytes")
 
 
-def _budget_bytes(available: float, diagnosis: Diagnosis | None, reserve_bytes: int | None) -> float:
-    """The G3 budget: the classifier's own figure when its evidence carries one, else MemAvailable minus the reserve."""
+def _budget_bytes(view: MemoryView | None, diagnosis: Diagnosis | None) -> float:
+    """The G3 budget: the classifier's own figure when its evidence carries one, else the memory view's."""
     g3 = diagnosis.findings.get("G3") if diagnosis is not None else None
     if g3 is not None:
         for key in ("budget_bytes", "mem_budget_bytes"):
             v = _num(g3.evidence.get(key))
             if not math.isnan(v):
                 return v
-    if reserve_bytes is None or math.isnan(available):
-        return _NAN
-    return max(0.0, available - reserve_bytes)
+    return _num(view.budget_bytes) if view is not None else _NAN
 
 
 class History:
     """Bounded, thread-safe window of compact records; call it with each published Snapshot."""
 
-    def __init__(self, settings: WebSettings | None = None, reserve_bytes: int | None = None) -> None:
+    def __init__(self, settings: WebSettings | None = None) -> None:
         self.settings = settings or WebSettings()
-        self.reserve_bytes = reserve_bytes
         self._records: deque[_Record] = deque(maxlen=self.settings.history_max_records)
         self._lock = threading.Lock()
         # Bumped whenever the window is cleared (time went backwards: a looping replay, a clock step),
@@ -158,19 +154,15 @@ class History:
                 self._records.clear()
                 self._prev = None
                 self.generation += 1
-            rec = self._compact(sample, snapshot.diagnosis)
+            rec = self._compact(sample, snapshot.diagnosis, snapshot.memory_or_default())
             self._records.append(rec)
             horizon = sample.ts - self.settings.history_hours * 3600.0
             while self._records and self._records[0].ts < horizon:
                 self._records.popleft()
         return True
 
-    def _compact(self, s: Sample, diagnosis: Diagnosis | None) -> _Record:
+    def _compact(self, s: Sample, diagnosis: Diagnosis | None, mem: MemoryView | None) -> _Record:
         gpu = s.gpus[0] if s.gpus else None  # GB10 has one GPU; the page charts the first
-        mi = s.meminfo
-        available = _kb(mi, "MemAvailable")
-        swap_total, swap_free = mi.get("SwapTotal"), mi.get("SwapFree")
-        gpu_mems = [p.gpu_mem_bytes for p in s.processes if p.gpu_mem_bytes is not None]
         psi = s.psi_memory or {}
         counters = gpu.clocks_event_counters_us if gpu is not None else None
         swap_rate = fault_rate = _NAN
@@ -206,16 +198,12 @@ class History:
                 _num(gpu.util_pct) if gpu else _NAN,
                 _num(reasons),
                 1.0 if throttling else 0.0,
-                _kb(mi, "MemTotal"),
-                available,
-                _num(s.mem_available_min_kb) * _KIB,
-                _budget_bytes(available, diagnosis, self.reserve_bytes),
-                _kb(mi, "Cached"),
-                _kb(mi, "AnonPages"),
-                float(sum(gpu_mems)) if gpu_mems else _NAN,
-                (swap_total - swap_free) * float(_KIB)
-                if swap_total is not None and swap_free is not None
-                else _NAN,
+                *(_num(getattr(mem, key, None)) for key in _MEMORY_FIELDS),
+                _budget_bytes(mem, diagnosis),
+                _num(getattr(mem, "cached_bytes", None)),
+                _num(getattr(mem, "anon_bytes", None)),
+                _num(getattr(mem, "gpu_attributed_bytes", None)),
+                _num(getattr(mem, "swap_used_bytes", None)),
                 _num((psi.get("some") or {}).get("avg60")),
                 _num((psi.get("full") or {}).get("avg60")),
                 swap_rate,

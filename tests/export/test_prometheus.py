@@ -15,6 +15,7 @@ from spark_watchd.app import build
 from spark_watchd.config import load_settings
 from spark_watchd.export.prometheus import SnapshotCollector, build_registry
 from spark_watchd.sample.groups import group_workloads
+from spark_watchd.sample.memory import memory_view
 from spark_watchd.sample.model import GpuReading, ProcessInfo, Sample
 from spark_watchd.snapshot import Snapshot, SourceStatus
 from spark_watchd.sources.replay import ReplayFeed
@@ -89,8 +90,7 @@ def test_memory_families_from_proc_with_reserve_from_thresholds():
             ProcessInfo(2, 1.0, "x", (), 10, gpu_mem_bytes=None),
         ),
     )
-    settings = SimpleNamespace(thresholds=SimpleNamespace(os_reserve_bytes=100 * 1024))
-    m = _render(Snapshot(sample=s, diagnosis=None), settings)
+    m = _render(Snapshot(sample=s, diagnosis=None, memory=memory_view(s, os_reserve_bytes=100 * 1024)))
     assert value(m, "sparkwatchd_memory_total_bytes") == 1000 * 1024
     assert value(m, "sparkwatchd_memory_available_min_bytes") == 200 * 1024
     assert value(m, "sparkwatchd_memory_budget_bytes") == 500 * 1024

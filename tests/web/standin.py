@@ -41,7 +41,7 @@ class FakeDaemon:
 
     def page_routes(self) -> list[Route]:
         """The page's routes over this stand-in and a chart store subscribed to it, as the app wires them."""
-        self.history = History(self.settings.web, reserve_bytes=self.settings.thresholds.os_reserve_bytes)
+        self.history = History(self.settings.web)
         self.subscribe(self.history)
         return page.routes(self, self.history, self.settings.web)
 

@@ -12,6 +12,7 @@ import pytest
 
 import spark_watchd
 from spark_watchd.sample.findings import Diagnosis, Event, Finding
+from spark_watchd.sample.memory import memory_view
 from spark_watchd.sample.model import GpuReading, Sample, ThroughputReading
 from spark_watchd.sample.trace import read_trace
 from spark_watchd.snapshot import Snapshot
@@ -72,15 +73,18 @@ def _diag(ts: float, g3="ok", g4="ok", g6="ok", events=(), g3_evidence=None, g4_
     )
 
 
-def _snap(sample: Sample, diag: Diagnosis | None = None) -> Snapshot:
-    return Snapshot(sample, diag if diag is not None else _diag(sample.ts))
+def _snap(sample: Sample, diag: Diagnosis | None = None, reserve: int = 0) -> Snapshot:
+    return Snapshot(
+        sample, diag if diag is not None else _diag(sample.ts), memory=memory_view(sample, reserve)
+    )
 
 
 def test_record_holds_chart_fields_in_base_units_and_severities():
-    h = History(WebSettings(), reserve_bytes=4 * GIB)
+    h = History(WebSettings())
     ev = Event("eviction", "G6", 100.0, "trainer lost half its RSS")
     tp = (ThroughputReading("job-a", 99.0, 10, 1.5, 11000.0),)
-    h(_snap(_sample(100.0, throughput=tp), _diag(100.0, g3="critical", g6="critical", events=(ev,))))
+    diag = _diag(100.0, g3="critical", g6="critical", events=(ev,))
+    h(_snap(_sample(100.0, throughput=tp), diag, reserve=4 * GIB))
     (rec,), truncated = h.records()
     assert not truncated
     assert rec["ts"] == 100.0 and rec["power_w"] == 92.0 and rec["sm_clock_mhz"] == 2418
@@ -100,8 +104,8 @@ def test_record_holds_chart_fields_in_base_units_and_severities():
 
 
 def test_budget_prefers_the_classifiers_own_figure():
-    h = History(reserve_bytes=4 * GIB)
-    h(_snap(_sample(1.0), _diag(1.0, g3_evidence={"budget_bytes": 7 * GIB})))
+    h = History()
+    h(_snap(_sample(1.0), _diag(1.0, g3_evidence={"budget_bytes": 7 * GIB}), reserve=4 * GIB))
     assert h.records()[0][0]["mem_budget_bytes"] == 7 * GIB
 
 

@@ -1,0 +1,63 @@
+"""The memory view of one sample: the figures the exporter, page, API, `status` and ledger all show.
+
+Computed once per tick (the daemon publishes it as `Snapshot.memory`), so every
+surface reports the same budget from the same reserve. GB10: NVML memory info is
+Not Supported on the unified pool; MemAvailable is the truth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from spark_watchd.sample.model import Sample
+
+KIB = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryView:
+    """Headline memory figures in bytes; None where this kernel or driver does not give them."""
+
+    total_bytes: int | None
+    available_bytes: int | None
+    available_min_bytes: (
+        int | None
+    )  # lowest MemAvailable since the previous sample (fast watch), else available
+    budget_bytes: int | None  # MemAvailable minus the OS/driver reserve, 0 at worst
+    os_reserve_bytes: int
+    swap_used_bytes: int | None
+    gpu_attributed_bytes: int  # sum of the per-process memory NVML reports
+    cached_bytes: int | None
+    anon_bytes: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (the `memory` object of /api/v1/status)."""
+        return asdict(self)
+
+
+def memory_view(sample: Sample, os_reserve_bytes: int = 0) -> MemoryView:
+    """The memory view of `sample` with the configured reserve (thresholds.os_reserve_bytes)."""
+    mi = sample.meminfo
+
+    def kb(key: str) -> int | None:
+        val = mi.get(key)
+        return None if val is None else val * KIB
+
+    avail = kb("MemAvailable")
+    swap_used = None
+    if mi.get("SwapTotal") is not None and mi.get("SwapFree") is not None:
+        swap_used = (mi["SwapTotal"] - mi["SwapFree"]) * KIB
+    return MemoryView(
+        total_bytes=kb("MemTotal"),
+        available_bytes=avail,
+        available_min_bytes=sample.mem_available_min_kb * KIB
+        if sample.mem_available_min_kb is not None
+        else avail,
+        budget_bytes=None if avail is None else max(0, avail - os_reserve_bytes),
+        os_reserve_bytes=os_reserve_bytes,
+        swap_used_bytes=swap_used,
+        gpu_attributed_bytes=sum(p.gpu_mem_bytes for p in sample.processes if p.gpu_mem_bytes),
+        cached_bytes=kb("Cached"),
+        anon_bytes=kb("AnonPages"),
+    )

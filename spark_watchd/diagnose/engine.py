@@ -32,34 +32,23 @@ class Diagnoser:
     def restore(self, state: Mapping[str, Any]) -> None:
         """Resume from a persisted state (see `state()`): a new boot_id on the next sample is a reboot."""
         self._restored = dict(state)
-        g4 = self.g4
-        g4.episode = bool(state.get("throttle_active"))
-        g4.episode_start = state.get("throttle_start_ts")
-        g4.last_thermal_ts = state.get("last_thermal_ts")
-        g4.last_ts = state.get("last_ts")
-        g4.throttle_s = float(state.get("throttle_seconds_total") or 0.0)
-        g4.reboot_hold_until = state.get("reboot_hold_until")
+        self.g4.restore(state)
 
     def state(self) -> dict[str, Any]:
         """What must survive a power loss to recognise a reboot after a throttle."""
-        g4 = self.g4
         last = self._prev
         return {
             "boot_id": last.boot_id if last is not None else (self._restored or {}).get("boot_id"),
             "uptime_s": last.uptime_s if last is not None else (self._restored or {}).get("uptime_s"),
-            "last_ts": g4.last_ts,
-            "throttle_active": g4.episode,
-            "throttle_start_ts": g4.episode_start,
-            "last_thermal_ts": g4.last_thermal_ts,
-            "throttle_seconds_total": round(g4.throttle_s, 3),
-            "reboot_hold_until": g4.reboot_hold_until,
+            **self.g4.state(),
         }
 
     def set_thresholds(self, th: Thresholds) -> None:
         """Use new thresholds from the next sample on, keeping every window, baseline and episode."""
-        self.th = self.g3.th = self.g4.th = self.g6.th = self.g4.anomalies.th = self.driver.th = th
+        self.th = self.g3.th = self.g6.th = self.driver.th = th
         self.g3.new_thresholds()
         self.g6.new_thresholds()
+        self.g4.set_thresholds(th)
 
     @property
     def throttle_seconds(self) -> float:

@@ -69,6 +69,30 @@ class G4Tracker:
         self.anomalies = AnomalyWatch(th)
         self.dwell = Dwell()
 
+    def state(self) -> dict:
+        """What must survive a power loss to recognise a reboot after a throttle (see restore())."""
+        return {
+            "last_ts": self.last_ts,
+            "throttle_active": self.episode,
+            "throttle_start_ts": self.episode_start,
+            "last_thermal_ts": self.last_thermal_ts,
+            "throttle_seconds_total": round(self.throttle_s, 3),
+            "reboot_hold_until": self.reboot_hold_until,
+        }
+
+    def restore(self, state: dict) -> None:
+        """Resume the episode, counters and reboot hold a previous run persisted with state()."""
+        self.episode = bool(state.get("throttle_active"))
+        self.episode_start = state.get("throttle_start_ts")
+        self.last_thermal_ts = state.get("last_thermal_ts")
+        self.last_ts = state.get("last_ts")
+        self.throttle_s = float(state.get("throttle_seconds_total") or 0.0)
+        self.reboot_hold_until = state.get("reboot_hold_until")
+
+    def set_thresholds(self, th) -> None:
+        """Judge with new thresholds from the next sample on (the anomaly watch included)."""
+        self.th = self.anomalies.th = th
+
     def throttle_recent(self, at_ts: float) -> bool:
         """Whether a throttle was active, or ended within the reboot window, as of at_ts."""
         if self.episode:

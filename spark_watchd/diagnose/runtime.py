@@ -200,10 +200,11 @@ class DiagnosisRuntime:
 
     def close(self) -> None:
         """Flush the state and close the journal and any capture in progress."""
-        if self.state_dir is not None and self.engine.g4.last_ts is not None:
+        last_ts = self.engine.state()["last_ts"]
+        if self.state_dir is not None and last_ts is not None:
             self._saved_key = None
             try:
-                self._persist(self.engine.g4.last_ts)
+                self._persist(last_ts)
             except OSError as exc:
                 self._storage_failed("close", exc)
         if self._journal is not None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 
+from spark_watchd.export.families import counter, gauge
 from spark_watchd.sample.board import ENERGY_CHANNELS, LIMIT_CHANNELS, POWER_CHANNELS, TEMP_CHANNELS
 from spark_watchd.snapshot import Snapshot
 
@@ -18,35 +19,31 @@ _TEMPS = tuple(c for c in TEMP_CHANNELS if c != "tj_max_c")
 def families(snapshot: Snapshot) -> Iterator[Metric]:
     """Board power per channel (energy-averaged where an accumulator exists), limits, energy, temps, PROCHOT."""
     board = snapshot.sample.board if snapshot.sample is not None else None
-    power = GaugeMetricFamily(
-        "sparkwatchd_board_power_watts",
+    power = gauge(
+        "board_power_watts",
         "GB10 board power per spbm channel: energy-averaged over the sample interval where an accumulator "
         "exists (soc_pkg, cpu_p, cpu_e, gpu), else the firmware's instant or EWMA reading.",
-        labels=["channel"],
+        ["channel"],
     )
-    limit = GaugeMetricFamily(
-        "sparkwatchd_board_power_limit_watts",
+    limit = gauge(
+        "board_power_limit_watts",
         "GB10 firmware power limits (pl1, pl2, syspl1, syspl2: effective caps) and budgets (budget_*).",
-        labels=["channel"],
+        ["channel"],
     )
-    energy = CounterMetricFamily(
-        "sparkwatchd_board_energy_joules",
+    energy = counter(
+        "board_energy_joules",
         "GB10 board energy accumulators (pkg, cpu_e, cpu_p, gpu) since the firmware started counting.",
-        labels=["channel"],
+        ["channel"],
     )
-    temp = GaugeMetricFamily(
-        "sparkwatchd_board_temperature_celsius",
+    temp = gauge(
+        "board_temperature_celsius",
         "GB10 board temperatures (tj_max is the package hotspot).",
-        labels=["sensor"],
+        ["sensor"],
     )
-    headroom = GaugeMetricFamily(
-        "sparkwatchd_board_tj_headroom_celsius", "GB10 package headroom to its Tj limit (spbm tj_max_c)."
-    )
-    prochot = GaugeMetricFamily(
-        "sparkwatchd_board_prochot", "1 while the board asserts PROCHOT (thermal clamp)."
-    )
-    level = GaugeMetricFamily(
-        "sparkwatchd_board_power_limit_level",
+    headroom = gauge("board_tj_headroom_celsius", "GB10 package headroom to its Tj limit (spbm tj_max_c).")
+    prochot = gauge("board_prochot", "1 while the board asserts PROCHOT (thermal clamp).")
+    level = gauge(
+        "board_power_limit_level",
         "The board firmware's active power-limit level (spbm pl_level).",
     )
     if board is not None:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
+from spark_watchd.export.families import counter, gauge
 from spark_watchd.logs import get_logger
 from spark_watchd.sample.model import GOTCHAS, SEVERITY_LEVEL
 
@@ -33,10 +32,10 @@ def families(snapshot):
 def _families(snapshot):
     diag = getattr(snapshot, "diagnosis", None)
     findings = diag.findings if diag is not None else {}
-    lvl = GaugeMetricFamily(
-        "sparkwatchd_finding_level",
+    lvl = gauge(
+        "finding_level",
         "Verdict per gotcha: -1 unknown, 0 ok, 1 warning, 2 critical.",
-        labels=["gotcha"],
+        ["gotcha"],
     )
     for g in GOTCHAS:
         f = findings.get(g)
@@ -44,9 +43,7 @@ def _families(snapshot):
     yield lvl
 
     counts = getattr(snapshot, "event_counts", None) or {}
-    ev = CounterMetricFamily(
-        "sparkwatchd_events", "Events seen by the diagnosis engine, carried across restarts.", labels=["kind"]
-    )
+    ev = counter("events", "Events seen by the diagnosis engine, carried across restarts.", ["kind"])
     for k in EVENT_KINDS:
         ev.add_metric([k], float(counts.get(k, 0)))
     yield ev
@@ -56,23 +53,23 @@ def _families(snapshot):
     if secs is None:
         secs = (getattr(snapshot, "extras", None) or {}).get("throttle_seconds_total")
     if secs is not None:
-        yield CounterMetricFamily(
-            "sparkwatchd_throttled_seconds",
+        yield counter(
+            "throttled_seconds",
             "Seconds spent in thermal throttle according to the G4 classifier.",
             value=float(secs),
         )
 
-    an = GaugeMetricFamily(
-        "sparkwatchd_anomaly",
+    an = gauge(
+        "anomaly",
         "Non-thermal GPU anomaly (1 present): power_delivery fault, hung_engine or firmware power_limit; never a throttle.",
-        labels=["kind"],
+        ["kind"],
     )
     for k in ANOMALY_KINDS:
         an.add_metric([k], 1.0 if g4 is not None and g4.anomaly == k else 0.0)
     yield an
     if g4 is not None and g4.severity != "unknown":
-        yield GaugeMetricFamily(
-            "sparkwatchd_thermal_throttle_active",
+        yield gauge(
+            "thermal_throttle_active",
             "1 while the G4 classifier sees a thermal throttle (warning or critical).",
             value=1.0 if "throttle_duration_s" in g4.evidence else 0.0,
         )

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from prometheus_client.core import CounterMetricFamily
-
 from spark_watchd.diagnose.xid import XID_LABELS
+from spark_watchd.export.families import counter
 from spark_watchd.logs import get_logger
 
 log = get_logger("exporter")
@@ -21,11 +20,11 @@ def families(snapshot):
 
 def _families(snapshot):
     counts = (getattr(snapshot, "extras", None) or {}).get("xid_counts") or {}
-    fam = CounterMetricFamily(
-        "sparkwatchd_gpu_xid_errors",
+    fam = counter(
+        "gpu_xid_errors",
         "Xid errors the GPU driver reported this daemon saw live (NVML events or the kernel log); "
         'xid="other" for codes outside the documented table.',
-        labels=["gpu", "xid"],
+        ["gpu", "xid"],
     )
     # The runtime holds every code at 0 for each GPU it has seen, so increase() sees the first Xid.
     for key, n in sorted(counts.items()):

@@ -10,52 +10,43 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 
 from spark_watchd import __version__
 from spark_watchd.export import board, diagnosis, driver, training
+from spark_watchd.export.families import counter, gauge
 from spark_watchd.logs import get_logger
 from spark_watchd.sample.model import REASON_BITS, REASON_COUNTER_KEYS, Sample
 from spark_watchd.sample.workloads import KINDS as WORKLOAD_KINDS
 from spark_watchd.snapshot import Snapshot
 
-P = "sparkwatchd_"
-
-
-def _g(name: str, doc: str, labels: Iterable[str] = ()) -> GaugeMetricFamily:
-    return GaugeMetricFamily(P + name, doc, labels=list(labels))
-
-
-def _c(name: str, doc: str, labels: Iterable[str] = ()) -> CounterMetricFamily:
-    return CounterMetricFamily(P + name, doc, labels=list(labels))
-
 
 def core_families(snapshot: Snapshot, daemon_info: dict | None = None) -> Iterator[Metric]:
     """build_info and the per-source health families."""
-    info = _g("build_info", "spark-watchd build; always 1.", ["version"])
+    info = gauge("build_info", "spark-watchd build; always 1.", ["version"])
     info.add_metric([__version__], 1)
     yield info
-    up = _g("source_up", "1 if the source was read successfully on the last tick.", ["source"])
-    dur = _g("source_duration_seconds", "Seconds the source took on the last tick.", ["source"])
-    errs = _c("source_errors", "Ticks on which the source failed.", ["source"])
+    up = gauge("source_up", "1 if the source was read successfully on the last tick.", ["source"])
+    dur = gauge("source_duration_seconds", "Seconds the source took on the last tick.", ["source"])
+    errs = counter("source_errors", "Ticks on which the source failed.", ["source"])
     for name, st in sorted(snapshot.sources.items()):
         up.add_metric([name], 1 if st.up else 0)
         dur.add_metric([name], st.duration_s)
         errs.add_metric([name], st.errors_total)
     yield from (up, dur, errs)
     if snapshot.sample is not None:
-        last = _g("last_sample_timestamp_seconds", "Unix time of the latest sample.")
+        last = gauge("last_sample_timestamp_seconds", "Unix time of the latest sample.")
         last.add_metric([], snapshot.sample.ts)
         yield last
     if daemon_info:
-        overruns = _c("tick_overruns", "Ticks skipped because the previous one was still running.")
+        overruns = counter("tick_overruns", "Ticks skipped because the previous one was still running.")
         overruns.add_metric([], daemon_info.get("overruns", 0))
         yield overruns
 
 
 def gpu_families(sample: Sample) -> Iterator[Metric]:
     """The gpu_* families; a reading the driver does not support is simply absent."""
-    info = _g("gpu_info", "GPU identity; always 1.", ["gpu", "uuid", "name", "driver_version"])
+    info = gauge("gpu_info", "GPU identity; always 1.", ["gpu", "uuid", "name", "driver_version"])
     specs = {
         "power_w": ("gpu_power_watts", "Board power draw.", 1.0),
         "temp_c": ("gpu_temperature_celsius", "GPU temperature.", 1.0),
@@ -77,15 +68,15 @@ def gpu_families(sample: Sample) -> Iterator[Metric]:
         ),
         "util_pct": ("gpu_utilization_ratio", "GPU utilisation, 0 to 1.", 0.01),
     }
-    simple = {attr: (_g(name, doc, ["gpu"]), scale) for attr, (name, doc, scale) in specs.items()}
-    energy = _c("gpu_energy_joules", "Energy consumed since the driver loaded.", ["gpu"])
-    active = _g(
+    simple = {attr: (gauge(name, doc, ["gpu"]), scale) for attr, (name, doc, scale) in specs.items()}
+    energy = counter("gpu_energy_joules", "Energy consumed since the driver loaded.", ["gpu"])
+    active = gauge(
         "gpu_clock_event_active", "1 while the clocks-event (throttle) reason is active.", ["gpu", "reason"]
     )
-    seconds = _c(
+    seconds = counter(
         "gpu_clock_event_seconds", "Cumulative time the clocks-event reason was active.", ["gpu", "reason"]
     )
-    memsup = _g(
+    memsup = gauge(
         "gpu_memory_info_supported", "1 if NVML reports device memory (0 on GB10's unified memory).", ["gpu"]
     )
     for gpu in sample.gpus:
@@ -112,6 +103,16 @@ def gpu_families(sample: Sample) -> Iterator[Metric]:
     yield from (energy, active, seconds, memsup)
 
 
+def one_gauge(name: str, doc: str, value: float | None) -> Metric:
+    """An unlabelled gauge: described always, with a series only when the value is known."""
+    return gauge(name, doc, value=value)
+
+
+def one_counter(name: str, doc: str, value: float | None) -> Metric:
+    """An unlabelled counter: described always, with a series only when the value is known."""
+    return counter(name, doc, value=value)
+
+
 def memory_families(snapshot: Snapshot) -> Iterator[Metric]:
     """memory_*, pressure_* and the vmstat counters: the snapshot's memory view and /proc (never NVML on GB10).
 
@@ -121,42 +122,30 @@ def memory_families(snapshot: Snapshot) -> Iterator[Metric]:
     if sample is None or view is None:
         return
 
-    def gauge(name: str, doc: str, value: float | None) -> Metric:
-        fam = _g(name, doc)
-        if value is not None:
-            fam.add_metric([], value)
-        return fam
-
-    def counter(name: str, doc: str, value: float | None) -> Metric:
-        fam = _c(name, doc)
-        if value is not None:
-            fam.add_metric([], value)
-        return fam
-
-    yield gauge("memory_total_bytes", "Total usable memory (the unified pool on GB10).", view.total_bytes)
-    yield gauge(
+    yield one_gauge("memory_total_bytes", "Total usable memory (the unified pool on GB10).", view.total_bytes)
+    yield one_gauge(
         "memory_available_bytes",
         "MemAvailable: memory available for new work without swapping.",
         view.available_bytes,
     )
-    yield gauge("memory_cached_bytes", "Page cache.", view.cached_bytes)
-    yield gauge("memory_anon_bytes", "Anonymous memory.", view.anon_bytes)
-    yield gauge(
+    yield one_gauge("memory_cached_bytes", "Page cache.", view.cached_bytes)
+    yield one_gauge("memory_anon_bytes", "Anonymous memory.", view.anon_bytes)
+    yield one_gauge(
         "memory_available_min_bytes",
         "Lowest MemAvailable seen since the previous sample.",
         view.available_min_bytes,
     )
-    yield gauge(
+    yield one_gauge(
         "memory_budget_bytes",
         "MemAvailable minus the configured OS/driver reserve (0 at worst).",
         view.budget_bytes,
     )
-    yield gauge(
+    yield one_gauge(
         "memory_gpu_attributed_bytes",
         "Sum of per-process GPU memory NVML reports.",
         view.gpu_attributed_bytes,
     )
-    yield gauge(
+    yield one_gauge(
         "memory_swap_used_bytes",
         "Swap in use (in use is not pressure; swapping out is).",
         view.swap_used_bytes,
@@ -167,14 +156,14 @@ def memory_families(snapshot: Snapshot) -> Iterator[Metric]:
         ("full", "stalled", "Time all non-idle tasks were stalled on memory (PSI full total)."),
     ):
         total = (psi.get(kind) or {}).get("total")
-        yield counter(f"pressure_memory_{name}_seconds", doc, None if total is None else total / 1e6)
+        yield one_counter(f"pressure_memory_{name}_seconds", doc, None if total is None else total / 1e6)
     vm = sample.vmstat
     for key, name, doc in (
         ("pgmajfault", "major_faults", "Major page faults (vmstat pgmajfault)."),
         ("pswpout", "swap_out_pages", "Pages swapped out (vmstat pswpout)."),
         ("oom_kill", "oom_kills", "Processes killed by the kernel OOM killer (vmstat oom_kill)."),
     ):
-        yield counter(name, doc, vm.get(key))
+        yield one_counter(name, doc, vm.get(key))
 
 
 def workload_table(snapshot: Snapshot) -> list[dict[str, Any]]:
@@ -191,12 +180,12 @@ def workload_families(snapshot: Snapshot) -> Iterator[Metric]:
         key = (kind, "true" if w.capped else "false")
         counts[key] += 1
         mem[key] += w.footprint_bytes
-    wl = _g(
+    wl = gauge(
         "workloads",
         "Workloads by kind (a launcher and its children count once); capped: memory bounded by a launcher flag.",
         ["kind", "capped"],
     )
-    wm = _g(
+    wm = gauge(
         "workload_memory_bytes",
         "Memory held by workloads (per member process the larger of RSS and NVML memory, summed).",
         ["kind", "capped"],

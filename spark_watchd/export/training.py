@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 
+from spark_watchd.export.families import gauge
 from spark_watchd.logs import get_logger
 from spark_watchd.snapshot import Snapshot
 from spark_watchd.throughput.tracker import JobStats
@@ -36,25 +37,25 @@ def families(snapshot: Snapshot) -> Iterable[Metric]:
     except Exception:  # a renderer never raises: a scrape must not fail over one area
         log.exception("training metrics: cannot read the snapshot")
         rows = []
-    step = GaugeMetricFamily(
-        "sparkwatchd_training_step_seconds",
+    step = gauge(
+        "training_step_seconds",
         "Mean seconds per training step over the job's latest reporting interval.",
-        labels=["job"],
+        ["job"],
     )
-    tps = GaugeMetricFamily(
-        "sparkwatchd_training_tokens_per_second",
+    tps = gauge(
+        "training_tokens_per_second",
         "Mean tokens per second over the job's latest reporting interval.",
-        labels=["job"],
+        ["job"],
     )
-    slow = GaugeMetricFamily(
-        "sparkwatchd_training_slowdown_ratio",
+    slow = gauge(
+        "training_slowdown_ratio",
         "Current step time over the run's own baseline after warm-up (2 = steps take twice as long).",
-        labels=["job"],
+        ["job"],
     )
-    last = GaugeMetricFamily(
-        "sparkwatchd_training_last_report_timestamp_seconds",
+    last = gauge(
+        "training_last_report_timestamp_seconds",
         "Unix time of the job's latest progress report.",
-        labels=["job"],
+        ["job"],
     )
     for job, ts, step_s, tok_s, ratio in rows:
         last.add_metric([job], float(ts))

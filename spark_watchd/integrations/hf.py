@@ -9,13 +9,12 @@ it then derives from `object`, which is enough for code that only checks it.
 
 from __future__ import annotations
 
-import logging
 import os
 from typing import Any
 
-from spark_watchd.integrations.reporter import ProgressReporter
+from spark_watchd.integrations.reporter import ReportingCallback, library_logger
 
-log = logging.getLogger("spark_watchd.integrations.hf")
+log = library_logger("spark_watchd.integrations.hf")
 
 
 def _job_from_args(args: Any) -> str:
@@ -28,7 +27,7 @@ def _job_from_args(args: Any) -> str:
     return "hf-trainer"
 
 
-class SparkWatchdMixin:
+class SparkWatchdMixin(ReportingCallback):
     """The callback's logic, free of transformers: reports global_step and tokens after every optimizer step."""
 
     def __init__(
@@ -39,12 +38,7 @@ class SparkWatchdMixin:
         tokens_per_step: int | None = None,
         min_interval: float = 5.0,
     ) -> None:
-        self.job = job
-        self.url = url
-        self.token = token
-        self.tokens_per_step = tokens_per_step
-        self.min_interval = min_interval
-        self.reporter: ProgressReporter | None = None
+        super().__init__(job, url, token, tokens_per_step, min_interval)
 
     def _tokens(self, state: Any, args: Any = None) -> int | None:
         # num_input_tokens_seen stays 0 unless TrainingArguments(include_num_input_tokens_seen=...) asks.
@@ -76,10 +70,9 @@ class SparkWatchdMixin:
             args.include_num_input_tokens_seen = "all"
         except Exception as e:  # frozen or foreign args: say why tokens/s will be missing, once
             log.warning(
-                "spark-watchd: cannot enable include_num_input_tokens_seen (%s); tokens/s will be missing: "
+                f"spark-watchd: cannot enable include_num_input_tokens_seen ({e}); tokens/s will be missing: "
                 "pass TrainingArguments(include_num_input_tokens_seen='all') or "
-                "SparkWatchdCallback(tokens_per_step=N)",
-                e,
+                "SparkWatchdCallback(tokens_per_step=N)"
             )
             return
         log.info(
@@ -90,13 +83,7 @@ class SparkWatchdMixin:
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         if getattr(state, "is_world_process_zero", True) and self.reporter is None:
             self._count_tokens(args)
-            self.reporter = ProgressReporter(
-                self.job or _job_from_args(args),
-                url=self.url,
-                token=self.token,
-                min_interval=self.min_interval,
-            )
-            self.reporter.report(
+            self.open_reporter(self.job or _job_from_args(args)).report(
                 int(state.global_step), self._tokens(state, args), self._samples(args, state)
             )
         return control

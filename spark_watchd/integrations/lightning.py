@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from spark_watchd.integrations.reporter import ProgressReporter
+from spark_watchd.integrations.reporter import ReportingCallback
 
 try:  # either distribution provides the same Callback
     from lightning.pytorch import Callback as _Base
@@ -21,7 +21,7 @@ except ImportError:
         _Base = object
 
 
-class SparkWatchdLightningCallback(_Base):
+class SparkWatchdLightningCallback(ReportingCallback, _Base):
     """Reports `trainer.global_step` (optimizer steps) and tokens after each training batch."""
 
     def __init__(
@@ -34,14 +34,9 @@ class SparkWatchdLightningCallback(_Base):
         min_interval: float = 5.0,
     ) -> None:
         """`count_tokens(batch)` counts a batch's tokens (summed over batches); else step x tokens_per_step."""
-        self.job = job
-        self.url = url
-        self.token = token
-        self.tokens_per_step = tokens_per_step
+        ReportingCallback.__init__(self, job, url, token, tokens_per_step, min_interval)
         self.count_tokens = count_tokens
-        self.min_interval = min_interval
         self.tokens_seen = 0
-        self.reporter: ProgressReporter | None = None
 
     def _tokens(self, step: int) -> int | None:
         if self.count_tokens is not None:
@@ -50,10 +45,9 @@ class SparkWatchdLightningCallback(_Base):
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         if getattr(trainer, "is_global_zero", True) and self.reporter is None:
-            self.reporter = ProgressReporter(
-                self.job, url=self.url, token=self.token, min_interval=self.min_interval
+            self.open_reporter(self.job).report(
+                int(trainer.global_step), self._tokens(int(trainer.global_step))
             )
-            self.reporter.report(int(trainer.global_step), self._tokens(int(trainer.global_step)))
 
     def on_train_batch_end(
         self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int

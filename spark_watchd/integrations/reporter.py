@@ -31,13 +31,21 @@ from urllib.parse import unquote, urlsplit
 
 import structlog
 
-# This runs inside the user's training process: structlog wraps a stdlib logger, so the trainer's own
-# logging configuration (not the daemon's) decides where these lines go and at which level.
-log = structlog.wrap_logger(
-    logging.getLogger("spark_watchd.integrations.reporter"),
-    processors=[structlog.stdlib.filter_by_level, structlog.stdlib.render_to_log_kwargs],
-    wrapper_class=structlog.stdlib.BoundLogger,
-)
+
+def library_logger(name: str):
+    """A structlog logger over the stdlib logger `name`.
+
+    The integrations run inside the user's training process: the trainer's own logging
+    configuration (not the daemon's) decides where these lines go and at which level.
+    """
+    return structlog.wrap_logger(
+        logging.getLogger(name),
+        processors=[structlog.stdlib.filter_by_level, structlog.stdlib.render_to_log_kwargs],
+        wrapper_class=structlog.stdlib.BoundLogger,
+    )
+
+
+log = library_logger("spark_watchd.integrations.reporter")
 
 DEFAULT_URL = "http://127.0.0.1:9761"
 PATH = "/api/v1/progress"
@@ -213,3 +221,27 @@ class ProgressReporter:
         if key not in self._logged:
             self._logged.add(key)
             log.log(level, msg)
+
+
+class ReportingCallback:
+    """What the framework callbacks share: where to report, and the reporter they open when training starts."""
+
+    def __init__(
+        self,
+        job: str | None,
+        url: str | None = None,
+        token: str | None = None,
+        tokens_per_step: int | None = None,
+        min_interval: float = 5.0,
+    ) -> None:
+        self.job = job
+        self.url = url
+        self.token = token
+        self.tokens_per_step = tokens_per_step
+        self.min_interval = min_interval
+        self.reporter: ProgressReporter | None = None
+
+    def open_reporter(self, job: str) -> ProgressReporter:
+        """Start reporting as `job` (the first report follows from the caller)."""
+        self.reporter = ProgressReporter(job, url=self.url, token=self.token, min_interval=self.min_interval)
+        return self.reporter

@@ -20,6 +20,16 @@ from spark_watchd.sources.parsers import (
 )
 
 
+class _ProcFiles:
+    """What the /proc sources share: the root they read under; nothing held open between ticks."""
+
+    def __init__(self, proc_root: str = "/proc"):
+        self.proc_root = proc_root
+
+    def close(self) -> None:
+        """Nothing to release: every read opens and closes its file."""
+
+
 class MeminfoSource:
     """`meminfo` and `mem_available_min_kb` (lowest MemAvailable since the previous collect).
 
@@ -55,13 +65,10 @@ class MeminfoSource:
             self.watch.stop()
 
 
-class PsiSource:
+class PsiSource(_ProcFiles):
     """`psi_memory` from /proc/pressure/memory; None (source still up) where the kernel has no PSI."""
 
     name = "psi"
-
-    def __init__(self, proc_root: str = "/proc"):
-        self.proc_root = proc_root
 
     def collect(self, partial: Mapping[str, Any]) -> Mapping[str, Any]:
         text = read_optional(self.proc_root, "pressure/memory")
@@ -70,33 +77,21 @@ class PsiSource:
             return {"psi_memory": None}
         return {"psi_memory": parsed(parse_psi, text, os.path.join(self.proc_root, "pressure/memory"))}
 
-    def close(self) -> None:
-        pass
 
-
-class VmstatSource:
+class VmstatSource(_ProcFiles):
     """`vmstat`: every cumulative counter of /proc/vmstat (pgmajfault, pswpin, pswpout, oom_kill...)."""
 
     name = "vmstat"
-
-    def __init__(self, proc_root: str = "/proc"):
-        self.proc_root = proc_root
 
     def collect(self, partial: Mapping[str, Any]) -> Mapping[str, Any]:
         path = os.path.join(self.proc_root, "vmstat")
         return {"vmstat": parsed(parse_vmstat, read_proc(self.proc_root, "vmstat"), path)}
 
-    def close(self) -> None:
-        pass
 
-
-class BootSource:
+class BootSource(_ProcFiles):
     """`boot_id`, `uptime_s` and `host`: what reboot detection needs."""
 
     name = "boot"
-
-    def __init__(self, proc_root: str = "/proc"):
-        self.proc_root = proc_root
 
     def collect(self, partial: Mapping[str, Any]) -> Mapping[str, Any]:
         root = self.proc_root
@@ -109,6 +104,3 @@ class BootSource:
         host_text = read_optional(root, "sys/kernel/hostname")
         host = host_text.strip() if host_text and host_text.strip() else socket.gethostname()
         return {"boot_id": boot_id, "uptime_s": uptime, "host": host}
-
-    def close(self) -> None:
-        pass

@@ -17,7 +17,7 @@ from typing import Any
 
 from spark_watchd.sample.board import ENERGY_CHANNELS, LIMIT_CHANNELS, POWER_CHANNELS, TEMP_CHANNELS
 from spark_watchd.sources.base import SourceUnavailable
-from spark_watchd.sources.sensors import _numbered, _read
+from spark_watchd.sources.sensors import _numbered, _read, read_int
 
 CHIP = "spbm"
 _HWMON = re.compile(r"^hwmon(\d+)$")
@@ -35,16 +35,6 @@ def find_chip(sys_root: str) -> str | None:
     return None
 
 
-def _int(path: str) -> int | None:
-    text = _read(path)
-    if text is None:
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        return None
-
-
 def _channels(d: str, kind: str, allowed: tuple[str, ...]) -> dict[str, int]:
     """label -> index of `{kind}N_label` files naming a known channel."""
     out: dict[str, int] = {}
@@ -60,25 +50,25 @@ def read_chip(d: str) -> dict[str, Any]:
     power: dict[str, float] = {}
     caps: dict[str, float] = {}
     for label, n in _channels(d, "power", POWER_CHANNELS).items():
-        if (v := _int(os.path.join(d, f"power{n}_input"))) is not None:
+        if (v := read_int(os.path.join(d, f"power{n}_input"))) is not None:
             power[label] = v / 1e6
-        if label in LIMIT_CHANNELS and (v := _int(os.path.join(d, f"power{n}_cap"))) is not None:
+        if label in LIMIT_CHANNELS and (v := read_int(os.path.join(d, f"power{n}_cap"))) is not None:
             caps[label] = v / 1e6
     energy_uj: dict[str, int] = {}
     for label, n in _channels(d, "energy", ENERGY_CHANNELS).items():
-        if (v := _int(os.path.join(d, f"energy{n}_input"))) is not None:
+        if (v := read_int(os.path.join(d, f"energy{n}_input"))) is not None:
             energy_uj[label] = v
     temps: dict[str, float] = {}
     for label, n in _channels(d, "temp", TEMP_CHANNELS).items():
-        if (v := _int(os.path.join(d, f"temp{n}_input"))) is not None:
+        if (v := read_int(os.path.join(d, f"temp{n}_input"))) is not None:
             temps[label] = v / 1000.0
     return {
         "power_w": power,
         "power_cap_w": caps,
         "energy_uj": energy_uj,
         "temps_c": temps,
-        "prochot": _int(os.path.join(d, "prochot")),  # ENODATA when the firmware has no such register
-        "pl_level": _int(os.path.join(d, "pl_level")),
+        "prochot": read_int(os.path.join(d, "prochot")),  # ENODATA when the firmware has no such register
+        "pl_level": read_int(os.path.join(d, "pl_level")),
     }
 
 

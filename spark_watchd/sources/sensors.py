@@ -31,14 +31,20 @@ def _read(path: str) -> str | None:
         return None
 
 
-def _millideg(path: str) -> float | None:
+def read_int(path: str) -> int | None:
+    """The integer a sysfs attribute holds; None when it is absent, unreadable or not a number."""
     text = _read(path)
     if text is None:
         return None
     try:
-        return int(text) / 1000.0
+        return int(text)
     except ValueError:
         return None
+
+
+def _millideg(path: str) -> float | None:
+    value = read_int(path)
+    return None if value is None else value / 1000.0
 
 
 def _crit(value: float | None) -> float | None:

@@ -50,6 +50,9 @@ def configure_logging(level: str = "info", fmt: str = "auto", stream=None) -> No
         root.removeHandler(_handler)
     root.addHandler(handler)
     root.setLevel(numeric)
+    # apscheduler logs "Running job ..." and "executed successfully" at info on every tick: two lines
+    # per interval in journald. Its warnings (missed runs) always come through; the rest at debug.
+    logging.getLogger("apscheduler").setLevel(numeric if numeric <= logging.DEBUG else logging.WARNING)
     _handler = handler
     structlog.configure(
         processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],

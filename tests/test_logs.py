@@ -61,9 +61,14 @@ def test_stdlib_loggers_come_out_as_json_at_the_configured_level():
         ("waiting", "info"),
     ]
     assert recs[0]["logger"] == "apscheduler.scheduler" and recs[0]["timestamp"].endswith("Z")
+    configure_logging("info", "json", stream=out)  # at info the scheduler's per-tick lines stay out
+    logging.getLogger("apscheduler.executors.default").info('Running job "Daemon.tick"')
+    logging.getLogger("apscheduler.scheduler").warning("Run time of job was missed")
+    assert json.loads(out.getvalue().splitlines()[-1])["event"] == "Run time of job was missed"
+    assert len(out.getvalue().splitlines()) == 3
     configure_logging("warning", "json", stream=out)  # reconfigured (SIGHUP): one handler, the new level
     logging.getLogger("x").info("dropped at warning")
-    assert len(out.getvalue().splitlines()) == 2
+    assert len(out.getvalue().splitlines()) == 3
 
 
 def test_the_daemon_at_debug_writes_only_json_lines_with_the_log_tail_and_scheduler_lines(tmp_path):

@@ -62,6 +62,15 @@ def configure_logging(level: str = "info", fmt: str = "auto", stream=None) -> No
     )
 
 
+def reset_logging() -> None:
+    """Undo configure_logging: structlog's defaults, our stdlib handler removed (tests, embedders)."""
+    global _handler
+    if _handler is not None:
+        logging.getLogger().removeHandler(_handler)
+        _handler = None
+    structlog.reset_defaults()
+
+
 def get_logger(name: str = "spark_watchd"):
     """A structlog logger bound to a component name."""
     return structlog.get_logger(component=name)

@@ -63,6 +63,15 @@ def require_binary(name: str) -> str:
     pytest.skip(f"{name} not installed")
 
 
+@pytest.fixture(autouse=True)
+def _fresh_logging():
+    """A verb run in-process configures logging for the process: undo it, so no test sees another's level."""
+    yield
+    from spark_watchd.logs import reset_logging
+
+    reset_logging()
+
+
 @pytest.fixture
 def traces_dir() -> Path:
     """The labelled public example traces."""

@@ -17,19 +17,8 @@ from spark_watchd.diagnose.thresholds import Thresholds
 from spark_watchd.diagnose.xid import XID_LABELS, xid_label
 from spark_watchd.logs import get_logger
 from spark_watchd.sample.findings import Diagnosis, Event
-from spark_watchd.sample.model import Sample
+from spark_watchd.sample.model import COUNTED_EVENT_KINDS, Sample
 
-# sparkwatchd_events_total{kind}
-COUNT_KINDS = (
-    "eviction",
-    "oom_kill",
-    "reboot",
-    "reboot_after_throttle",
-    "throttle_start",
-    "xid",
-    "driver_oom",
-    "pcie_fatal",
-)
 STATE_VERSION = 1
 # The state is rewritten on every change that matters for a reboot verdict, and otherwise at most
 # this often (sample time), so a week replayed at speed does not fsync 20,000 times.
@@ -51,7 +40,7 @@ class DiagnosisRuntime:
     ):
         self.thresholds = thresholds or Thresholds()
         self.engine = Diagnoser(self.thresholds)
-        self.counts = dict.fromkeys(COUNT_KINDS, 0)
+        self.counts = dict.fromkeys(COUNTED_EVENT_KINDS, 0)
         # sparkwatchd_gpu_xid_errors_total{gpu,xid}: "GPU:XID" -> count (bounded labels, see diagnose.xid)
         self.xid_counts: dict[str, int] = {}
         self._xid_gpus: set[int] = set()

@@ -4,19 +4,10 @@ from __future__ import annotations
 
 from spark_watchd.export.families import counter, gauge
 from spark_watchd.logs import get_logger
-from spark_watchd.sample.model import GOTCHAS, SEVERITY_LEVEL
+from spark_watchd.sample.model import COUNTED_EVENT_KINDS, GOTCHAS, SEVERITY_LEVEL
 
 ANOMALY_KINDS = ("power_delivery", "hung_engine", "power_limit")
-EVENT_KINDS = (
-    "eviction",
-    "oom_kill",
-    "reboot",
-    "reboot_after_throttle",
-    "throttle_start",
-    "xid",
-    "driver_oom",
-    "pcie_fatal",
-)
+EVENT_KINDS = COUNTED_EVENT_KINDS  # the kind label's values (README's table)
 log = get_logger("exporter")
 
 

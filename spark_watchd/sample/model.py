@@ -30,6 +30,18 @@ EVENT_KINDS = (
     "driver_oom",
     "pcie_fatal",
 )
+# sparkwatchd_events_total{kind}: what the runtime counts (throttle_end is not counted; a reboot right
+# after a throttle counts under its own kind as well).
+COUNTED_EVENT_KINDS = (
+    "eviction",
+    "oom_kill",
+    "reboot",
+    "reboot_after_throttle",
+    "throttle_start",
+    "xid",
+    "driver_oom",
+    "pcie_fatal",
+)
 
 # NVML clocks-event reason bits (nvml.h nvmlClocksEventReason*). Use the named
 # constants: one community TUI read 0x10 as SW thermal, which is sync boost.

@@ -29,7 +29,8 @@ def _settings(tmp_path, **env):
 
 
 def _post(route, body: dict):
-    req = Request("POST", route.path, {}, {}, json.dumps(body).encode(), "127.0.0.1")
+    headers = {"content-type": "application/json"}
+    req = Request("POST", route.path, {}, headers, json.dumps(body).encode(), "127.0.0.1")
     return route.handler(req)
 
 

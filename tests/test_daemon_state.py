@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 import shutil
 
+from spark_watchd.app import build
 from spark_watchd.config import load_settings
-from spark_watchd.daemon import Daemon
 from spark_watchd.web.http import Request
-from spark_watchd.web.server import collect_routes
 from tests.daemon_helpers import samples, value
 
 
@@ -29,8 +28,8 @@ def _get(table, path):
 
 
 def _daemon(state_dir):
-    d = Daemon(load_settings(None, environ={}), sources=(_Mem(),), state_dir=str(state_dir))
-    return d, {r.path: r for r in collect_routes(d) if r.method == "GET"}
+    d = build(load_settings(None, environ={}), sources=(_Mem(),), state_dir=str(state_dir))
+    return d, {r.path: r for r in d.routes if r.method == "GET"}
 
 
 def test_first_scrape_after_a_restart_shows_the_restored_event_counts(tmp_path):
@@ -74,7 +73,7 @@ def test_a_failing_state_disk_is_exported_shown_in_status_and_recovers(tmp_path)
 
 
 def test_no_state_source_when_nothing_is_kept_on_disk():
-    d = Daemon(load_settings(None, environ={}), sources=(_Mem(),), state_dir=None)
+    d = build(load_settings(None, environ={}), sources=(_Mem(),), state_dir=None)
     try:
         assert "state" not in d.tick().sources
     finally:

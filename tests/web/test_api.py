@@ -6,9 +6,9 @@ import json
 import time
 
 import spark_watchd
+from spark_watchd.app import build
 from spark_watchd.config import load_settings
-from spark_watchd.daemon import Daemon
-from spark_watchd.web.server import HttpServer, collect_routes
+from spark_watchd.web.server import HttpServer
 from tests.daemon_helpers import http_get
 from tests.support.fakes import MEMINFO, FakeSource
 
@@ -16,12 +16,12 @@ from tests.support.fakes import MEMINFO, FakeSource
 def test_healthz_503_before_the_first_sample_and_when_stale(tmp_path):
     import dataclasses
 
-    daemon = Daemon(
+    daemon = build(
         load_settings(None, environ={}),
         sources=(FakeSource(reading={**MEMINFO, "vmstat": {"oom_kill": 2}}),),
         state_dir=None,
     )
-    srv = HttpServer("127.0.0.1:0", collect_routes(daemon), workers=2, timeout=1.0)
+    srv = HttpServer("127.0.0.1:0", daemon.routes, workers=2, timeout=1.0)
     srv.start()
     try:
         assert http_get(srv.url + "healthz") == (503, "no sample yet\n")
@@ -40,8 +40,8 @@ def test_status_document_carries_memory_budget_sources_and_findings_of_the_publi
     reading = {
         "meminfo": {"MemTotal": 8 * 2**20, "MemAvailable": 6 * 2**20, "SwapTotal": 2048, "SwapFree": 1024}
     }
-    daemon = Daemon(load_settings(None, environ={}), sources=(FakeSource(reading=reading),), state_dir=None)
-    srv = HttpServer("127.0.0.1:0", collect_routes(daemon), workers=2, timeout=1.0)
+    daemon = build(load_settings(None, environ={}), sources=(FakeSource(reading=reading),), state_dir=None)
+    srv = HttpServer("127.0.0.1:0", daemon.routes, workers=2, timeout=1.0)
     srv.start()
     try:
         before = json.loads(http_get(srv.url + "api/v1/status")[1])

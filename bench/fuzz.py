@@ -29,8 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from spark_watchd.app import build  # noqa: E402
 from spark_watchd.config import load_settings  # noqa: E402
-from spark_watchd.daemon import Daemon  # noqa: E402
 from spark_watchd.diagnose.engine import Diagnoser  # noqa: E402
 from spark_watchd.errors import ConfigError  # noqa: E402
 from spark_watchd.sample.model import Sample  # noqa: E402
@@ -39,7 +39,6 @@ from spark_watchd.sources import parsers  # noqa: E402
 from spark_watchd.sources.procfs import parse_stat  # noqa: E402
 from spark_watchd.sources.replay import ReplayFeed  # noqa: E402
 from spark_watchd.web.http import Request  # noqa: E402
-from spark_watchd.web.server import collect_routes  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 TRACE = REPO / "spark_watchd" / "scenarios" / "eviction.jsonl"
@@ -199,9 +198,9 @@ def main(argv) -> int:
         if args.pages_every and stats["trace accepted and judged"] % args.pages_every == 1:
             trace = tmp / "t.jsonl"
             trace.write_text("\n".join([lines[0], line, lines[1]]) + "\n")
-            d = Daemon(settings, replay=ReplayFeed(str(trace), speed=1e6), state_dir=None)
+            d = build(settings, replay=ReplayFeed(str(trace), speed=1e6), state_dir=None)
             try:
-                table = {r.path: r for r in collect_routes(d) if r.method == "GET"}
+                table = {r.path: r for r in d.routes if r.method == "GET"}
                 for _ in range(3):
                     d.tick()
                 for page in PAGES:

@@ -6,13 +6,13 @@
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 
 from spark_watchd.diagnose import features as feat
 from spark_watchd.diagnose.anomaly import ADVICE_HUNG, ADVICE_LIMIT, ADVICE_POWER, AnomalyWatch
 from spark_watchd.diagnose.board import evidence as board_evidence
 from spark_watchd.diagnose.steady import Dwell
+from spark_watchd.diagnose.steps import Job, step_ratio
 from spark_watchd.sample.findings import Event, Finding
 from spark_watchd.sample.model import Sample
 
@@ -30,27 +30,9 @@ ADVICE_REBOOT = (
 )
 
 
-def _median(vals):
-    v = sorted(vals)
-    return v[len(v) // 2]
-
-
 def _n(v, fmt: str = "") -> str:
     """Format a reading that may be missing."""
     return "?" if v is None else format(v, fmt)
-
-
-class _Job:
-    __slots__ = ("first_ts", "vals", "early", "baseline", "recent", "recent_sum", "last_report")
-
-    def __init__(self, ts):
-        self.first_ts = ts
-        self.vals = []
-        self.early = []  # warm-up readings but the first: a fallback when heat arrives early
-        self.baseline = None
-        self.recent = deque()
-        self.recent_sum = 0.0
-        self.last_report = None
 
 
 class G4Tracker:
@@ -65,7 +47,7 @@ class G4Tracker:
         self.critical = False
         self.reboot_hold_until = None
         self.throttle_s = 0.0
-        self.jobs: dict[str, _Job] = {}
+        self.jobs: dict[str, Job] = {}
         self.anomalies = AnomalyWatch(th)
         self.dwell = Dwell()
 
@@ -152,53 +134,6 @@ class G4Tracker:
             self.episode_start = ts
         self.reboot_hold_until = None
 
-    def _step_ratio(self, sample: Sample, ts: float, thermal_now: bool):
-        """Worst recent step time over its job's baseline, with the numbers behind it."""
-        th = self.th
-        worst = None
-        for tp in sample.throughput:
-            step = tp.step_seconds
-            if step is None and tp.tokens_per_second:
-                step = (
-                    1.0 / tp.tokens_per_second
-                )  # time per token: the same ratio when only tokens/s is known
-            if step is None or step <= 0 or ts - tp.ts > th.step_stale_s:
-                continue
-            j = self.jobs.get(tp.job)
-            if j is None:
-                if len(self.jobs) > 64:  # bounded: forget jobs that stopped reporting
-                    for k in [k for k, v in self.jobs.items() if ts - (v.last_report or 0) > th.step_stale_s]:
-                        del self.jobs[k]
-                j = self.jobs[tp.job] = _Job(ts)
-            if j.last_report != tp.ts:
-                j.last_report = tp.ts
-                if j.baseline is None:
-                    age = ts - j.first_ts
-                    hot = self.episode or thermal_now
-                    if not hot:
-                        if age >= th.baseline_warmup_s:
-                            j.vals.append(step)
-                        elif age > 0 and len(j.early) < 16:
-                            j.early.append(step)
-                    done = age >= th.baseline_warmup_s + th.baseline_window_s
-                    if (done or self.episode) and len(j.vals) >= th.baseline_min_points:
-                        j.baseline = _median(j.vals)
-                    elif self.episode and len(j.vals) + len(j.early) >= 2:
-                        # heat arrived before the baseline window filled: best effort from what we have
-                        j.baseline = _median(j.vals + j.early)
-                    if j.baseline is not None:
-                        j.vals = j.early = []
-                j.recent.append((ts, step))
-                j.recent_sum += step
-            while j.recent and ts - j.recent[0][0] > th.step_recent_s:
-                j.recent_sum -= j.recent.popleft()[1]
-            if j.baseline and j.recent:
-                mean = j.recent_sum / len(j.recent)
-                r = mean / j.baseline
-                if worst is None or r > worst[0]:
-                    worst = (r, tp.job, mean, j.baseline)
-        return worst
-
     def update(self, sample: Sample, f: feat.Features) -> tuple[Finding, list[Event]]:
         """Judge the newest sample (after any reboot() call for it), held min_dwell_s before it may fall."""
         finding, events = self._judge(sample, f)
@@ -284,7 +219,7 @@ class G4Tracker:
         if self.episode and f.dt is not None:
             self.throttle_s += f.dt
 
-        worst = self._step_ratio(sample, ts, thermal_now)
+        worst = step_ratio(self.jobs, sample, ts, self.episode, thermal_now, th)
         self.last_ts = ts
         anomaly = None if (self.episode or thermal_now) else self.anomalies.update(f, loaded)
 

@@ -207,15 +207,8 @@ class ProcessInfo:
             rss if type(rss) is int else int(rss or 0),
             gpu,
             resident if type(resident) is bool else bool(resident),
-            _ppid(d.get("ppid")),
+            None if (pp := d.get("ppid")) is None else pp if type(pp) is int else int(pp),  # optional
         )
-
-
-def _ppid(v: Any) -> int | None:
-    """trace-v1 `ppid`: optional (older traces lack it), an int or null."""
-    if v is None or type(v) is int:
-        return v
-    return int(v)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,9 @@ class MemoryView:
     available_min_bytes: (
         int | None
     )  # lowest MemAvailable since the previous sample (fast watch), else available
-    budget_bytes: int | None  # MemAvailable minus the OS/driver reserve, 0 at worst
+    # MemAvailable minus the OS/driver reserve: negative once the pool is into the reserve. Never clamped, so
+    # the G3 card, the chart, `status` and sparkwatchd_memory_budget_bytes show the figure G3 judged.
+    budget_bytes: int | None
     os_reserve_bytes: int
     swap_used_bytes: int | None
     gpu_attributed_bytes: int  # sum of the per-process memory NVML reports
@@ -54,7 +56,7 @@ def memory_view(sample: Sample, os_reserve_bytes: int = 0) -> MemoryView:
         available_min_bytes=sample.mem_available_min_kb * KIB
         if sample.mem_available_min_kb is not None
         else avail,
-        budget_bytes=None if avail is None else max(0, avail - os_reserve_bytes),
+        budget_bytes=None if avail is None else avail - os_reserve_bytes,
         os_reserve_bytes=os_reserve_bytes,
         swap_used_bytes=swap_used,
         gpu_attributed_bytes=sum(p.gpu_mem_bytes for p in sample.processes if p.gpu_mem_bytes),

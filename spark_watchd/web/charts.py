@@ -110,14 +110,8 @@ def _num(v: Any) -> float:
 _MEMORY_FIELDS = ("total_bytes", "available_bytes", "available_min_bytes")
 
 
-def _budget_bytes(view: MemoryView | None, diagnosis: Diagnosis | None) -> float:
-    """The G3 budget: the classifier's own figure when its evidence carries one, else the memory view's."""
-    g3 = diagnosis.findings.get("G3") if diagnosis is not None else None
-    if g3 is not None:
-        for key in ("budget_bytes", "mem_budget_bytes"):
-            v = _num(g3.evidence.get(key))
-            if not math.isnan(v):
-                return v
+def _budget_bytes(view: MemoryView | None) -> float:
+    """The budget from the tick's memory view: the same figure G3 judged, negative into the reserve."""
     return _num(view.budget_bytes) if view is not None else _NAN
 
 
@@ -199,7 +193,7 @@ class History:
                 _num(reasons),
                 1.0 if throttling else 0.0,
                 *(_num(getattr(mem, key, None)) for key in _MEMORY_FIELDS),
-                _budget_bytes(mem, diagnosis),
+                _budget_bytes(mem),
                 _num(getattr(mem, "cached_bytes", None)),
                 _num(getattr(mem, "anon_bytes", None)),
                 _num(getattr(mem, "gpu_attributed_bytes", None)),

@@ -103,10 +103,29 @@ def test_record_holds_chart_fields_in_base_units_and_severities():
     assert rec["swap_out_pages_per_s"] is None and rec["major_faults_per_s"] is None
 
 
-def test_budget_prefers_the_classifiers_own_figure():
+def test_an_overdrawn_budget_is_the_same_negative_figure_on_the_card_the_chart_and_the_metric():
+    from prometheus_client import generate_latest
+
+    from spark_watchd.diagnose.engine import Diagnoser
+    from spark_watchd.diagnose.thresholds import Thresholds
+    from spark_watchd.export.prometheus import build_registry
+    from tests.daemon_helpers import samples, value
+
+    th = Thresholds()
+    # MemAvailable 2 GiB under the OS reserve: the pool is into the reserve.
+    s = dataclasses.replace(
+        _sample(1.0),
+        meminfo={**_sample(1.0).meminfo, "MemAvailable": (th.os_reserve_bytes - 2 * GIB) // 1024},
+    )
+    diag = Diagnoser(th).observe(s)
+    snap = Snapshot(s, diag, memory=memory_view(s, th.os_reserve_bytes))
+    card = diag.findings["G3"].evidence["budget_bytes"]
     h = History()
-    h(_snap(_sample(1.0), _diag(1.0, g3_evidence={"budget_bytes": 7 * GIB}), reserve=4 * GIB))
-    assert h.records()[0][0]["mem_budget_bytes"] == 7 * GIB
+    h(snap)
+    reg = build_registry(type("D", (), {"snapshot": lambda self: snap, "settings": None, "overruns": 0})())
+    metric = value(samples(generate_latest(reg).decode()), "sparkwatchd_memory_budget_bytes")
+    assert card == -2 * GIB
+    assert h.records()[0][0]["mem_budget_bytes"] == card == snap.memory.budget_bytes == metric
 
 
 def test_rates_come_from_counter_deltas_and_stop_at_a_reboot():

@@ -232,11 +232,11 @@
     }
   }
 
-  function seriesOf(key, scale, floor) {
+  function seriesOf(key, scale) {
     return state.records.map((r) => {
       const v = r[key];
       if (v === null || v === undefined) return [r.ts, null];
-      return [r.ts, floor !== undefined ? Math.max(floor, v * (scale || 1)) : v * (scale || 1)];
+      return [r.ts, v * (scale || 1)];
     });
   }
 
@@ -295,8 +295,8 @@
       left: { fmt: (v) => num(v, 0), zero: true, max: totals.length ? totals[totals.length - 1][1] : undefined },
       series: [
         { label: "Available", k: 0, points: seriesOf("mem_available_bytes", 1 / GIB), fmt: G },
-        // An overdrawn budget (negative) is drawn at 0: the G3 card gives the figure.
-        { label: "Budget", k: 3, dash: true, points: seriesOf("mem_budget_bytes", 1 / GIB, 0), fmt: G },
+        // The budget as G3 judged it: below the zero line once MemAvailable is into the OS reserve.
+        { label: "Budget", k: 3, dash: true, points: seriesOf("mem_budget_bytes", 1 / GIB), fmt: G },
         { label: "Page cache", k: 4, points: seriesOf("mem_cached_bytes", 1 / GIB), fmt: G },
         { label: "Anon", k: 2, points: seriesOf("mem_anon_bytes", 1 / GIB), fmt: G },
         { label: "GPU-attributed", k: 1, points: seriesOf("mem_gpu_attributed_bytes", 1 / GIB), fmt: G },

@@ -6,6 +6,7 @@ Exit status: 0 fits, 1 tight or unknown budget, 3 does not fit; 2 usage error.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import sys
@@ -102,19 +103,12 @@ def main(args: argparse.Namespace) -> int:
         if args.method is None:
             print("spark-watchd plan: no --method given: planning qlora (pass --method full, lora or qlora)",
                   file=sys.stderr)  # fmt: skip
+        # Job fields with a flag of the same name take it; params, method and trainable_params are parsed first.
+        flags = {
+            f.name: getattr(args, f.name) for f in dataclasses.fields(planner.Job) if hasattr(args, f.name)
+        }
         job = planner.Job(
-            params=params,
-            method=args.method or "qlora",
-            dtype=args.dtype,
-            optimizer=args.optimizer,
-            lora_rank=args.lora_rank,
-            trainable_params=trainable,
-            seq_len=args.seq_len,
-            batch=args.batch,
-            packing=args.packing,
-            gradient_checkpointing=args.gradient_checkpointing,
-            vocab=args.vocab,
-            checkpoint_gib=args.checkpoint_gib,
+            **{**flags, "params": params, "method": args.method or "qlora", "trainable_params": trainable}
         )
         budget = args.budget_gib
         note = None

@@ -2,6 +2,8 @@
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from spark_watchd.sample.quantities import Bytes, Count, Delay, Level, Positive, Seconds, Share
+
 GIB = 1024**3
 
 
@@ -12,17 +14,15 @@ class Thresholds(BaseModel):
 
     # ---- window --------------------------------------------------------------------------------
     # Ten minutes holds 10-20 samples at the 30-60 s sampling interval: enough for every rate below.
-    window_s: float = Field(
-        600.0, gt=0, description="History the engine keeps for windowed judgements, seconds."
-    )
+    window_s: Seconds = Field(600.0, description="History the engine keeps for windowed judgements, seconds.")
     # At --interval 1 ten minutes is 600 frozen samples (each carries every meminfo and vmstat counter): RSS
     # settled at 67-70 MB against the README's 60 MiB target. Bounded by count as well as by time.
     window_max_samples: int = Field(
         40, ge=2, le=100_000, description="Most samples the engine's window keeps, whatever the interval."
     )
     # A gap longer than this (daemon stopped, host asleep) restarts rates instead of averaging across it.
-    max_gap_s: float = Field(
-        600.0, gt=0, description="Longest gap between samples still used for rates, seconds."
+    max_gap_s: Seconds = Field(
+        600.0, description="Longest gap between samples still used for rates, seconds."
     )
 
     # ---- steadiness ----------------------------------------------------------------------------
@@ -32,8 +32,8 @@ class Thresholds(BaseModel):
     # once; shorter than two, so a collapse that is over (MemAvailable 29 -> 2.5 -> 57 GiB in 60 s samples)
     # or a 60 s load transient is not reported past its end. The per-threshold leaving levels (below) do
     # the rest of the steadying.
-    min_dwell_s: float = Field(
-        45.0, ge=0, description="Least time a finding stays at a severity before it may fall, seconds."
+    min_dwell_s: Delay = Field(
+        45.0, description="Least time a finding stays at a severity before it may fall, seconds."
     )
 
     # ---- G4 thermal ----------------------------------------------------------------------------
@@ -48,38 +48,33 @@ class Thresholds(BaseModel):
     )
     # Field traces: thermal counters start moving ~1 C below the 86 C slowdown (85.2 C), temperature
     # hovers 86-89 C while throttled.
-    slowdown_margin_c: float = Field(
+    slowdown_margin_c: Level = Field(
         3.0,
-        ge=0,
         description="Temperature within this of the slowdown threshold counts as 'at the threshold', C.",
     )
     # The mask reads 0 between samples while the cumulative counters move; 2% of wall time spent in a
     # thermal reason is well above counter jitter (0 on healthy GB10 traces) and below the 11-100% seen throttling.
-    thermal_counter_rate_min: float = Field(
-        0.02, ge=0, le=1, description="Share of time in sw/hw thermal or hw slowdown that counts as moving."
+    thermal_counter_rate_min: Level = Field(
+        0.02, le=1, description="Share of time in sw/hw thermal or hw slowdown that counts as moving."
     )
     # GB10 applications clock is 2418 MHz; healthy runs wander 2300-2480 MHz, throttled ones sink to 1900-2100.
     default_applications_clock_mhz: int = Field(
         2418, description="Applications clock when NVML does not report one, MHz."
     )
-    clock_drop_ratio: float = Field(
+    clock_drop_ratio: Share = Field(
         0.95,
-        gt=0,
-        le=1,
         description="SM clock under this share of the applications clock counts as 'falling'.",
     )
     # "Under load": a training step keeps util at 95-100%; a lightly used GPU is not throttling anything.
-    load_util_pct: float = Field(
-        50.0, ge=0, le=100, description="GPU utilisation that counts as under load, %."
-    )
+    load_util_pct: Level = Field(50.0, le=100, description="GPU utilisation that counts as under load, %.")
     # GB10 is rated 240 W but sustains ~100 W (a flat 88-95 W plateau with the SW power cap bit is normal).
-    power_rating_w: float = Field(240.0, gt=0, description="Board power rating, W (GB10: 240 W).")
-    sustained_power_w: float = Field(
-        100.0, gt=0, description="Power GB10 sustains under load (the ~100 W cap), W."
+    power_rating_w: Positive = Field(240.0, description="Board power rating, W (GB10: 240 W).")
+    sustained_power_w: Positive = Field(
+        100.0, description="Power GB10 sustains under load (the ~100 W cap), W."
     )
     # Hysteresis: counters move in bursts; a throttle ends only after this long without thermal activity.
-    throttle_end_quiet_s: float = Field(
-        300.0, ge=0, description="Quiet time before a throttle episode ends, seconds."
+    throttle_end_quiet_s: Delay = Field(
+        300.0, description="Quiet time before a throttle episode ends, seconds."
     )
     # Step time: field traces show steps 20-25% slower once clocks sink under a throttle (1.0 -> 1.2 s).
     step_slowdown_ratio: float = Field(
@@ -88,38 +83,26 @@ class Thresholds(BaseModel):
     step_recover_ratio: float = Field(
         1.08, gt=1, description="Ratio under which a damaged (critical) throttle falls back to warning."
     )
-    step_recent_s: float = Field(
-        150.0, gt=0, description="Step times averaged for the recent value, seconds."
-    )
+    step_recent_s: Seconds = Field(150.0, description="Step times averaged for the recent value, seconds.")
     # Skip compile/warm-up steps, then take the median of the next ten minutes as the job's own baseline.
-    baseline_warmup_s: float = Field(
-        120.0, ge=0, description="Job warm-up skipped before the baseline, seconds."
-    )
-    baseline_window_s: float = Field(
-        600.0, gt=0, description="Span of step times forming the baseline, seconds."
-    )
-    baseline_min_points: int = Field(
-        3, ge=1, description="Step readings needed before a baseline is trusted."
-    )
+    baseline_warmup_s: Delay = Field(120.0, description="Job warm-up skipped before the baseline, seconds.")
+    baseline_window_s: Seconds = Field(600.0, description="Span of step times forming the baseline, seconds.")
+    baseline_min_points: Count = Field(3, description="Step readings needed before a baseline is trusted.")
     # A progress report older than this is a stopped job, not a slow one.
-    step_stale_s: float = Field(
-        300.0, gt=0, description="Age after which a job's progress is ignored, seconds."
-    )
+    step_stale_s: Seconds = Field(300.0, description="Age after which a job's progress is ignored, seconds.")
     # Reboot after throttle: reported when the throttle was active or ended this recently before the gap.
-    reboot_after_throttle_window_s: float = Field(
-        900.0, ge=0, description="A throttle this recent before a reboot makes it a reboot after throttle, s."
+    reboot_after_throttle_window_s: Delay = Field(
+        900.0, description="A throttle this recent before a reboot makes it a reboot after throttle, s."
     )
-    reboot_critical_hold_s: float = Field(
-        900.0, ge=0, description="How long G4 stays critical after a reboot that followed a throttle, s."
+    reboot_critical_hold_s: Delay = Field(
+        900.0, description="How long G4 stays critical after a reboot that followed a throttle, s."
     )
     # Power-delivery fault (field: clocks pinned 500-900 MHz at ~30 W and 50 C with no reason bits,
     # cured only by a full AC power cycle).
     pinned_clock_max_mhz: int = Field(900, description="SM clock at or under this counts as pinned low, MHz.")
     pinned_power_max_w: float = Field(60.0, description="Power at or under this counts as low, W.")
     cool_margin_c: float = Field(15.0, description="Cooler than slowdown minus this counts as cool, C.")
-    anomaly_min_s: float = Field(
-        120.0, ge=0, description="A non-thermal anomaly must persist this long, seconds."
-    )
+    anomaly_min_s: Delay = Field(120.0, description="A non-thermal anomaly must persist this long, seconds.")
     # Hung engine: utilisation pegged while power sits near idle and the die cools.
     hung_util_pct: float = Field(90.0, description="Utilisation that counts as pegged, %.")
     hung_power_max_w: float = Field(
@@ -131,27 +114,25 @@ class Thresholds(BaseModel):
     # GB10 board telemetry (spbm hwmon driver, antheas/spark_hwmon), read only when the driver is loaded.
     # tj_max_c is the firmware's headroom to Tj max; the driver README lists ~0 C at idle too, so a zero
     # counts only with the package hot (tj_max within cool_margin_c of the slowdown) and the GPU loaded.
-    board_tj_headroom_c: float = Field(
-        2.0, ge=0, description="Board tj_max_c headroom at or under this counts as at the Tj limit, C."
+    board_tj_headroom_c: Level = Field(
+        2.0, description="Board tj_max_c headroom at or under this counts as at the Tj limit, C."
     )
     # The firmware's 100 ms PID holds the EWMA power within ~1-2% of an engaged limit: 97% is at the limit.
-    board_limit_ratio: float = Field(
+    board_limit_ratio: Share = Field(
         0.97,
-        gt=0,
-        le=1,
         description="EWMA power over its pl1/syspl1 limit at or above this is 'at the limit'.",
     )
     # A loaded GB10 draws 120-140 W at the DC input on the 240 W brick; a starved input (USB-PD fallback
     # contract, failing brick) sits at 60-65 W, about the idle-plus-pinned-GPU draw.
-    board_dc_input_low_w: float = Field(
-        65.0, ge=0, description="Board DC input at or under this, GPU loaded, counts as starved, W."
+    board_dc_input_low_w: Level = Field(
+        65.0, description="Board DC input at or under this, GPU loaded, counts as starved, W."
     )
 
     # ---- G3 unified memory ---------------------------------------------------------------------
     # The budget is MemAvailable minus what the OS, driver and desktop keep for themselves; GB10 owners
     # report trouble once MemAvailable falls under ~4 GiB. The exporter publishes memory_budget_bytes with it.
-    os_reserve_bytes: int = Field(
-        4 * GIB, ge=0, description="OS/driver reserve subtracted from MemAvailable, bytes."
+    os_reserve_bytes: Bytes = Field(
+        4 * GIB, description="OS/driver reserve subtracted from MemAvailable, bytes."
     )
     # A vLLM at 0.94 runs for weeks at 1.5-1.9 GiB available: thin budget is a warning, never critical alone.
     budget_warn_bytes: int = Field(8 * GIB, description="Budget under this is thin (warning), bytes.")
@@ -170,67 +151,55 @@ class Thresholds(BaseModel):
         description="The near-exhaustion critical ends only once the minimum budget is above this, bytes.",
     )
     # PSI avg60, not the flickering avg10: healthy GB10 sits at 0-0.2%; reclaim stalls show 3-30%.
-    psi_some_warn_pct: float = Field(
-        2.0, ge=0, description="PSI memory 'some' avg60 that counts as stalling, %."
-    )
+    psi_some_warn_pct: Level = Field(2.0, description="PSI memory 'some' avg60 that counts as stalling, %.")
     # Healthy GB10 sits at 0-0.2 %: under 1 % the stalls are over, between 1 and 2 % they carry on.
-    psi_some_leave_pct: float = Field(
-        1.0, ge=0, description="PSI some avg60 under which stalling has stopped, %."
+    psi_some_leave_pct: Level = Field(1.0, description="PSI some avg60 under which stalling has stopped, %.")
+    psi_full_critical_pct: Level = Field(
+        10.0, description="PSI 'full' avg60 that counts as sustained stalls, %."
     )
-    psi_full_critical_pct: float = Field(
-        10.0, ge=0, description="PSI 'full' avg60 that counts as sustained stalls, %."
+    psi_full_leave_pct: Level = Field(
+        7.0, description="PSI full avg60 under which sustained full stalls have stopped, %."
     )
-    psi_full_leave_pct: float = Field(
-        7.0, ge=0, description="PSI full avg60 under which sustained full stalls have stopped, %."
-    )
-    psi_full_sustain_s: float = Field(60.0, ge=0, description="How long PSI 'full' must stay high, seconds.")
+    psi_full_sustain_s: Delay = Field(60.0, description="How long PSI 'full' must stay high, seconds.")
     # Swapping out (pswpout rate), not stale SwapTotal-SwapFree; healthy hosts swap out 0 pages/s.
-    swapout_warn_pages_s: float = Field(
-        64.0, ge=0, description="pswpout rate that counts as swapping, pages/s."
-    )
-    swapout_leave_pages_s: float = Field(
-        16.0, ge=0, description="pswpout rate under which swapping out has stopped, pages/s."
+    swapout_warn_pages_s: Delay = Field(64.0, description="pswpout rate that counts as swapping, pages/s.")
+    swapout_leave_pages_s: Delay = Field(
+        16.0, description="pswpout rate under which swapping out has stopped, pages/s."
     )
     # Healthy training shows 1-10 major faults/s; eviction storms 300-2000/s.
-    majfault_storm_per_s: float = Field(
-        200.0, ge=0, description="pgmajfault rate that counts as a storm, per s."
-    )
+    majfault_storm_per_s: Delay = Field(200.0, description="pgmajfault rate that counts as a storm, per s.")
     # A storm under pressure wanders 150-320/s between samples: it is over under half the entering rate
     # (healthy 1-10/s), so a storm at 180-250/s stays one storm instead of critical every other sample.
-    majfault_storm_leave_per_s: float = Field(
-        100.0, ge=0, description="pgmajfault rate under which a storm is over, per s."
+    majfault_storm_leave_per_s: Delay = Field(
+        100.0, description="pgmajfault rate under which a storm is over, per s."
     )
     # Model load (56 GiB safetensors): page cache and anon climb ~8 GiB per 30 s each while MemAvailable falls.
     # A job start that maps 16 GiB of weights grows anon by ~2 GiB: not a transient heading for the limit.
     transient_min_growth_bytes: int = Field(
         4 * GIB, description="Cached and anon must each grow this much over the transient window, bytes."
     )
-    transient_window_s: float = Field(
-        90.0, gt=0, description="Window over which the load transient is judged, s."
+    transient_window_s: Seconds = Field(
+        90.0, description="Window over which the load transient is judged, s."
     )
     # Three minutes ahead (3-6 samples): the 56 GiB load ran out of budget ~95 s after it became visible,
     # while a 20 GiB load into an empty pool, also fast, stops long before the limit.
-    transient_horizon_s: float = Field(
-        180.0, gt=0, description="Warn when the falling budget would be exhausted within this, seconds."
+    transient_horizon_s: Seconds = Field(
+        180.0, description="Warn when the falling budget would be exhausted within this, seconds."
     )
     # The device copy of a model load on GB10 (cudaMalloc'd, in neither Cached nor AnonPages) drops
     # MemAvailable 45 -> 32 -> 18 GiB in consecutive 45 s samples; healthy hosts wobble by well under 1 GiB.
-    avail_fall_min_bytes: int = Field(
+    avail_fall_min_bytes: Bytes = Field(
         2 * GIB,
-        ge=0,
         description="MemAvailable fall per interval, twice in a row, that counts as falling fast, bytes.",
     )
     # Warn when, at the latest fall rate, the budget is gone before the next sample: a load that stops on its
     # own (a trainer start taking 69 -> 60 -> 44 -> 28 GiB at 37 s sampling, a benign 90 -> 68 -> 56 GiB load)
     # still had more than one interval left, while the 56 GiB device copy at 18 GiB had 42 s of 45.
-    avail_fall_horizon_intervals: float = Field(
+    avail_fall_horizon_intervals: Positive = Field(
         1.0,
-        gt=0,
         description="Warn when MemAvailable falling fast would exhaust the budget within this many intervals.",
     )
-    oom_critical_hold_s: float = Field(
-        300.0, ge=0, description="G3 stays critical this long after an OOM kill, s."
-    )
+    oom_critical_hold_s: Delay = Field(300.0, description="G3 stays critical this long after an OOM kill, s.")
 
     # ---- G6 contention -------------------------------------------------------------------------
     # "A LoRA under 4 GB beside a vLLM capped at 0.5 is ok": smaller GPU-resident jobs are not heavy.
@@ -247,63 +216,53 @@ class Thresholds(BaseModel):
         16 * GIB, description="Footprint from which a trainer counts as large, bytes."
     )
     # vLLM's default --gpu-memory-utilization is 0.9 of the whole UMA pool; 0.5 leaves room for a trainer.
-    capped_utilization_max: float = Field(
-        0.5, gt=0, le=1, description="Highest utilisation cap that counts as capped."
-    )
-    near_capacity_ratio: float = Field(
+    capped_utilization_max: Share = Field(0.5, description="Highest utilisation cap that counts as capped.")
+    near_capacity_ratio: Share = Field(
         0.85,
-        gt=0,
-        le=1,
         description="Workload footprints over this share of MemTotal count as near capacity.",
     )
     # Field eviction: trainer RSS halves (14 -> 7 GiB) within ~3 minutes while PSI and swap-out fire.
-    eviction_loss_ratio: float = Field(
-        0.30, gt=0, le=1, description="Share of RSS lost that counts as eviction."
-    )
+    eviction_loss_ratio: Share = Field(0.30, description="Share of RSS lost that counts as eviction.")
     eviction_min_loss_bytes: int = Field(
         1 * GIB, description="Smallest RSS loss that counts as eviction, bytes."
     )
     # Ten minutes, so a victim squeezed out gradually (60 s sampling) is still seen losing its share.
-    eviction_window_s: float = Field(
-        600.0, gt=0, description="Window over which RSS loss is measured, seconds."
-    )
+    eviction_window_s: Seconds = Field(600.0, description="Window over which RSS loss is measured, seconds.")
     # A level counts once the process has held it this long: torch.save staging a state dict lifts a
     # trainer's RSS (10 -> 22 GiB) for one 30-60 s sample and returns; evicted trainers and servers sat at
     # their level for minutes (the field victim held 14 GiB for the whole run before halving).
-    eviction_level_hold_s: float = Field(
-        90.0, ge=0, description="How long an RSS level must be held to be the reference of a loss, seconds."
+    eviction_level_hold_s: Delay = Field(
+        90.0, description="How long an RSS level must be held to be the reference of a loss, seconds."
     )
     # Pressure signals flicker between samples during one squeeze (PSI avg60 dips under 2 % for a sample);
     # a quiet spell this long ends the episode, so the next one measures from fresh reference levels.
-    eviction_episode_gap_s: float = Field(
-        300.0, ge=0, description="Quiet time without memory pressure that ends a pressure episode, seconds."
+    eviction_episode_gap_s: Delay = Field(
+        300.0, description="Quiet time without memory pressure that ends a pressure episode, seconds."
     )
     # A process that moved its weights to the GPU shows gpu_mem rising by about what RSS lost.
-    gpu_move_ratio: float = Field(
-        0.5, gt=0, description="GPU memory gain (share of the RSS loss) that explains a shrink as a move."
+    gpu_move_ratio: Positive = Field(
+        0.5, description="GPU memory gain (share of the RSS loss) that explains a shrink as a move."
     )
-    eviction_hold_s: float = Field(
-        600.0, ge=0, description="G6 stays critical this long after an eviction, s."
-    )
-    eviction_rearm_s: float = Field(
-        1800.0, ge=0, description="A process evicted once is not reported again for, s."
+    eviction_hold_s: Delay = Field(600.0, description="G6 stays critical this long after an eviction, s.")
+    eviction_rearm_s: Delay = Field(
+        1800.0, description="A process evicted once is not reported again for, s."
     )
 
     # ---- driver faults --------------------------------------------------------------------------
     # Owners report the whole host wedging within minutes of an NV_ERR_NO_MEMORY line under unified-memory
     # pressure (no OOM kill, no panic): G3 stays critical long enough for an alert and a look.
-    driver_oom_hold_s: float = Field(
-        600.0, ge=0, description="G3 stays critical this long after a live NV_ERR_NO_MEMORY line, seconds."
+    driver_oom_hold_s: Delay = Field(
+        600.0, description="G3 stays critical this long after a live NV_ERR_NO_MEMORY line, seconds."
     )
     # The hung-engine pattern needs minutes to show (anomaly_min_s); an Xid 43/109 logged within this
     # before it is the driver saying the same thing.
-    hung_xid_window_s: float = Field(
-        900.0, gt=0, description="An Xid 43/109 this recent is named by the hung-engine anomaly, seconds."
+    hung_xid_window_s: Seconds = Field(
+        900.0, description="An Xid 43/109 this recent is named by the hung-engine anomaly, seconds."
     )
     # A driver out-of-memory or PCIe fatal error older than this before a reboot is not its stated cause
     # (an Xid 79 always is: nothing reaches the GPU again until a power cycle).
-    driver_fault_reboot_window_s: float = Field(
-        3600.0, gt=0, description="A driver fault this close before a reboot is named as its cause, seconds."
+    driver_fault_reboot_window_s: Seconds = Field(
+        3600.0, description="A driver fault this close before a reboot is named as its cause, seconds."
     )
 
     @model_validator(mode="after")

@@ -2,6 +2,8 @@
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from spark_watchd.sample.quantities import Delay, Seconds
+
 
 class SourcesSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -10,25 +12,22 @@ class SourcesSettings(BaseModel):
     proc_root: str = Field("/proc", description="Where /proc is mounted.")
     sys_root: str = Field("/sys", description="Where /sys is mounted.")
     # A wedged driver must cost a tick at most this long, never the daemon; NVML answers in milliseconds.
-    nvml_timeout_s: float = Field(
-        5.0, gt=0, le=60, description="Bound on one tick's NVML reading; over it the source is down."
+    nvml_timeout_s: Seconds = Field(
+        5.0, le=60, description="Bound on one tick's NVML reading; over it the source is down."
     )
     # Retry a failed NVML at the next tick, then after 10, 20, 40... s up to the cap: a machine without a
     # driver is not probed every tick.
-    nvml_backoff_initial_s: float = Field(
-        10.0, gt=0, le=3600, description="First wait before re-initialising a failed NVML."
+    nvml_backoff_initial_s: Seconds = Field(
+        10.0, le=3600, description="First wait before re-initialising a failed NVML."
     )
-    nvml_backoff_max_s: float = Field(300.0, gt=0, le=86400, description="Longest wait between NVML retries.")
+    nvml_backoff_max_s: Seconds = Field(300.0, le=86400, description="Longest wait between NVML retries.")
     nvidia_smi_path: str = Field(
         "nvidia-smi", description="nvidia-smi binary for the fallback (used only when NVML cannot load)."
     )
-    nvidia_smi_timeout_s: float = Field(
-        10.0, gt=0, le=120, description="nvidia-smi is killed after this long."
-    )
+    nvidia_smi_timeout_s: Seconds = Field(10.0, le=120, description="nvidia-smi is killed after this long.")
     # On GB10 MemAvailable has fallen from 29 to 2.5 GiB in 9 s: a 30 s tick alone misses the dip.
-    fast_watch_interval_s: float = Field(
+    fast_watch_interval_s: Delay = Field(
         1.0,
-        ge=0,
         le=10,
         description="Seconds between MemAvailable/PSI readings between ticks; 0 turns the watch off.",
     )
@@ -43,8 +42,8 @@ class SourcesSettings(BaseModel):
         "Reading them needs group systemd-journal (the shipped unit adds it).",
     )
     # journalctl -k -b -1 on a week-long boot answers in well under a second; the first tick waits for it.
-    journal_timeout_s: float = Field(
-        5.0, gt=0, le=60, description="journalctl reading the previous boot is killed after this long."
+    journal_timeout_s: Seconds = Field(
+        5.0, le=60, description="journalctl reading the previous boot is killed after this long."
     )
     kernel_log_follow: bool = Field(
         True, description="Follow the live kernel log (journalctl -k -f) for NV_ERR_NO_MEMORY and AER lines."

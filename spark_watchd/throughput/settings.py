@@ -6,6 +6,8 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from spark_watchd.sample.quantities import Count, Delay, Seconds
+
 # Ready-made log-tail patterns (see logtail.py): names accepted by `[[progress.log_tail]] pattern`.
 PATTERN_PRESETS = ("hf", "tqdm")
 
@@ -71,15 +73,13 @@ class ProgressSettings(BaseModel):
         le=1 << 20,
         description="Largest report body; larger gets 413 (a report is ~100 bytes).",
     )
-    job_expiry_s: float = Field(
+    job_expiry_s: Seconds = Field(
         900.0,
-        gt=0,
         description="A job silent this long is dropped from the metrics and its run closed in the ledger, so "
         "`job` labels do not pile up. 15 min covers a long evaluation or checkpoint save between reports.",
     )
-    max_jobs: int = Field(
+    max_jobs: Count = Field(
         64,
-        ge=1,
         le=10000,
         description="Most jobs tracked at once; a report for a new job beyond it gets 429.",
     )
@@ -89,10 +89,9 @@ class ProgressSettings(BaseModel):
         description="Steps after a run starts that are not part of its baseline: the first steps carry "
         "compilation, allocator growth and data-loader start-up.",
     )
-    warmup_s: float = Field(120.0, ge=0, description="Seconds after a run starts not part of its baseline.")
-    baseline_s: float = Field(
+    warmup_s: Delay = Field(120.0, description="Seconds after a run starts not part of its baseline.")
+    baseline_s: Seconds = Field(
         300.0,
-        gt=0,
         description="Seconds of progress after warm-up averaged into the baseline step time "
         "(a GB10 warms to its steady temperature in minutes: throttling shows later, as a ratio above 1).",
     )
@@ -106,9 +105,9 @@ class ProgressSettings(BaseModel):
         default_factory=list,
         description="Log files to follow: `[[progress.log_tail]]` tables with path, job, pattern (hf, tqdm or a regex).",
     )
-    log_tail_poll_s: float = Field(1.0, gt=0, le=60, description="How often followed logs are read.")
-    log_tail_min_interval_s: float = Field(
-        5.0, ge=0, description="Least time between two reports derived from one log (tqdm redraws ~10x/s)."
+    log_tail_poll_s: Seconds = Field(1.0, le=60, description="How often followed logs are read.")
+    log_tail_min_interval_s: Delay = Field(
+        5.0, description="Least time between two reports derived from one log (tqdm redraws ~10x/s)."
     )
 
     @model_validator(mode="after")

@@ -2,6 +2,8 @@
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from spark_watchd.sample.quantities import Count, Positive
+
 
 class WebSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -14,23 +16,21 @@ class WebSettings(BaseModel):
         le=1_000_000,
         description="Most samples the in-memory history keeps (oldest dropped first).",
     )
-    history_hours: float = Field(
+    history_hours: Positive = Field(
         24.0,
-        gt=0,
         le=24 * 31,
         description="Samples older than this (behind the newest) are dropped from history.",
     )
     history_max_jobs: int = Field(
         8, ge=0, le=64, description="Most training jobs kept per history record (the busiest first)."
     )
-    history_api_max_records: int = Field(
+    history_api_max_records: Count = Field(
         5_000,
-        ge=1,
         le=1_000_000,
         description="Most records one GET /api/v1/history answer carries (the newest).",
     )
-    page_hours: float = Field(
-        12.0, gt=0, le=24 * 31, description="Hours of history the status page charts show."
+    page_hours: Positive = Field(
+        12.0, le=24 * 31, description="Hours of history the status page charts show."
     )
     page_refresh_seconds: float = Field(
         10.0, ge=0.5, le=3600, description="How often the status page fetches new data (no full reload)."

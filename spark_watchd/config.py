@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
-from spark_watchd.diagnose.thresholds import Thresholds
+from spark_watchd.diagnose.thresholds import RETIRED, Thresholds
 from spark_watchd.errors import ConfigError
 from spark_watchd.notify.settings import NotifySettings
 from spark_watchd.sources.settings import SourcesSettings
@@ -316,7 +316,9 @@ def check_environment(env: Mapping[str, str]) -> None:
             continue
         section, sep, rest = upper[len(ENV_PREFIX) :].partition("__")
         if section in sections and (not sep or f"{ENV_PREFIX}{section}__{rest.partition('__')[0]}" in names):
-            continue  # a key, a whole section as JSON, or a key's own table (SECTION__KEY__SUB)
+            continue
+        if section == "THRESHOLDS" and rest.lower() in RETIRED:
+            continue  # a retired key: accepted and dropped like one in the file  # a key, a whole section as JSON, or a key's own table (SECTION__KEY__SUB)
         close = difflib.get_close_matches(upper, names, n=1, cutoff=0.6)
         # SPARK_WATCHD_INTERVAL is a key without its section: suggest the section's variable.
         close = (

@@ -88,6 +88,10 @@ class DriverTracker:
         self.last_fault: tuple[float, str] | None = None  # (ts, words) of this boot's last boot-ending fault
         self.last_oom_ts: float | None = None
 
+    def set_thresholds(self, th) -> None:
+        """Judge with new thresholds from the next sample on."""
+        self.th = th
+
     def reboot_cause(self, sample: Sample) -> str | None:
         """Why the previous boot ended, from its journal lines in this sample, else from faults seen live."""
         found = None

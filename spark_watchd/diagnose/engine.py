@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -12,19 +11,20 @@ from spark_watchd.diagnose.g3 import G3Tracker
 from spark_watchd.diagnose.g4 import G4Tracker
 from spark_watchd.diagnose.g6 import G6Tracker
 from spark_watchd.diagnose.thresholds import Thresholds
+from spark_watchd.diagnose.tracker import Tracker
 from spark_watchd.sample.findings import Diagnosis, Event
 from spark_watchd.sample.model import Sample
 
+GOTCHAS = ("G3", "G4", "G6")  # the order of a Diagnosis's findings (and of the replay output)
+
 
 class Diagnoser:
-    """Keeps a bounded window and per-process memory; `observe(sample)` judges the newest sample."""
+    """Feeds each sample to the three trackers through their common interface (`diagnose.tracker.Tracker`)."""
 
     def __init__(self, thresholds: Thresholds | None = None):
         self.th = thresholds or Thresholds()
-        self.window: deque[Sample] = deque()
-        self.g3 = G3Tracker(self.th)
-        self.g4 = G4Tracker(self.th)
-        self.g6 = G6Tracker(self.th)
+        # Judged in this order, so the events of one sample come out G4, G3, G6 (as they always have).
+        self.trackers: tuple[Tracker, ...] = (G4Tracker(self.th), G3Tracker(self.th), G6Tracker(self.th))
         self.driver = DriverTracker(self.th)
         self._prev: feat.Features | None = None
         self._restored: Mapping[str, Any] | None = None
@@ -32,28 +32,31 @@ class Diagnoser:
     def restore(self, state: Mapping[str, Any]) -> None:
         """Resume from a persisted state (see `state()`): a new boot_id on the next sample is a reboot."""
         self._restored = dict(state)
-        self.g4.restore(state)
+        for t in self.trackers:
+            t.restore(self._restored)
 
     def state(self) -> dict[str, Any]:
-        """What must survive a power loss to recognise a reboot after a throttle."""
+        """What must survive a power loss to recognise a reboot after a throttle: one flat JSON object."""
         last = self._prev
-        return {
+        out = {
             "boot_id": last.boot_id if last is not None else (self._restored or {}).get("boot_id"),
             "uptime_s": last.uptime_s if last is not None else (self._restored or {}).get("uptime_s"),
-            **self.g4.state(),
         }
+        for t in self.trackers:
+            out.update(t.state())
+        return out
 
     def set_thresholds(self, th: Thresholds) -> None:
         """Use new thresholds from the next sample on, keeping every window, baseline and episode."""
-        self.th = self.g3.th = self.g6.th = self.driver.th = th
-        self.g3.new_thresholds()
-        self.g6.new_thresholds()
-        self.g4.set_thresholds(th)
+        self.th = th
+        self.driver.set_thresholds(th)
+        for t in self.trackers:
+            t.set_thresholds(th)
 
     @property
     def throttle_seconds(self) -> float:
-        """Seconds spent in thermal throttle per the G4 classifier."""
-        return self.g4.throttle_s
+        """Seconds spent in thermal throttle per the G4 classifier (its persisted counter)."""
+        return float(self.state().get("throttle_seconds_total") or 0.0)
 
     def _restored_reboot(self, sample: Sample) -> bool:
         r = self._restored
@@ -67,39 +70,32 @@ class Diagnoser:
 
     def observe(self, sample: Sample) -> Diagnosis:
         """Judge one sample (in time order; a clock step back restarts the windows)."""
-        th = self.th
         prev = self._prev
-        f = feat.compute(prev, sample, th)
+        f = feat.compute(prev, sample, self.th)
         events: list[Event] = []
         reboot = f.reboot or (prev is None and self._restored_reboot(sample))
         self._restored = None
         if reboot:
-            events.extend(self.g4.reboot(sample.ts, sample.boot_id, self.driver.reboot_cause(sample)))
+            cause = self.driver.reboot_cause(sample)  # read before the driver forgets the last boot
             self.driver.reboot()
-            self.g3.reboot()
-            self.g6.reboot()
-            self.window.clear()
+            for t in self.trackers:
+                events.extend(t.reboot(sample.ts, sample.boot_id, cause))
         elif prev is not None and sample.ts < prev.ts:
             # The clock stepped back (NTP, a hand-edited trace): windows keyed on time would never
             # expire, so start them afresh; episodes and counters carry on.
-            self.g3.time_jump(sample.ts)
-            self.g6.reboot()
-            self.g4.time_jump(sample.ts)
-            self.window.clear()
-        win = self.window
-        win.append(sample)
-        while sample.ts - win[0].ts > th.window_s or len(win) > th.window_max_samples:
-            win.popleft()
+            for t in self.trackers:
+                t.time_jump(sample.ts)
         events.extend(self.driver.update(sample) if sample.driver_events else ())
-        g4f, e4 = self.g4.update(sample, f)
-        g3f, e3 = self.g3.update(sample, f)
-        g6f, e6 = self.g6.update(sample, f)
-        g3f, g4f = self.driver.g3(g3f, sample.ts), self.driver.g4(g4f, sample.ts)
-        events.extend(e4)
-        events.extend(e3)
-        events.extend(e6)
+        findings, workloads = {}, ()
+        for t in self.trackers:
+            v = t.observe(sample, f)
+            findings[t.gotcha] = v.finding
+            events.extend(v.events)
+            workloads = workloads or v.workloads
+        findings["G3"] = self.driver.g3(findings["G3"], sample.ts)
+        findings["G4"] = self.driver.g4(findings["G4"], sample.ts)
         self._prev = f
-        return Diagnosis(sample.ts, {"G3": g3f, "G4": g4f, "G6": g6f}, tuple(events), self.g6.workloads)
+        return Diagnosis(sample.ts, {g: findings[g] for g in GOTCHAS}, tuple(events), workloads)
 
     def run(self, samples: Iterable[Sample]) -> Iterator[Diagnosis]:
         """Judge each sample in turn."""

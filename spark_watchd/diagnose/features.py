@@ -6,7 +6,7 @@ subtraction against the previous Features rather than a second walk through the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from spark_watchd.sample.findings import Finding
 from spark_watchd.sample.model import Sample
@@ -222,18 +222,18 @@ def _psi(avg60, total, prev_total, dt):
     return avg60, avg60
 
 
-def fold(gotcha: str, tracker, window: Sequence[Sample], th, on_reboot: Callable[[Sample], None]) -> Finding:
+def fold(tracker, window: Sequence[Sample], th) -> Finding:
     """Feed a window (oldest first) through a classifier's tracker; the finding for its newest sample.
 
     This is each classifier's pure form (`g3.classify` ...): the engine feeds the same trackers one
     sample at a time instead, so nothing is recomputed over the window.
     """
     prev = None
-    finding = Finding(gotcha, "unknown", "No samples")
+    finding = Finding(tracker.gotcha, "unknown", "No samples")
     for s in window:
         f = compute(prev, s, th)
         if f.reboot:
-            on_reboot(s)
-        finding, _ = tracker.update(s, f)
+            tracker.reboot(s.ts, s.boot_id, None)
+        finding = tracker.observe(s, f).finding
         prev = f
     return finding

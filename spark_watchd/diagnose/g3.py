@@ -1,6 +1,7 @@
 """G3 unified-memory pressure from /proc/meminfo, PSI and vmstat (never NVML memory: Not Supported on GB10).
 
-`classify(window, th)` is the pure function of a window; `G3Tracker.update` is its incremental form.
+`classify(window, th)` is the pure function of a window; `G3Tracker.observe` is its incremental form
+(a `diagnose.tracker.Tracker`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from collections.abc import Sequence
 
 from spark_watchd.diagnose import features as feat
 from spark_watchd.diagnose.steady import Dwell, Latch
+from spark_watchd.diagnose.tracker import Verdict
 from spark_watchd.sample.findings import Event, Finding
 from spark_watchd.sample.model import Sample
 
@@ -39,6 +41,8 @@ def _gib(b) -> float | None:
 class G3Tracker:
     """Incremental G3 classifier: feed samples oldest first."""
 
+    gotcha = "G3"
+
     def __init__(self, th):
         self.th = th
         self.hist = deque()  # (ts, avail_b, cached_b, anon_b) over the transient window
@@ -51,16 +55,28 @@ class G3Tracker:
         self.thin, self.exhausted = Latch(), Latch()
         self.dwell = Dwell()
 
-    def reboot(self) -> None:
-        """Forget windowed memory state across a reboot (a fresh boot is not still OOM-critical)."""
+    def reboot(self, ts: float, boot_id: str | None, cause: str | None) -> list[Event]:
+        """Forget windowed memory state across a reboot (a fresh boot is not still OOM-critical); no events."""
+        self._forget()
+        return []
+
+    def _forget(self) -> None:
         self.hist.clear()
         self.avail.clear()
         self.full_since = None
         self.oom_hold_until = None
         self.dwell.reset()
 
-    def new_thresholds(self) -> None:
+    def state(self) -> dict:
+        """Nothing: windows and latches start afresh after a restart."""
+        return {}
+
+    def restore(self, state) -> None:
+        """Nothing persisted (see state())."""
+
+    def set_thresholds(self, th) -> None:
         """Thresholds were reloaded: judge the next sample afresh against them (no level or dwell held)."""
+        self.th = th
         self.stalls, self.swapping, self.full = Latch(), Latch(), Latch()
         self.thin, self.exhausted = Latch(), Latch()
         self.dwell.reset()
@@ -68,7 +84,7 @@ class G3Tracker:
     def time_jump(self, ts: float) -> None:
         """The clock stepped back: restart the windows; an OOM hold still lasts at most its length from now."""
         hold = self.oom_hold_until
-        self.reboot()
+        self._forget()
         if hold is not None:
             self.oom_hold_until = min(hold, ts + self.th.oom_critical_hold_s)
 
@@ -123,7 +139,7 @@ class G3Tracker:
         tte = max(0, budget) / ((a1 - a2) / dt)
         return tte if tte <= th.avail_fall_horizon_intervals * dt else None
 
-    def update(self, sample: Sample, f: feat.Features) -> tuple[Finding, list[Event]]:
+    def observe(self, sample: Sample, f: feat.Features) -> Verdict:
         """Judge the newest sample (held at a severity for min_dwell_s before it may fall)."""
         finding, events = self._judge(sample, f)
         out = self.dwell.apply(finding, f.ts, self.th.min_dwell_s)
@@ -133,7 +149,7 @@ class G3Tracker:
             self.exhausted.on = self.full.on = False
             if out.severity != "warning":
                 self.stalls.on = self.swapping.on = self.thin.on = False
-        return out, events
+        return Verdict(out, events)
 
     def _judge(self, sample: Sample, f: feat.Features) -> tuple[Finding, list[Event]]:
         th = self.th
@@ -264,5 +280,4 @@ class G3Tracker:
 
 def classify(window: Sequence[Sample], th) -> Finding:
     """G3 finding for the newest sample of a window (oldest first); pure."""
-    tr = G3Tracker(th)
-    return feat.fold("G3", tr, window, th, lambda s: tr.reboot())
+    return feat.fold(G3Tracker(th), window, th)

@@ -1,7 +1,8 @@
 """G4 thermal throttling: the throttle signature, its damage, reboots, and the non-thermal look-alikes.
 
-`classify(window, th)` is the pure function of a window; `G4Tracker.update` is its incremental form
-(the engine feeds one sample at a time so nothing is recomputed over the whole window).
+`classify(window, th)` is the pure function of a window; `G4Tracker.observe` is its incremental form
+(a `diagnose.tracker.Tracker`: the engine feeds one sample at a time so nothing is recomputed over the
+whole window).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from spark_watchd.diagnose.anomaly import ADVICE_HUNG, ADVICE_LIMIT, ADVICE_POWE
 from spark_watchd.diagnose.board import evidence as board_evidence
 from spark_watchd.diagnose.steady import Dwell
 from spark_watchd.diagnose.steps import Job, step_ratio
+from spark_watchd.diagnose.tracker import Verdict
 from spark_watchd.sample.findings import Event, Finding
 from spark_watchd.sample.model import Sample
 
@@ -37,6 +39,8 @@ def _n(v, fmt: str = "") -> str:
 
 class G4Tracker:
     """Incremental G4 classifier: feed samples oldest first, read the finding for the newest."""
+
+    gotcha = "G4"
 
     def __init__(self, th):
         self.th = th
@@ -85,7 +89,7 @@ class G4Tracker:
             and at_ts - lt <= self.th.reboot_after_throttle_window_s + self.th.throttle_end_quiet_s
         )
 
-    def reboot(self, ts: float, boot_id: str | None, cause: str | None = None) -> list[Event]:
+    def reboot(self, ts: float, boot_id: str | None, cause: str | None) -> list[Event]:
         """A new boot was seen at ts: report it, whether it followed a throttle, and any driver fault that ended it."""
         th = self.th
         events = []
@@ -134,10 +138,10 @@ class G4Tracker:
             self.episode_start = ts
         self.reboot_hold_until = None
 
-    def update(self, sample: Sample, f: feat.Features) -> tuple[Finding, list[Event]]:
+    def observe(self, sample: Sample, f: feat.Features) -> Verdict:
         """Judge the newest sample (after any reboot() call for it), held min_dwell_s before it may fall."""
         finding, events = self._judge(sample, f)
-        return self.dwell.apply(finding, f.ts, self.th.min_dwell_s), events
+        return Verdict(self.dwell.apply(finding, f.ts, self.th.min_dwell_s), events)
 
     def _judge(self, sample: Sample, f: feat.Features) -> tuple[Finding, list[Event]]:
         th = self.th
@@ -348,5 +352,4 @@ class G4Tracker:
 
 def classify(window: Sequence[Sample], th) -> Finding:
     """G4 finding for the newest sample of a window (oldest first); pure."""
-    tr = G4Tracker(th)
-    return feat.fold("G4", tr, window, th, lambda s: tr.reboot(s.ts, s.boot_id))
+    return feat.fold(G4Tracker(th), window, th)

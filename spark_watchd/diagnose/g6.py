@@ -1,6 +1,7 @@
 """G6 contention: heavy GPU-resident workloads sharing the one UMA pool, and evictions between them.
 
-`classify(window, th)` is the pure function of a window; `G6Tracker.update` is its incremental form.
+`classify(window, th)` is the pure function of a window; `G6Tracker.observe` is its incremental form
+(a `diagnose.tracker.Tracker`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from collections.abc import Sequence
 
 from spark_watchd.diagnose import features as feat
 from spark_watchd.diagnose.steady import Dwell, Latch
+from spark_watchd.diagnose.tracker import Verdict
 from spark_watchd.sample.findings import Event, Finding
 from spark_watchd.sample.groups import Grouper, Workload
 from spark_watchd.sample.model import Sample
@@ -32,6 +34,8 @@ ADVICE_EVICT = (
 class G6Tracker:
     """Incremental G6 classifier: feed samples oldest first."""
 
+    gotcha = "G6"
+
     def __init__(self, th):
         self.th = th
         self.grouper = Grouper(th.capped_utilization_max)
@@ -49,8 +53,16 @@ class G6Tracker:
         self.storm = Latch()
         self.dwell = Dwell()
 
-    def reboot(self) -> None:
-        """Processes do not survive a reboot."""
+    def reboot(self, ts: float, boot_id: str | None, cause: str | None) -> list[Event]:
+        """Processes do not survive a reboot; no events."""
+        self._forget()
+        return []
+
+    def time_jump(self, ts: float) -> None:
+        """The clock stepped back: per-process histories keyed on time start afresh, as after a reboot."""
+        self._forget()
+
+    def _forget(self) -> None:
         self.rss.clear()
         self.fired.clear()
         self.ref.clear()
@@ -58,19 +70,27 @@ class G6Tracker:
         self.pressure_last = None
         self.dwell.reset()
 
-    def new_thresholds(self) -> None:
+    def state(self) -> dict:
+        """Nothing: process histories are rebuilt from the next samples after a restart."""
+        return {}
+
+    def restore(self, state) -> None:
+        """Nothing persisted (see state())."""
+
+    def set_thresholds(self, th) -> None:
         """Thresholds were reloaded: judge the next sample afresh against them (no level or dwell held)."""
+        self.th = th
         self.stalls, self.storm = Latch(), Latch()
         self.heavy_keys.clear()
         self.dwell.reset()
 
-    def update(self, sample: Sample, f: feat.Features) -> tuple[Finding, list[Event]]:
+    def observe(self, sample: Sample, f: feat.Features) -> Verdict:
         """Judge the newest sample (held at a severity for min_dwell_s before it may fall)."""
         finding, events = self._judge(sample, f)
         out = self.dwell.apply(finding, f.ts, self.th.min_dwell_s)
         if out.severity != "critical":  # the storm latches hold a critical, never start one
             self.stalls.on = self.storm.on = False
-        return out, events
+        return Verdict(out, events, self.workloads)
 
     def _judge(self, sample: Sample, f: feat.Features) -> tuple[Finding, list[Event]]:
         th = self.th
@@ -324,5 +344,4 @@ def _window_reference(hist):
 
 def classify(window: Sequence[Sample], th) -> Finding:
     """G6 finding for the newest sample of a window (oldest first); pure."""
-    tr = G6Tracker(th)
-    return feat.fold("G6", tr, window, th, lambda s: tr.reboot())
+    return feat.fold(G6Tracker(th), window, th)

@@ -6,6 +6,12 @@ from spark_watchd.sample.quantities import Bytes, Count, Delay, Level, Positive,
 
 GIB = 1024**3
 
+# Keys that older releases accepted and nothing reads any more: a config file that still sets one loads
+# (the value is dropped) rather than stopping the daemon after an upgrade. key -> why it went.
+RETIRED = {
+    "window_max_samples": "bounded the engine's sample window, which nothing read and which is gone (issue 11)",
+}
+
 
 class Thresholds(BaseModel):
     """Classifier thresholds; windows are in seconds of sample time so 30 s and 60 s intervals behave alike."""
@@ -13,13 +19,9 @@ class Thresholds(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     # ---- window --------------------------------------------------------------------------------
-    # Ten minutes holds 10-20 samples at the 30-60 s sampling interval: enough for every rate below.
-    window_s: Seconds = Field(600.0, description="History the engine keeps for windowed judgements, seconds.")
-    # At --interval 1 ten minutes is 600 frozen samples (each carries every meminfo and vmstat counter): RSS
-    # settled at 67-70 MB against the README's 60 MiB target. Bounded by count as well as by time.
-    window_max_samples: int = Field(
-        40, ge=2, le=100_000, description="Most samples the engine's window keeps, whatever the interval."
-    )
+    # Ten minutes holds 10-20 samples at the 30-60 s sampling interval: enough for the anomaly watch's
+    # temperature trend (G4's power-delivery and hung-engine look-alikes), the one reader of this key.
+    window_s: Seconds = Field(600.0, description="Temperature history the G4 anomaly watch keeps, seconds.")
     # A gap longer than this (daemon stopped, host asleep) restarts rates instead of averaging across it.
     max_gap_s: Seconds = Field(
         600.0, description="Longest gap between samples still used for rates, seconds."
@@ -264,6 +266,14 @@ class Thresholds(BaseModel):
     driver_fault_reboot_window_s: Seconds = Field(
         3600.0, description="A driver fault this close before a reboot is named as its cause, seconds."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_retired_keys(cls, data):
+        """Accept and drop the keys in RETIRED, so a config file written for an older release still loads."""
+        if isinstance(data, dict) and any(k in data for k in RETIRED):
+            data = {k: v for k, v in data.items() if k not in RETIRED}
+        return data
 
     @model_validator(mode="after")
     def _leaving_levels_sit_past_entering_ones(self) -> "Thresholds":

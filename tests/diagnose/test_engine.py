@@ -82,13 +82,28 @@ def test_engine_survives_sparse_samples(objs):
             assert isinstance(f.summary, str) and f.summary
 
 
-def test_window_is_bounded_by_samples_at_a_one_second_interval():
-    from spark_watchd.diagnose.engine import Diagnoser
-    from spark_watchd.diagnose.thresholds import Thresholds
-    from spark_watchd.sample.model import Sample
+def test_the_engine_keeps_no_sample_window_and_drives_every_tracker_through_one_interface():
+    """Each tracker offers the Tracker methods; the engine keeps no per-sample history of its own."""
+    import inspect
 
-    th = Thresholds()
-    eng = Diagnoser(th)
-    for i in range(600):  # ten minutes at --interval 1: within window_s, so only the count bounds it
-        eng.observe(Sample(ts=1_000_000.0 + i, meminfo={"MemTotal": 1000, "MemAvailable": 500}))
-    assert len(eng.window) == th.window_max_samples < 600
+    from spark_watchd.diagnose.tracker import Tracker, Verdict
+
+    eng = Diagnoser()
+    assert [t.gotcha for t in eng.trackers] == ["G4", "G3", "G6"]
+    wanted = {n for n, _ in inspect.getmembers(Tracker, inspect.isfunction) if not n.startswith("_")}
+    assert wanted == {"observe", "reboot", "time_jump", "state", "restore", "set_thresholds"}
+    for t in eng.trackers:
+        for name in wanted:
+            ours = inspect.signature(getattr(Tracker, name)).parameters
+            theirs = inspect.signature(getattr(type(t), name)).parameters
+            assert list(theirs) == list(ours), (t.gotcha, name)
+    assert not hasattr(eng, "window")
+    v = eng.trackers[2].observe(Sample(ts=1.0, meminfo={"MemTotal": 1000, "MemAvailable": 500}), _features())
+    assert isinstance(v, Verdict) and v.finding.gotcha == "G6"
+
+
+def _features():
+    from spark_watchd.diagnose import features as feat
+    from spark_watchd.diagnose.thresholds import Thresholds
+
+    return feat.compute(None, Sample(ts=1.0, meminfo={"MemTotal": 1000, "MemAvailable": 500}), Thresholds())

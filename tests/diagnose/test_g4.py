@@ -221,7 +221,8 @@ def test_clock_stepping_back_restarts_windows_without_events():
     for s in host.run(int(th.throttle_end_quiet_s / host.interval) + 2, temp=70.0):
         kinds += [e.kind for e in d.observe(s).events]
     assert kinds == ["throttle_end"]  # the episode still ends on its quiet time; no reboot invented
-    assert len(d.g6.rss) == 0 or all(len(h) <= 20 for h in d.g6.rss.values())
+    g6 = d.trackers[2]
+    assert len(g6.rss) == 0 or all(len(h) <= 20 for h in g6.rss.values())
 
 
 def test_early_heat_uses_the_warm_up_baseline_and_tokens_per_second():

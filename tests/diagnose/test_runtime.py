@@ -55,6 +55,42 @@ def test_reboot_after_throttle_survives_a_power_loss(tmp_path):
     rt.close()
 
 
+# The engine section of a state.json as main wrote it before the trackers shared one interface
+# (issue 11): a flat object, the G4 tracker's keys beside boot_id and uptime_s.
+STATE_BEFORE_ISSUE_11 = {
+    "version": 1,
+    "engine": {
+        "boot_id": "boot-a",
+        "uptime_s": 5000.0,
+        "last_ts": 1_700_000_300.0,
+        "throttle_active": True,
+        "throttle_start_ts": 1_700_000_100.0,
+        "last_thermal_ts": 1_700_000_300.0,
+        "throttle_seconds_total": 212.5,
+        "reboot_hold_until": None,
+    },
+    "event_counts": {"throttle_start": 3, "reboot": 1},
+    "xid_counts": {"0:79": 2},
+}
+
+
+def test_a_state_file_written_before_the_tracker_interface_restores_unchanged(tmp_path):
+    (tmp_path / "state.json").write_text(json.dumps(STATE_BEFORE_ISSUE_11))
+    rt = DiagnosisRuntime(Thresholds(), tmp_path)
+    assert rt.engine.state() == STATE_BEFORE_ISSUE_11["engine"]
+    assert rt.throttle_seconds() == 212.5
+    assert rt.event_counts()["throttle_start"] == 3 and rt.xid_error_counts()["0:79"] == 2
+    host = Host()
+    host.boot_id = "boot-b"  # the power loss during that throttle
+    d = rt.observe(host.sample(temp=40.0, power=4.0, util=0.0))
+    assert [(e.kind, e.after_throttle) for e in d.events] == [("throttle_end", None), ("reboot", True)]
+    assert d.findings["G4"].severity == "critical"
+    rt.close()
+    written = json.loads((tmp_path / "state.json").read_text())
+    assert set(written["engine"]) == set(STATE_BEFORE_ISSUE_11["engine"])  # the same shape written back
+    assert written["engine"]["boot_id"] == "boot-b" and written["event_counts"]["reboot"] == 2
+
+
 def test_restart_on_the_same_boot_is_not_a_reboot(tmp_path):
     host = Host()
     th = Thresholds()
@@ -143,4 +179,5 @@ def test_update_thresholds_reaches_every_classifier():
     new = Thresholds(anomaly_min_s=1.0)
     rt.update_thresholds(new)
     e = rt.engine
-    assert e.th is e.g3.th is e.g4.th is e.g6.th is e.g4.anomalies.th is new
+    g4, g3, g6 = e.trackers
+    assert e.th is e.driver.th is g3.th is g4.th is g6.th is g4.anomalies.th is new

@@ -43,3 +43,17 @@ def test_a_misspelt_threshold_in_the_config_file_is_an_error_naming_it(tmp_path)
         load_settings(str(cfg), environ={})
     cfg.write_text("[thresholds]\npsi_some_warn_pct = 5\n")
     assert load_settings(str(cfg), environ={}).thresholds.psi_some_warn_pct == 5.0
+
+
+def test_a_retired_key_in_an_old_config_file_or_the_environment_still_loads(tmp_path):
+    # window_max_samples bounded the engine's sample window until issue 11 removed that window.
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[thresholds]\nwindow_max_samples = 40\npsi_some_warn_pct = 5\n")
+    th = load_settings(str(cfg), environ={}).thresholds
+    assert th.psi_some_warn_pct == 5.0 and "window_max_samples" not in th.model_dump()
+    env = {"SPARK_WATCHD_THRESHOLDS__WINDOW_MAX_SAMPLES": "40"}
+    assert load_settings(None, environ=env).thresholds == Thresholds()
+    with pytest.raises(
+        ConfigError, match="WINDOW_MAX_SAMPLE: maps to no setting"
+    ):  # a misspelling of it is still an error
+        load_settings(None, environ={"SPARK_WATCHD_THRESHOLDS__WINDOW_MAX_SAMPLE": "40"})

@@ -137,7 +137,7 @@ def memory_families(snapshot: Snapshot) -> Iterator[Metric]:
     )
     yield one_gauge(
         "memory_budget_bytes",
-        "MemAvailable minus the configured OS/driver reserve (0 at worst).",
+        "MemAvailable minus the configured OS/driver reserve (negative once into it).",
         view.budget_bytes,
     )
     yield one_gauge(

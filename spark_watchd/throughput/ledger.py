@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from spark_watchd.logs import get_logger
-from spark_watchd.sample.memory import memory_view
+from spark_watchd.sample.memory import MemoryView
 from spark_watchd.sample.model import REASON_COUNTER_KEYS, Sample
 from spark_watchd.snapshot import Snapshot
 from spark_watchd.throughput.tracker import JobStats, RunEnd
@@ -86,8 +86,10 @@ def _gpu_key(g) -> str:
     return g.uuid or str(g.index)
 
 
-def interval_of(prev: Sample | None, cur: Sample, event_kinds: list[str]) -> _Interval:
-    """The contribution of `cur` given the previous sample (pure)."""
+def interval_of(
+    prev: Sample | None, cur: Sample, event_kinds: list[str], memory: MemoryView | None = None
+) -> _Interval:
+    """The contribution of `cur` given the previous sample and the tick's published memory view (pure)."""
     iv = _Interval(t0=prev.ts if prev is not None else cur.ts, t1=cur.ts)
     before = {_gpu_key(g): g for g in prev.gpus} if prev is not None else {}
     for g in cur.gpus:
@@ -105,7 +107,7 @@ def interval_of(prev: Sample | None, cur: Sample, event_kinds: list[str]) -> _In
                 if a is not None and b is not None and b >= a:
                     # Several GPUs throttled at once are the same wall seconds: take the largest.
                     iv.throttle_s[reason] = max(iv.throttle_s.get(reason, 0.0), (b - a) / 1e6)
-    low = memory_view(cur).available_min_bytes
+    low = memory.available_min_bytes if memory is not None else None
     iv.mem_min_kb = None if low is None else low // 1024
     iv.evictions = event_kinds.count("eviction")
     iv.oom_kills = event_kinds.count("oom_kill")
@@ -209,7 +211,7 @@ class RunLedger:
                 # Time went back (replay --loop, clock step): start the ring over.
                 self._recent.clear()
                 self._prev = None
-            self._recent.append(interval_of(self._prev, sample, kinds))
+            self._recent.append(interval_of(self._prev, sample, kinds, snapshot.memory_or_default()))
             self._prev = sample
             while len(self._recent) > self._max_recent:
                 self._fold(self._recent.popleft())

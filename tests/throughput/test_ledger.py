@@ -196,3 +196,21 @@ def test_ledger_rotates_past_its_size_and_runs_reads_both_files(tmp_path, clock)
     runs, bad = read_runs(tmp_path / "runs.jsonl")
     assert bad == 0 and 0 < len(runs) < 200 and runs[-1]["end"] == "2025-11-29T08:33:10Z"
     assert [r["end"] for r in runs] == sorted(r["end"] for r in runs)  # the rotated file's runs first
+
+
+def test_the_ledger_reports_the_memory_view_the_tick_published(tmp_path, clock):
+    """The run's lowest MemAvailable is the published Snapshot.memory's figure, not one recomputed."""
+    from dataclasses import replace
+
+    from spark_watchd.sample.memory import memory_view
+
+    clock.t = T0 + 300
+    tp = Throughput(ProgressSettings(), tmp_path, clock)
+    for k in range(-1, 6):
+        s = snap(T0 + 30 * k, avail_kb=40_000_000)
+        published = replace(memory_view(s.sample, 4 << 30), available_min_bytes=(30_000_000 - k) * 1024)
+        tp.observe(replace(s, memory=published))
+    six_report_run(tp.tracker, T0 + 30)
+    (run,) = read_runs(tmp_path / "runs.jsonl")[0]
+    # Intervals (30,60] .. (120,150] overlap the run: k = 1..5, the lowest published figure is k = 5's.
+    assert run["mem_available_min_bytes"] == (30_000_000 - 5) * 1024

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 from spark_watchd.commands import install_service
 from spark_watchd.service import configdoc, unitfile
@@ -23,10 +22,15 @@ class Recorder:
         return 1 if self.fail_on and self.fail_on in argv else self.rc
 
 
+# The interpreter the unit names, unless a test is about that: one any user may reach, outside /tmp and the
+# homes. The suite's own (sys.executable) may sit anywhere: CI may clone under /tmp, which PrivateTmp refuses.
+PY = "/opt/sw-venv/bin/python"
+
+
 def _args(*argv):
     p = argparse.ArgumentParser()
     install_service.add_arguments(p)
-    return p.parse_args(list(argv))
+    return p.parse_args(list(argv) if "--python" in argv else [*argv, "--python", PY])
 
 
 def _root(tmp_path, users=("root",), groups=("root", "video", "systemd-journal")):
@@ -40,7 +44,7 @@ def _root(tmp_path, users=("root",), groups=("root", "video", "systemd-journal")
 def test_dry_run_prints_every_file_and_command_and_touches_nothing(tmp_path):
     root = _root(tmp_path)
     before = sorted(p.relative_to(root) for p in root.rglob("*"))
-    proc = run_cli("install-service", "--dry-run", "--root", str(root))
+    proc = run_cli("install-service", "--dry-run", "--root", str(root), "--python", PY)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert (
@@ -49,15 +53,14 @@ def test_dry_run_prints_every_file_and_command_and_touches_nothing(tmp_path):
     )
     assert "--groups video" in out
     assert f"# write {root}/etc/spark-watchd/config.toml (mode 0640, group spark-watchd):" in out
-    assert f"ExecStart={sys.executable} -m spark_watchd run --config /etc/spark-watchd/config.toml" in out
+    assert f"ExecStart={PY} -m spark_watchd run --config /etc/spark-watchd/config.toml" in out
     assert "WatchdogSec=120" in out
     assert f"# run: systemctl --root={root} enable spark-watchd.service" in out
     assert sorted(p.relative_to(root) for p in root.rglob("*")) == before
 
 
 def test_dry_run_on_the_live_system_plans_reload_and_enable_now():
-    # An interpreter any user may reach (this test machine's own may sit under a 0700 /root: refused).
-    py = "/opt/sw-venv/bin/python"
+    py = PY
     proc = run_cli(
         "install-service", "--dry-run", "--user", "sparkmon", "--config", "/etc/sw/c.toml", "--python", py
     )
@@ -78,7 +81,7 @@ def test_install_into_a_root_writes_unit_and_config_and_creates_the_user(tmp_pat
     rec = Recorder()
     assert install_service.main(_args("--root", str(root)), runner=rec) == 0
     unit = (root / "etc/systemd/system/spark-watchd.service").read_text()
-    assert unit == unitfile.render_unit(python=sys.executable)
+    assert unit == unitfile.render_unit(python=PY)
     config = root / "etc/spark-watchd/config.toml"
     assert oct(config.stat().st_mode & 0o777) == "0o640"
     assert config.read_text() == configdoc.render()

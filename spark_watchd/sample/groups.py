@@ -14,8 +14,8 @@ Pure functions of a sample's processes; `Grouper` only caches each process's cla
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from spark_watchd.sample.model import ProcessInfo
 from spark_watchd.sample.workloads import (
@@ -39,9 +39,12 @@ _TRAINER_LAUNCHERS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Workload:
-    """One workload: the launcher's identity and argv, its cap, its members and their summed memory."""
+class Workload(NamedTuple):
+    """One workload: the launcher's identity and argv, its cap, its members and their summed memory.
+
+    A NamedTuple rather than a frozen dataclass: one is built per workload per tick, and a tuple is
+    built several times faster (the table is immutable either way).
+    """
 
     pid: int  # the launcher's (the group root's) pid
     create_time: float
@@ -56,7 +59,7 @@ class Workload:
     capped: bool | None  # None: not a server (caps are a server notion)
     cap: str | None  # the flag that caps it, as written: "--gpu-memory-utilization 0.35"
     cap_value: float | int | None = None
-    caps: Mapping[str, Any] = field(default_factory=dict)
+    caps: Mapping[str, Any] = MappingProxyType({})
 
     @property
     def key(self) -> tuple[int, float]:
@@ -89,6 +92,8 @@ class Grouper:
     def __init__(self, capped_max: float = 0.5):
         self.capped_max = capped_max
         self._kinds: dict[tuple[int, float], tuple[str, bool]] = {}
+        self._layout: tuple = ()
+        self._plan: tuple = ()
 
     def _kind(self, p: ProcessInfo) -> tuple[str, bool]:
         hit = self._kinds.get(p.key)
@@ -109,40 +114,60 @@ class Grouper:
         kinds = {p.key: self._kind(p) for p in processes}
         if len(self._kinds) > 4 * len(processes) + 64:  # forget processes long gone (bounded memory)
             self._kinds = {k: v for k, v in self._kinds.items() if k in kinds}
+        # Who belongs with whom changes only when a process comes, goes, is renamed or reparented: the
+        # grouping is reused while the layout stands, only the members' memory is summed afresh each sample.
+        layout = tuple((p.key, p.ppid, p.cmdline, kinds[p.key]) for p in processes)
+        if layout != self._layout:
+            self._layout, self._plan = layout, self._plan_groups(processes, kinds)
+        out = (self._workload([processes[i] for i in idx], static) for idx, static in self._plan)
+        return tuple(w for w in out if w.gpu_resident or w.kind != "other")
+
+    def _plan_groups(
+        self, processes: Sequence[ProcessInfo], kinds
+    ) -> tuple[tuple[tuple[int, ...], tuple], ...]:
+        """Each group as (member indices into `processes`, launcher first; what its launcher says)."""
         parent = _parents(processes, kinds)
-        groups: dict[tuple[int, float], list[ProcessInfo]] = {}
-        for p in processes:
+        index = {p.key: i for i, p in enumerate(processes)}
+        groups: dict[tuple[int, float], list[int]] = {}
+        for i, p in enumerate(processes):
             root = p
             seen = {p.key}
             while root.key in parent and parent[root.key].key not in seen:
                 root = parent[root.key]
                 seen.add(root.key)
-            groups.setdefault(root.key, [root] if root is not p else [])
-            groups[root.key].append(p)
-        out = (self._workload(members, kinds) for members in groups.values())
-        return tuple(w for w in out if w.gpu_resident or w.kind != "other")
+            groups.setdefault(root.key, [index[root.key]] if root is not p else [])
+            groups[root.key].append(i)
+        return tuple(
+            (tuple(idx), self._launcher([processes[i] for i in idx], kinds)) for idx in groups.values()
+        )
 
-    def _workload(self, members: list[ProcessInfo], kinds) -> Workload:
+    def _launcher(self, members: list[ProcessInfo], kinds) -> tuple:
+        """(kind, caps, capped, cap flag, cap value) of a group, read from its launcher's argv."""
         root = members[0]
         kind = kinds[root.key][0]
         if kind == "other":  # a plain parent (a notebook) of a server or trainer: the group is what it runs
             kind = next((kinds[m.key][0] for m in members if kinds[m.key][0] != "other"), "other")
+        if kind not in SERVER_KINDS:
+            return kind, {}, None, None, None
+        if kinds[root.key][1]:  # an orphan engine: its launcher (and cap) is not known
+            return kind, {}, False, None, None
+        caps = read_caps(root.cmdline)
+        flag, value = cap_flag(kind, caps)
+        return kind, caps, is_capped(kind, caps, self.capped_max), flag, value
+
+    @staticmethod
+    def _workload(members: list[ProcessInfo], static: tuple) -> Workload:
+        root = members[0]
+        kind, caps, capped, flag, value = static
         gpu_known = [m.gpu_mem_bytes for m in members if m.gpu_mem_bytes is not None]
-        foot = sum(max(m.rss_bytes or 0, m.gpu_mem_bytes or 0) for m in members)
-        launcher = root.cmdline
-        caps = read_caps(launcher) if kind in SERVER_KINDS else {}
-        capped = is_capped(kind, caps, self.capped_max) if kind in SERVER_KINDS else None
-        flag, value = cap_flag(kind, caps) if kind in SERVER_KINDS else (None, None)
-        if kind in SERVER_KINDS and kinds[root.key][1]:
-            capped, flag, value = False, None, None  # an orphan engine: its launcher (and cap) is not known
         return Workload(
             pid=root.pid,
             create_time=root.create_time,
             kind=kind,
             name=root.name,
-            cmdline=tuple(launcher),
+            cmdline=tuple(root.cmdline),
             members=tuple(m.pid for m in members),
-            footprint_bytes=foot,
+            footprint_bytes=sum(max(m.rss_bytes or 0, m.gpu_mem_bytes or 0) for m in members),
             gpu_mem_bytes=sum(gpu_known) if gpu_known else None,
             rss_bytes=sum(m.rss_bytes or 0 for m in members),
             gpu_resident=any(m.gpu_resident for m in members),

@@ -141,3 +141,24 @@ def test_trtllm_and_llamacpp_caps():
 
 def test_a_script_not_yet_on_the_gpu_is_not_a_workload():
     assert group_workloads([p(1, ["python3", "train.py"], 2.0)]) == ()
+
+
+def test_one_grouper_regroups_when_the_layout_changes_and_sums_memory_afresh_each_sample():
+    from spark_watchd.sample.groups import Grouper
+
+    g = Grouper()
+    tp2 = _vllm_tp2()
+    (w,) = g.group(tp2)
+    assert w.members == (100, 101, 102, 103)
+    # Same layout, new memory: the grouping stands, the footprint is this sample's.
+    grown = [*tp2[:3], p(103, ["VLLM::Worker_TP1_DP0"], 1.0, 30.0, ct=1006.1, ppid=101)]
+    (w,) = g.group(grown)
+    assert w.members == (100, 101, 102, 103)
+    assert w.footprint_bytes == int(1.5 * GIB) + int(1.0 * GIB) + int(20.0 * GIB) + int(30.0 * GIB)
+    # A trainer arrives: a second workload. A worker exits: it leaves its group.
+    trainer = p(200, ["python", "train.py"], 30.0, 30.0, ct=2000.0, ppid=1)
+    assert [x.members for x in g.group([*grown[:3], trainer])] == [(100, 101, 102), (200,)]
+    # The launcher is replaced by another server under the same pid and start (a test of renames): recapped.
+    relaunched = [p(100, [*VLLM[:-1], "0.9"], 1.5, ct=1000.0, ppid=1), *grown[1:]]
+    (w,) = g.group(relaunched)
+    assert w.cap_value == 0.9 and w.capped is False

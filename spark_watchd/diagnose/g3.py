@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from spark_watchd.diagnose import features as feat
 from spark_watchd.diagnose.steady import Dwell, Latch
-from spark_watchd.diagnose.tracker import Verdict
+from spark_watchd.diagnose.tracker import Unpersisted, Verdict
 from spark_watchd.sample.findings import Event, Finding
 from spark_watchd.sample.model import Sample
 
@@ -38,7 +38,7 @@ def _gib(b) -> float | None:
     return None if b is None else round(b / GIB, 2)
 
 
-class G3Tracker:
+class G3Tracker(Unpersisted):
     """Incremental G3 classifier: feed samples oldest first."""
 
     gotcha = "G3"
@@ -66,13 +66,6 @@ class G3Tracker:
         self.full_since = None
         self.oom_hold_until = None
         self.dwell.reset()
-
-    def state(self) -> dict:
-        """Nothing: windows and latches start afresh after a restart."""
-        return {}
-
-    def restore(self, state) -> None:
-        """Nothing persisted (see state())."""
 
     def set_thresholds(self, th) -> None:
         """Thresholds were reloaded: judge the next sample afresh against them (no level or dwell held)."""

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from spark_watchd.diagnose import features as feat
 from spark_watchd.diagnose.steady import Dwell, Latch
-from spark_watchd.diagnose.tracker import Verdict
+from spark_watchd.diagnose.tracker import Unpersisted, Verdict
 from spark_watchd.sample.findings import Event, Finding
 from spark_watchd.sample.groups import Grouper, Workload
 from spark_watchd.sample.model import Sample
@@ -31,7 +31,7 @@ ADVICE_EVICT = (
 )
 
 
-class G6Tracker:
+class G6Tracker(Unpersisted):
     """Incremental G6 classifier: feed samples oldest first."""
 
     gotcha = "G6"
@@ -69,13 +69,6 @@ class G6Tracker:
         self.heavy_keys.clear()
         self.pressure_last = None
         self.dwell.reset()
-
-    def state(self) -> dict:
-        """Nothing: process histories are rebuilt from the next samples after a restart."""
-        return {}
-
-    def restore(self, state) -> None:
-        """Nothing persisted (see state())."""
 
     def set_thresholds(self, th) -> None:
         """Thresholds were reloaded: judge the next sample afresh against them (no level or dwell held)."""

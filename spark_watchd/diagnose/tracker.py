@@ -49,3 +49,14 @@ class Tracker(Protocol):
     def set_thresholds(self, th: Thresholds) -> None:
         """Judge with new thresholds from the next sample on (SIGHUP reload)."""
         ...
+
+
+class Unpersisted:
+    """For a tracker whose windows and latches rebuild from the next samples: nothing survives a restart."""
+
+    def state(self) -> dict[str, Any]:
+        """Nothing: windows and latches start afresh after a restart."""
+        return {}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Nothing persisted (see state())."""

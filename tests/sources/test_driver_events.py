@@ -9,10 +9,8 @@ import time
 
 import pytest
 
-from spark_watchd.sample.driver import DriverEvent, event_kind, kernel_line_kind
-from spark_watchd.sample.model import Sample
+from spark_watchd.sample.driver import DriverEvent, event_kind
 from spark_watchd.sources.driver_events import DriverEventsSource
-from spark_watchd.sources.driverlog import journal_problem, parse_journal_json
 from spark_watchd.testing import FakeNvml
 from tests.conftest import FIXTURES
 
@@ -43,41 +41,6 @@ def _runner(stdout: str = "", stderr: str = "", rc: int = 0):
 
     run.calls = calls
     return run
-
-
-def test_previous_boot_excerpt_yields_xids_no_memory_and_nothing_else():
-    events = parse_journal_json(_lines("previous-boot-xid79.jsonl"))
-    kinds = [(event_kind(e), e.xid) for e in events]
-    assert kinds == [("xid", 13), ("xid", 13), ("xid", 43), ("driver_oom", None), ("xid", 79)]
-    last = events[-1]
-    assert last.source == "journal" and last.gpu is None
-    assert last.ts == pytest.approx(1764410800.5) and "fallen off the bus" in last.text
-
-
-def test_wedge_excerpt_reads_no_memory_and_fatal_aer_but_not_corrected_aer_or_bad_lines():
-    events = parse_journal_json(_lines("previous-boot-nomem-wedge.jsonl"))
-    assert [event_kind(e) for e in events] == ["driver_oom", "driver_oom", "pcie_fatal", "pcie_fatal"]
-    corrected = (
-        "mlx5_core 0000:01:00.0: PCIe Bus Error: severity=Corrected, type=Physical Layer, (Receiver ID)"
-    )
-    assert kernel_line_kind(corrected) is None
-    assert kernel_line_kind("NVRM: GPU 000f:01:00.0: GPU has fallen off the bus.") is None
-
-
-def test_parse_keeps_only_the_latest_events_of_a_fault_storm():
-    line = json.dumps(
-        {"__REALTIME_TIMESTAMP": "1", "MESSAGE": "NVRM: Xid (PCI:0000:01:00): 31, pid=1, name=x"}
-    )
-    assert len(parse_journal_json([line] * 500, limit=50)) == 50
-
-
-def test_journal_problem_names_the_missing_group_and_journalctl_failures():
-    hint = "Hint: You are currently not seeing messages from other users and the system.\n"
-    assert "systemd-journal" in journal_problem(0, hint, events_seen=False)
-    assert journal_problem(0, hint, events_seen=True) is None
-    assert journal_problem(
-        1, "Specifying boot ID or boot offset has no effect, no persistent journal was found.\n", False
-    ).startswith("journalctl exited 1: Specifying")
 
 
 def test_first_collect_hands_over_the_previous_boot_then_only_new_events():
@@ -195,31 +158,6 @@ def test_live_kernel_xid_is_not_recorded_twice_while_nvml_delivers_it():
         assert [event_kind(e) for e in got] == ["driver_oom"]
     finally:
         src.close()
-
-
-def test_sample_round_trips_driver_events_and_old_traces_stay_valid():
-    ev = DriverEvent(1764400000.5, 0, 79, "nvml", "Xid 79 (NVML event)")
-    s = Sample(ts=1764400001.0, driver_events=(ev,))
-    d = s.to_dict()
-    assert d["driver_events"] == [
-        {"ts": 1764400000.5, "gpu": 0, "xid": 79, "source": "nvml", "text": "Xid 79 (NVML event)"}
-    ]
-    assert Sample.from_dict(json.loads(json.dumps(d))) == s
-    del d["driver_events"]
-    assert Sample.from_dict(d).driver_events == ()
-
-
-@pytest.mark.parametrize(
-    ("bad", "match"),
-    [
-        ({"driver_events": {"xid": 79}}, "'driver_events' must be a list"),
-        ({"driver_events": [{"ts": 1, "xid": "79", "source": "nvml"}]}, "'xid' must be an integer"),
-        ({"driver_events": [{"ts": 1, "xid": 79, "source": "dmesg"}]}, "'source' must be nvml or journal"),
-    ],
-)
-def test_malformed_driver_events_name_the_key(bad, match):
-    with pytest.raises((TypeError, ValueError), match=match):
-        Sample.from_dict({"v": 1, "ts": 1.0, **bad})
 
 
 def test_a_driver_that_fails_to_load_is_retried_and_watched_once_it_loads():

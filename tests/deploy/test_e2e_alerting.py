@@ -69,6 +69,26 @@ def get_json(url: str, params: dict | None = None) -> dict | list:
         raise AssertionError(f"{url}: {e.code} {e.read().decode()[:500]}") from None
 
 
+def queries_without_data(prom: str, pending: list, timeout: float = 60.0) -> list:
+    """The (name, where, expr) dashboard queries that still return no data over the last 2 minutes after
+    polling `prom` until each has some or `timeout` passes; a query Prometheus refuses fails at once."""
+    end = time.monotonic() + timeout
+    while pending and time.monotonic() < end:
+        still = []
+        for name, where, expr in pending:
+            now = time.time()
+            res = get_json(
+                f"{prom}/api/v1/query_range", {"query": expr, "start": now - 120, "end": now, "step": "1"}
+            )
+            assert res["status"] == "success", (name, where, expr, res)
+            if not any(s["values"] for s in res["data"]["result"]):
+                still.append((name, where, expr))
+        pending = still
+        if pending:
+            time.sleep(1)
+    return pending
+
+
 def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 30) -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -268,21 +288,7 @@ def test_every_dashboard_query_returns_data(stack):
         if not FLEET_ONLY.search(expr)  # board and cluster panels: test_e2e_fleet.py
     ]
     assert len(pending) > 30
-    end = time.monotonic() + 60
-    while pending and time.monotonic() < end:
-        still = []
-        for name, where, expr in pending:
-            now = time.time()
-            res = get_json(
-                f"{stack['prom']}/api/v1/query_range",
-                {"query": expr, "start": now - 120, "end": now, "step": "1"},
-            )
-            assert res["status"] == "success", (name, where, expr, res)
-            if not any(s["values"] for s in res["data"]["result"]):
-                still.append((name, where, expr))
-        pending = still
-        if pending:
-            time.sleep(1)
+    pending = queries_without_data(stack["prom"], pending)
     scrapes = get_json(f"{stack['prom']}/api/v1/query", {"query": "count_over_time(up[1m])"})["data"][
         "result"
     ]

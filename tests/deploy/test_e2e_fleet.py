@@ -20,7 +20,7 @@ import yaml
 
 from tests.conftest import cli_env, free_port, require_binary
 from tests.deploy.deploy_helpers import FLEET_ONLY, PROM, REPO, dashboard_queries, load_dashboards, rules_gen
-from tests.deploy.test_e2e_alerting import get_json, substitute, wait_ready
+from tests.deploy.test_e2e_alerting import get_json, queries_without_data, substitute, wait_ready
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -189,19 +189,5 @@ def test_board_and_cluster_dashboard_queries_return_data(fleet):
         if FLEET_ONLY.search(expr)
     ]
     assert len(pending) >= 9
-    end = time.monotonic() + 60
-    while pending and time.monotonic() < end:
-        still = []
-        for name, where, expr in pending:
-            now = time.time()
-            res = get_json(
-                f"{fleet['prom']}/api/v1/query_range",
-                {"query": expr, "start": now - 120, "end": now, "step": "1"},
-            )
-            assert res["status"] == "success", (name, where, expr, res)
-            if not any(s["values"] for s in res["data"]["result"]):
-                still.append((name, where, expr))
-        pending = still
-        if pending:
-            time.sleep(1)
+    pending = queries_without_data(fleet["prom"], pending)
     assert not pending, "queries without data:\n" + "\n".join(f"{n} {w}: {e}" for n, w, e in pending)

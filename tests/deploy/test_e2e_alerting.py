@@ -17,6 +17,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from pathlib import Path
 
 import pytest
 import yaml
@@ -89,6 +90,33 @@ def queries_without_data(prom: str, pending: list, timeout: float = 60.0) -> lis
     return pending
 
 
+class Spawner:
+    """The processes of one e2e stack. Each logs to its own file, not a pipe a chatty process could fill
+    (`proc.log_path`, which wait_ready quotes when one exits); stop() ends them all."""
+
+    def __init__(self, logdir: Path):
+        self.logdir = logdir
+        self.procs: list[subprocess.Popen] = []
+
+    def __call__(self, args: list[str], **kw) -> subprocess.Popen:
+        log = open(self.logdir / f"{len(self.procs)}-{Path(args[0]).name}.log", "w")  # noqa: SIM115
+        p = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, text=True, **kw)
+        p.log_path = log.name
+        log.close()
+        self.procs.append(p)
+        return p
+
+    def stop(self) -> None:
+        for p in self.procs:
+            p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
 def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 30) -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -111,17 +139,8 @@ def stack(tmp_path_factory):
     generate = rules_gen()
     hook = Webhook()
     ports = {k: free_port() for k in ("throttle", "eviction", "prom", "am")}
-    procs: list[subprocess.Popen] = []
+    spawn = Spawner(tmp)
     started = time.monotonic()
-
-    def spawn(args: list[str], **kw) -> subprocess.Popen:
-        # Logs go to files, not pipes: a full pipe would stall a chatty process.
-        log = open(tmp / f"{len(procs)}-{args[0].rsplit('/', 1)[-1]}.log", "w")  # noqa: SIM115
-        p = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, text=True, **kw)
-        p.log_path = log.name
-        log.close()
-        procs.append(p)
-        return p
 
     try:
         # The documented time-scale mechanism: the same generator, every duration scaled.
@@ -177,17 +196,10 @@ def stack(tmp_path_factory):
             "am": am_url,
             "started": started,
             "instances": {s: f"127.0.0.1:{ports[s]}" for s in ("throttle", "eviction")},
-            "procs": procs,
+            "procs": spawn.procs,
         }
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        spawn.stop()
         hook.close()
 
 

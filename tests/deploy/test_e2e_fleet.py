@@ -10,7 +10,6 @@ the dashboards are checked here against the real Prometheus too.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,7 +19,7 @@ import yaml
 
 from tests.conftest import cli_env, free_port, require_binary
 from tests.deploy.deploy_helpers import FLEET_ONLY, PROM, REPO, dashboard_queries, load_dashboards, rules_gen
-from tests.deploy.test_e2e_alerting import get_json, queries_without_data, substitute, wait_ready
+from tests.deploy.test_e2e_alerting import Spawner, get_json, queries_without_data, substitute, wait_ready
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -83,15 +82,7 @@ def fleet(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fleet")
     traces = write_traces(tmp)
     ports = {k: free_port() for k in ("hot", "healthy", "prom")}
-    procs: list[subprocess.Popen] = []
-
-    def spawn(args: list[str], **kw) -> subprocess.Popen:
-        log = open(tmp / f"{len(procs)}-{Path(args[0]).name}.log", "w")  # noqa: SIM115
-        p = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, text=True, **kw)
-        p.log_path = log.name
-        log.close()
-        procs.append(p)
-        return p
+    spawn = Spawner(tmp)
 
     try:
         rules = tmp / "rules.yml"
@@ -137,14 +128,7 @@ def fleet(tmp_path_factory):
             "instances": {n: f"127.0.0.1:{ports[n]}" for n in ("hot", "healthy")},
         }
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        spawn.stop()
 
 
 def _firing(prom: str) -> list[dict]:

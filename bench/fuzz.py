@@ -39,22 +39,13 @@ from spark_watchd.sources import parsers  # noqa: E402
 from spark_watchd.sources.procfs import parse_stat  # noqa: E402
 from spark_watchd.sources.replay import ReplayFeed  # noqa: E402
 from spark_watchd.web.http import Request  # noqa: E402
+from tests.support.jsonpaths import json_paths  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 TRACE = REPO / "spark_watchd" / "scenarios" / "eviction.jsonl"
 HOST = REPO / "tests" / "fixtures" / "hosts" / "gb10-eviction" / "proc"
 PAGES = ("/metrics", "/api/v1/status", "/api/v1/workloads", "/")
 CONFIG = '[daemon]\ninterval = 10\nstate_dir = "/tmp/x"\n\n[sources]\nproc_root = "/proc"\n\n[notify]\nheaders = {a = "b"}\n'
-
-
-def _paths(obj, prefix=()):
-    yield prefix
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield from _paths(v, (*prefix, k))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            yield from _paths(v, (*prefix, i))
 
 
 def _bad_value(rng: random.Random, old):
@@ -164,7 +155,7 @@ def main(argv) -> int:
     rng = random.Random(args.seed)
     lines = TRACE.read_text().splitlines()
     bases = [json.loads(x) for x in lines[:50]]
-    paths = [p for p in _paths(bases[0]) if p and p != ("v",)]
+    paths = [p for p in json_paths(bases[0]) if p and p != ("v",)]
     stats: Counter = Counter()
     crashes: Counter = Counter()
     examples: dict[str, str] = {}

@@ -22,6 +22,7 @@ from spark_watchd.sample.trace import TraceError, parse_line, read_trace
 from spark_watchd.sources.replay import ReplayFeed
 from spark_watchd.web.http import Request
 from tests.conftest import REPO
+from tests.support.jsonpaths import json_paths
 
 EVICTION = REPO / "spark_watchd" / "scenarios" / "eviction.jsonl"
 LINES = EVICTION.read_text().splitlines()[:6]
@@ -172,17 +173,7 @@ _JSON = st.recursive(
 )
 
 
-def _paths(obj, prefix=()):
-    yield prefix
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield from _paths(v, (*prefix, k))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            yield from _paths(v, (*prefix, i))
-
-
-PATHS = [p for p in _paths(BASE) if p and p[0] not in ("v",)]
+PATHS = [p for p in json_paths(BASE) if p and p[0] not in ("v",)]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 
 from spark_watchd.errors import EX_CONFIG, EX_DATAERR, EX_NOPERM, EX_SOFTWARE, EX_USAGE
@@ -57,14 +58,32 @@ def test_the_readme_test_install_pulls_no_cuda_torch():
     assert "MB" in README[README.index(line) :][:600]  # the cost is said next to the command
 
 
-def test_ci_installs_cpu_torch_before_train_and_runs_the_readme_test_command():
+def _readme_commands():
+    spec = importlib.util.spec_from_file_location("readme_commands", REPO / ".ci" / "readme_commands.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_ci_takes_the_readme_commands_verbatim_from_the_readme():
+    mod = _readme_commands()
+    lines = README.split("```sh", 1)[1].split("```", 1)[0].strip().splitlines()
+    assert [mod.command(w, README) for w in ("install", "test")] == [ln.split("#")[0].strip() for ln in lines]
+    assert mod.command("test", README) == _readme_test_line().split("#")[0].strip()
+
+
+def test_ci_runs_the_readme_commands_before_anything_it_adds():
     ci = (REPO / ".ci" / "run").read_text()
-    steps = [ln.strip() for ln in ci.splitlines() if "pip install" in ln]
+    body = [ln.strip() for ln in ci.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    first_own_pip = next(i for i, ln in enumerate(body) if "pip install" in ln)
+    ran = [i for i, ln in enumerate(body) if '"$install_cmd"' in ln or '"$test_cmd"' in ln]
+    assert len(ran) >= 2 and max(ran) < first_own_pip
+    assert "readme_commands.py install" in ci and "readme_commands.py test" in ci
+    # CPU torch before the train extra: accelerate's torch requirement would pull CUDA wheels otherwise.
+    steps = [ln for ln in body if "pip install" in ln]
     torch_at = next(i for i, ln in enumerate(steps) if "torch" in ln)
     train_at = next(i for i, ln in enumerate(steps) if "train" in ln.split("-e", 1)[-1])
     assert torch_at < train_at
-    test_cmd = _readme_test_line().split("&&")[-1].split("#")[0].strip()
-    assert test_cmd in ci
 
 
 def test_the_documented_nvml_down_reason_is_the_one_the_source_gives():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -54,9 +55,14 @@ def test_hf_tokens_fall_back_to_tokens_per_step():
 
 
 @pytest.mark.slow
+@pytest.mark.needs_torch
 def test_real_transformers_trainer_reports_to_a_real_daemon(tmp_path, daemon):
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    if os.environ.get("SPARK_WATCHD_REQUIRE_TORCH") == "1":  # .ci/run's second pass: it must run, not skip
+        import torch
+        import transformers
+    else:
+        torch = pytest.importorskip("torch")
+        transformers = pytest.importorskip("transformers")
     from spark_watchd.integrations.hf import SparkWatchdCallback
 
     assert issubclass(SparkWatchdCallback, transformers.TrainerCallback)

@@ -3,13 +3,19 @@
 Every line goes through one stdlib handler whose formatter is structlog's
 ProcessorFormatter: our structlog loggers and stdlib loggers alike (libraries
 such as apscheduler) come out in the same format at the configured level, so in
-JSON mode each stderr line is one JSON object.
+JSON mode each stderr line is one JSON object. What Python itself would print
+to stderr goes through the same handler: an exception that escapes a thread
+(threading.excepthook), the main thread (sys.excepthook), a destructor or a
+ctypes callback (sys.unraisablehook), warnings (logging.captureWarnings) and
+the handler's own failures ("--- Logging error ---").
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+import threading
+import traceback
 
 import structlog
 
@@ -37,7 +43,8 @@ def configure_logging(level: str = "info", fmt: str = "auto", stream=None) -> No
         ]
     else:
         render = [structlog.dev.ConsoleRenderer(colors=_isatty(stream))]
-    handler = logging.StreamHandler(stream)
+    handler = _Handler(stream)
+    handler.json_mode = use_json
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             # Records from stdlib loggers: the logger's name, the level and the time, as ours carry them.
@@ -54,6 +61,7 @@ def configure_logging(level: str = "info", fmt: str = "auto", stream=None) -> No
     # per interval in journald. Its warnings (missed runs) always come through; the rest at debug.
     logging.getLogger("apscheduler").setLevel(numeric if numeric <= logging.DEBUG else logging.WARNING)
     _handler = handler
+    _install_hooks()
     structlog.configure(
         processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
@@ -68,12 +76,89 @@ def reset_logging() -> None:
     if _handler is not None:
         logging.getLogger().removeHandler(_handler)
         _handler = None
+    _remove_hooks()
     structlog.reset_defaults()
 
 
 def get_logger(name: str = "spark_watchd"):
     """A structlog logger bound to a component name."""
     return structlog.get_logger(component=name)
+
+
+def _thread_hook(args: threading.ExceptHookArgs) -> None:
+    if args.exc_type is SystemExit:
+        return  # the default hook ignores it too
+    name = args.thread.name if args.thread is not None else "?"
+    get_logger("thread").error(
+        f"uncaught exception in thread {name}",
+        thread=name,
+        exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+    )
+
+
+def _main_hook(exc_type, exc_value, exc_tb) -> None:
+    if issubclass(exc_type, KeyboardInterrupt):
+        return sys.__excepthook__(exc_type, exc_value, exc_tb)
+    get_logger("main").critical("uncaught exception", exc_info=(exc_type, exc_value, exc_tb))
+
+
+def _unraisable_hook(unraisable) -> None:
+    what = unraisable.err_msg or "Exception ignored in"
+    try:
+        obj = repr(unraisable.object)[:200] if unraisable.object is not None else ""
+    except Exception:  # a repr that raises must not lose the line
+        obj = "<unrepresentable>"
+    exc_info = (unraisable.exc_type, unraisable.exc_value, unraisable.exc_traceback)
+    get_logger("unraisable").error(f"{what}: {obj}" if obj else what, exc_info=exc_info)
+
+
+_HOOKS = (
+    (threading, "excepthook", _thread_hook),
+    (sys, "excepthook", _main_hook),
+    (sys, "unraisablehook", _unraisable_hook),
+)
+_saved: dict[str, object] = {}
+
+
+def _install_hooks() -> None:
+    for module, attr, hook in _HOOKS:
+        key = f"{module.__name__}.{attr}"
+        current = getattr(module, attr)
+        if current is not hook:
+            _saved.setdefault(key, current)
+            setattr(module, attr, hook)
+    logging.captureWarnings(True)
+
+
+def _remove_hooks() -> None:
+    for module, attr, hook in _HOOKS:
+        key = f"{module.__name__}.{attr}"
+        if getattr(module, attr) is hook and key in _saved:
+            setattr(module, attr, _saved.pop(key))
+    logging.captureWarnings(False)
+
+
+class _Handler(logging.StreamHandler):
+    """A StreamHandler whose own failures (a record that cannot be formatted) come out as one line too."""
+
+    json_mode = True
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - the stdlib's name
+        if not logging.raiseExceptions:
+            return
+        try:
+            import json
+
+            exc = traceback.format_exc(limit=5)
+            line = {"event": "log record could not be written", "level": "error", "logger": record.name,
+                    "message": str(getattr(record, "msg", ""))[:500], "exception": exc}  # fmt: skip
+            text = (
+                json.dumps(line) if self.json_mode else f"log record could not be written: {line['message']}"
+            )
+            self.stream.write(text + self.terminator)
+            self.flush()
+        except Exception:  # nothing left to report it with
+            pass
 
 
 def _logger_factory(*_args) -> logging.Logger:

@@ -5,9 +5,7 @@ from __future__ import annotations
 import io
 import json
 
-import structlog
-
-from spark_watchd.logs import configure_logging, get_logger
+from spark_watchd.logs import configure_logging, get_logger, reset_logging
 
 
 class _Tty(io.StringIO):
@@ -16,7 +14,7 @@ class _Tty(io.StringIO):
 
 
 def teardown_function():
-    structlog.reset_defaults()
+    reset_logging()  # structlog's defaults, our handler and hooks gone
 
 
 def test_json_lines_when_not_a_terminal():
@@ -112,3 +110,61 @@ def test_the_daemon_at_debug_writes_only_json_lines_with_the_log_tail_and_schedu
         lines
     )
     assert all("timestamp" in r and "level" in r for r in records)
+
+
+_HOSTILE_STDERR = r"""
+import ctypes, logging, threading, warnings
+from spark_watchd.logs import configure_logging
+configure_logging("info", "json")
+t = threading.Thread(target=lambda: 1 / 0, name="journal-follower"); t.start(); t.join()
+class D:
+    def __del__(self): raise RuntimeError("in a destructor")
+D()
+ctypes.CFUNCTYPE(ctypes.c_int)(lambda: [][1])()
+warnings.warn("a library warning\nover two lines")
+logging.getLogger("lib").info("bad %d format", "x")
+logging.getLogger("apscheduler.executors.default").error("Job raised", exc_info=ValueError("v"))
+raise KeyError("main thread")
+"""
+
+
+def test_exceptions_in_threads_destructors_callbacks_and_warnings_are_json_lines_too():
+    """Issue 20 §4: what Python prints to stderr by itself (thread and main-thread tracebacks, unraisable
+    exceptions from destructors and ctypes callbacks, warnings, the handler's own errors) is one JSON
+    object per line in JSON mode, like every other line."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO, cli_env
+
+    proc = subprocess.run(
+        [sys.executable, "-c", _HOSTILE_STDERR], capture_output=True, text=True, timeout=60,
+        env=cli_env(), cwd=str(REPO),
+    )  # fmt: skip
+    assert proc.returncode == 1
+    lines = proc.stderr.splitlines()
+    records = [json.loads(line) for line in lines]  # every line is one JSON object
+    events = [r["event"] for r in records]
+    assert len(records) == 7, events
+    thread = records[0]
+    assert thread["event"] == "uncaught exception in thread journal-follower" and thread["level"] == "error"
+    assert "ZeroDivisionError" in thread["exception"]
+    assert "in a destructor" in records[1]["exception"] and "ctypes callback" in records[2]["event"]
+    assert records[3]["logger"] == "py.warnings" and "a library warning" in records[3]["event"]
+    assert (
+        records[4]["event"] == "log record could not be written" and records[4]["message"] == "bad %d format"
+    )
+    assert records[5]["exception"] == "ValueError: v"
+    assert records[6]["level"] == "critical" and "KeyError: 'main thread'" in records[6]["exception"]
+
+
+def test_reset_logging_gives_the_hooks_back():
+    import sys
+    import threading
+
+    before = (threading.excepthook, sys.excepthook, sys.unraisablehook)
+    configure_logging("info", "json", stream=io.StringIO())
+    configure_logging("info", "json", stream=io.StringIO())  # twice (SIGHUP): still the originals saved
+    assert threading.excepthook is not before[0]
+    reset_logging()
+    assert (threading.excepthook, sys.excepthook, sys.unraisablehook) == before

@@ -17,6 +17,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from spark_watchd.sample.text import printable_tree
+
 DEFAULT_URL = "http://127.0.0.1:9761"
 EXIT = {"ok": 0, "warning": 1, "critical": 2, "unknown": 3}
 RANK = {"unknown": -1, "ok": 0, "warning": 1, "critical": 2}
@@ -192,5 +194,6 @@ def main(args: argparse.Namespace) -> int:
         colour = args.color == "always" or (
             args.color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
         )
-        sys.stdout.write(render(doc, colour))
+        # Workload argv, job names and error texts come from other users: no escape reaches the terminal.
+        sys.stdout.write(render(printable_tree(doc), colour))
     return EXIT[worst(doc)]

@@ -234,3 +234,30 @@ def test_something_that_is_not_spark_watchd_is_unknown(status, body):
         code, _, err = status("--url", srv.url)
     assert code == 3
     assert "UNKNOWN" in err
+
+
+def test_no_terminal_escape_from_a_foreign_string_reaches_the_terminal(status):
+    doc = _doc(g6="critical")
+    doc["workloads"] = [
+        {
+            "pid": 6666,
+            "kind": "trainer",
+            "members": [6666],
+            "footprint_bytes": GIB,
+            "capped": None,
+            "cap": None,
+            "cmdline": "python \x1b]0;owned\x07 \x1b[2J\x1b[H train.py \u202egnp.exe",
+        }
+    ]
+    doc["throughput"][0]["job"] = "job\x1b[31m"
+    doc["sources"]["nvml"]["error"] = "bad \x9b2J"
+    doc["findings"]["G6"]["summary"] = "vLLM \x1b[8m hidden"
+    with _Server(doc) as srv:
+        for colour in ("never", "always"):
+            _, out, _ = status("--url", srv.url, "--color", colour)
+            assert "\x07" not in out and "\x9b" not in out and "\u202e" not in out
+            assert "\x1b]" not in out and "\x1b[2J" not in out and "\x1b[31m" not in out
+            assert "python \\x1b]0;owned\\x07 \\x1b[2J\\x1b[H train.py \\u202egnp.exe" in out
+            assert "training job\\x1b[31m" in out
+            assert "nvml (bad \\x9b2J)" in out
+    assert "\x1b[1;31mCRITICAL\x1b[0m" in out  # the daemon's own colour still goes out

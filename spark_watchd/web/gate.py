@@ -6,7 +6,8 @@ until its timeout: as many such clients as workers and every scrape fails. The
 gate runs TLS handshakes without blocking, under their own short deadline,
 then reads the header block (and a small body) into a buffer as it arrives:
 each byte is read and searched once (linear, however slowly it trickles), a
-header block over MAX_HEAD gets 431 at once, a body that stops short of its
+header block over MAX_HEAD gets 431 at once, ambiguous framing (web/framing.py)
+400 at once, a body that stops short of its
 Content-Length gets 408 once it goes idle. Only complete requests reach a
 worker, with the bytes read so far.
 """
@@ -19,6 +20,8 @@ import socket
 import ssl
 import time
 
+from spark_watchd.web.framing import FramingError, parse_head
+
 MAX_HEAD = 16 * 1024  # request line + headers; nginx's default large_client_header_buffers is 8 KiB
 MAX_HELD_BODY = (
     64 * 1024
@@ -27,7 +30,6 @@ BODY_IDLE_S = 2.0  # a body that pauses this long mid-way will not come: 408
 # Bytes held across all waiting connections: 512 clients x 80 KiB would be 40 MiB (the RSS target is 60 MiB).
 MAX_BUFFERED = 8 * 1024 * 1024
 _HEADERS_END = re.compile(rb"\r?\n\r?\n")
-_CONTENT_LENGTH = re.compile(rb"(?im)^content-length[ \t]*:[ \t]*(\d{1,12})[ \t]*\r?$")
 
 HANDSHAKE, HEAD, BODY = "handshake", "head", "body"
 
@@ -152,7 +154,7 @@ class ConnectionGate:
         p.last = time.monotonic()
         if p.stage == HEAD:
             end = _HEADERS_END.search(p.buf, max(0, p.scanned - 3))
-            if end is None:
+            if end is None or end.end() > MAX_HEAD:
                 p.scanned = len(p.buf)
                 if len(p.buf) > MAX_HEAD:
                     self._forget(conn)
@@ -161,8 +163,13 @@ class ConnectionGate:
                     )
                     return
             else:
-                m = _CONTENT_LENGTH.search(p.buf, 0, end.end())
-                length = int(m.group(1)) if m else 0
+                try:  # the one framing parse (web/framing.py): the handler reads the same length
+                    parsed = parse_head(bytes(p.buf[: end.end()]))
+                except FramingError as exc:
+                    self._forget(conn)
+                    reply(conn, "400 Bad Request", str(exc))
+                    return
+                length = (parsed[1].length or 0) if parsed is not None else 0
                 p.need = end.end() + (length if length <= MAX_HELD_BODY else 0)
                 p.stage = BODY
         if (p.stage == BODY and len(p.buf) >= p.need) or finished:

@@ -27,6 +27,7 @@ from spark_watchd import __version__
 from spark_watchd.logs import get_logger
 from spark_watchd.web.auth import WebConfig
 from spark_watchd.web.credentials import Verdict
+from spark_watchd.web.framing import Framing, FramingError, framing
 from spark_watchd.web.gate import ConnectionGate, reply
 from spark_watchd.web.hosts import HostPolicy
 from spark_watchd.web.http import Request, Response, Route, parse_listen
@@ -106,7 +107,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         app = self.app
         extra = dict(app.web.headers) if app.web else {}
-        host = self.headers.get("Host")
+        try:  # the gate parsed the same head with the same rules; this is the handler's copy of its verdict
+            frame = framing(self.request_version, self.headers.items())
+        except FramingError as exc:
+            return self._send(Response(400, f"{exc}\n".encode()), extra)
+        host = frame.host
         if not app.hosts.allows_host(host):
             # DNS rebinding: a foreign name pointed at this address. Add it to [daemon] allowed_hosts if it is ours.
             return self._send(Response(421, b"unknown Host: add it to [daemon] allowed_hosts\n"), extra)
@@ -136,7 +141,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(Response(405, b"method not allowed\n"), extra)
         body = b""
         if method in _BODY_METHODS:
-            body = self._read_body(route, extra)
+            body = self._read_body(route, frame, extra)
             if body is None:
                 return
         req = Request(
@@ -154,21 +159,14 @@ class _Handler(BaseHTTPRequestHandler):
             resp = Response(500, b"internal error\n")
         self._send(resp, extra)
 
-    def _read_body(self, route: Route, extra: dict) -> bytes | None:
+    def _read_body(self, route: Route, frame: Framing, extra: dict) -> bytes | None:
         """The request body, or None after answering 411/400/413 (413 is sent before reading it)."""
-        if self.headers.get("Transfer-Encoding"):
+        if frame.chunked:
             self._send(Response(411, b"send the body with a Content-Length, not chunked\n"), extra)
             return None
-        raw = self.headers.get("Content-Length")
-        if raw is None:
+        length = frame.length
+        if length is None:
             self._send(Response(411, b"Content-Length required\n"), extra)
-            return None
-        try:
-            length = int(raw.strip())
-            if length < 0:
-                raise ValueError
-        except ValueError:
-            self._send(Response(400, b"invalid Content-Length\n"), extra)
             return None
         if length > route.max_body:
             self._send(Response(413, f"body over {route.max_body} bytes\n".encode()), extra)

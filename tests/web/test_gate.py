@@ -138,7 +138,7 @@ def test_a_short_body_gets_408_from_the_gate_once_it_goes_idle():
         assert c.recv(200).startswith(b"HTTP/1.1 408")
         assert time.monotonic() - t0 < gate_mod.BODY_IDLE_S + 1.5
         c2 = socket.create_connection(lst.getsockname())
-        c2.sendall(b"POST / HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}")
+        c2.sendall(b"POST / HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\n\r\n{}")
         ready = _poll_until(gate, 1)
         assert [r[2].endswith(b"\r\n\r\n{}") for r in ready] == [True]  # whole body: handed on with it
         ready[0][0].close()

@@ -1,0 +1,82 @@
+"""Hostile HTTP, round 2 (issue 20 §1) against a real daemon on loopback, each case bounded in count and time.
+
+Framing parsed once (web/framing.py) by the gate and the handler alike, slow readers that never read
+their answer, idle connections under a low descriptor limit, Host conformance and IPv6 listen addresses.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from tests.daemon_helpers import running_daemon
+from tests.web.test_abuse import _addr, _get, _request
+
+BAD_LENGTHS = ("+64", "6_4", "0x40", "64 64", " -0", "1" * 13)
+
+
+def _plain(state, **env):
+    return running_daemon(
+        "--interval", "1", "--state-dir", str(state),
+        env={"SPARK_WATCHD_FAKE_NVML": "gb10", "SPARK_WATCHD_DAEMON__HTTP_WORKERS": "2", **env},
+    )  # fmt: skip
+
+
+def _post_head(length_lines: str) -> bytes:
+    return (
+        "POST /api/v1/progress HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        + length_lines
+        + "\r\n"
+    ).encode()
+
+
+@pytest.mark.parametrize(
+    "length_lines",
+    [f"Content-Length: {v}\r\n" for v in BAD_LENGTHS]
+    + [
+        "Content-Length: 64\r\nContent-Length: 64\r\n",
+        "Content-Length: 64, 64\r\n",
+        "Content-Length: 64\r\nTransfer-Encoding: chunked\r\n",
+        "Content-Length : 64\r\n",
+        "X-A: b\r\n Content-Length: 64\r\n",
+    ],
+)
+def test_lengths_the_gate_cannot_read_get_400_at_once_and_hold_no_worker(tmp_path, length_lines):
+    """`Content-Length: +64` with no body: the gate saw no length, the worker's int() saw 64 and waited the
+    whole timeout; 8 such connections (four times the workers) left 0-2 of 6-10 scrapes OK."""
+    with _plain(tmp_path / "state") as (_, base):
+        addr = _addr(base)
+        clients = []
+        t0 = time.monotonic()
+        for _ in range(8):
+            s = socket.create_connection(addr, timeout=10)
+            s.sendall(_post_head(length_lines))  # and no body
+            clients.append(s)
+        try:
+            assert [_get(addr, auth=None) for _ in range(6)] == [200] * 6
+            for s in clients:
+                assert s.recv(200).startswith(b"HTTP/1.1 400"), length_lines
+            assert time.monotonic() - t0 < 5  # answered at once, not at the 10 s request timeout
+        finally:
+            for s in clients:
+                s.close()
+
+
+def test_host_conformance_one_host_and_http11_needs_it(tmp_path):
+    with _plain(tmp_path / "state") as (_, base):
+        addr = _addr(base)
+        status, reply = _request(
+            addr, "GET /api/v1/status HTTP/1.1\r\nHost: localhost\r\nHost: evil.example\r\n"
+        )
+        assert status == 400 and b"more than one Host" in reply, reply[:200]
+        status, reply = _request(
+            addr, "GET /api/v1/status HTTP/1.1\r\nHost: evil.example\r\nHost: localhost\r\n"
+        )
+        assert status == 400, reply[:200]
+        status, reply = _request(addr, "GET /metrics HTTP/1.1\r\n")
+        assert status == 400 and b"without a Host" in reply, reply[:200]
+        # HTTP/1.0 needs no Host (old tools); the answer is still HTTP/1.1 framed.
+        status, reply = _request(addr, "GET /metrics HTTP/1.0\r\n")
+        assert status == 200, reply[:200]

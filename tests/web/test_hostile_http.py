@@ -80,3 +80,54 @@ def test_host_conformance_one_host_and_http11_needs_it(tmp_path):
         # HTTP/1.0 needs no Host (old tools); the answer is still HTTP/1.1 framed.
         status, reply = _request(addr, "GET /metrics HTTP/1.0\r\n")
         assert status == 200, reply[:200]
+
+
+def _serves_on_ipv6(listen: str, port: int, tmp_path) -> int:
+    """Start `run --listen LISTEN`; the status of GET http://[::1]:PORT/metrics once it answers."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO, cli_env
+    from tests.daemon_helpers import http_get
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spark_watchd", "run", "--listen", listen, "--state-dir", str(tmp_path / "s")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env=cli_env({"SPARK_WATCHD_FAKE_NVML": "gb10"}), cwd=str(REPO),
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                return http_get(f"http://[::1]:{port}/metrics", timeout=1)[0]
+            except OSError:
+                time.sleep(0.1)
+        raise AssertionError(
+            f"no answer on [::1]:{port}: {proc.stderr.read() if proc.poll() is not None else ''}"
+        )
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        proc.stderr.close()
+
+
+def test_ipv6_listen_addresses_in_brackets_serve_and_bare_ones_exit_78(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO, cli_env, free_port
+
+    for listen in ("[::1]:{port}", "[::]:{port}"):
+        port = free_port()
+        assert _serves_on_ipv6(listen.format(port=port), port, tmp_path) == 200, listen
+    for listen in (
+        "::1",
+        "::1:9761",
+    ):  # `::1` was read as host ':' port 1: exit 1, "Name or service not known"
+        proc = subprocess.run(
+            [sys.executable, "-m", "spark_watchd", "run", "--listen", listen, "--state-dir", str(tmp_path / "s")],
+            capture_output=True, text=True, timeout=30, env=cli_env({"SPARK_WATCHD_FAKE_NVML": "gb10"}),
+            cwd=str(REPO),
+        )  # fmt: skip
+        assert proc.returncode == 78, proc.stderr
+        assert "daemon.listen" in proc.stderr and "e.g. [::1]:9761" in proc.stderr, proc.stderr

@@ -40,13 +40,39 @@ def test_responses_default_to_plain_text_and_routes_to_no_body():
         (":9761", ("0.0.0.0", 9761)),
         ("0.0.0.0:0", ("0.0.0.0", 0)),
         ("[::]:65535", ("::", 65535)),
+        ("[fe80::1%lo]:9761", ("fe80::1%lo", 9761)),
     ],
 )
 def test_parse_listen_splits_host_and_port(listen, want):
     assert parse_listen(listen) == want
 
 
-@pytest.mark.parametrize("listen", ["localhost", "127.0.0.1:", "127.0.0.1:http", "127.0.0.1:65536", ""])
+@pytest.mark.parametrize(
+    "listen",
+    [
+        "localhost",
+        "127.0.0.1:",
+        "127.0.0.1:http",
+        "127.0.0.1:65536",
+        "",
+        "[::1]",
+        "[::1]x:1",
+        "[::1:80",
+        ":٩",
+    ],
+)
 def test_parse_listen_refuses_what_is_not_host_port_naming_it(listen):
     with pytest.raises(ValueError, match="is not HOST:PORT"):
         parse_listen(listen)
+
+
+@pytest.mark.parametrize("listen", ["::1", "::", "::1:9761", "fe80::1:80"])
+def test_parse_listen_refuses_ipv6_without_brackets_saying_how(listen):
+    """`--listen ::1` parsed as host ':' port 1 and died at bind with "Name or service not known"."""
+    with pytest.raises(ValueError, match=r"IPv6 address in brackets with a port, e.g. \[::1\]:9761"):
+        parse_listen(listen)
+
+
+def test_parse_listen_refuses_a_bracketed_name():
+    with pytest.raises(ValueError, match="not an IPv6 address"):
+        parse_listen("[localhost]:9761")

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 import structlog
 
-# Shared fixtures: progress (fake clock, loopback progress server, a real daemon), tls (a self-signed cert).
-pytest_plugins = ("tests.support.progress", "tests.support.tls")
+# Shared fixtures: progress (fake clock, loopback progress server, a real daemon), tls (a self-signed cert),
+# nvmlshim (the GB10-shaped libnvidia-ml.so.1 the real nvidia-ml-py loads).
+pytest_plugins = ("tests.support.progress", "tests.support.tls", "tests.support.nvmlshim")
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

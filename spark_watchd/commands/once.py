@@ -51,8 +51,9 @@ def _human(sample, memory, diagnosis, statuses) -> str:
             f"memory: {memory.available_bytes / gib:.1f} GiB available of {(memory.total_bytes or 0) / gib:.1f} GiB"
         )
     for g in sample.gpus:
+        name = f" {g.name}" if g.name else ""  # the name call can fail alone: no "gpu 0 :"
         lines.append(
-            f"gpu {g.index} {g.name}: {_fmt(g.power_w, 'W')} {_fmt(g.temp_c, 'C')} "
+            f"gpu {g.index}{name}: {_fmt(g.power_w, 'W')} {_fmt(g.temp_c, 'C')} "
             f"sm {_fmt(g.sm_clock_mhz, 'MHz')} util {_fmt(g.util_pct, '%')}"
         )
     b = sample.board

@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable
 from typing import IO, Any
 
+from spark_watchd.sources.nvml import read_temperature
+
 HEADER = "timestamp,temperature.gpu,power.draw"
 NA = "[N/A]"
 _FATAL = frozenset({1, 9, 15, 16, 18, 28, 999})  # as sources.nvml.FATAL_ERRORS
@@ -69,7 +71,7 @@ class _Reader:
                 return [(None, None)] * self.count
         out = []
         for h in list(self.handles or ()):
-            temp = self._get(self.nv.nvmlDeviceGetTemperature, h, self.nv.NVML_TEMPERATURE_GPU)
+            temp = self._get(read_temperature, self.nv, h)
             mw = self._get(self.nv.nvmlDeviceGetPowerUsage, h)
             out.append((temp, mw / 1000.0 if mw is not None else None))
         return out or [(None, None)] * self.count

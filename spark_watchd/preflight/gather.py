@@ -18,6 +18,7 @@ from spark_watchd.diagnose.thresholds import Thresholds
 # The daemon's own G6 judgement of kind and cap, so preflight and the live finding agree.
 from spark_watchd.sample.workloads import SERVER_KINDS, cap_flag, classify, is_capped, read_caps
 from spark_watchd.sources.command import run_argv
+from spark_watchd.sources.nvml import read_temperature
 
 PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "probe.py")
 PROBE_TIMEOUT_S = 120.0  # importing torch and initialising CUDA can take a while on a cold cache
@@ -131,7 +132,7 @@ def nvml_snapshot(nvml: Any = None):
                 {
                     "index": i,
                     "name": name.decode() if isinstance(name, bytes) else name,
-                    "temp_c": get(nvml.nvmlDeviceGetTemperature, h, nvml.NVML_TEMPERATURE_GPU),
+                    "temp_c": get(read_temperature, nvml, h),
                     "power_w": power_mw / 1000.0 if power_mw is not None else None,
                     "slowdown_temp_c": get(
                         nvml.nvmlDeviceGetTemperatureThreshold, h, nvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN

@@ -24,6 +24,9 @@ from spark_watchd.sources.worker import BoundedWorker, CallTimeout
 FATAL_ERRORS = frozenset({1, 9, 15, 16, 18, 28, 999})
 _NOT_FOUND_FN = 13  # NVML_ERROR_FUNCTION_NOT_FOUND: the driver predates this call
 _LIBRARY_NOT_FOUND = 12
+# nvmlDeviceGetTemperatureV answers these where the driver does not have it (or not for this struct):
+# 3 not supported, 13 function not found, 25 argument version mismatch. Then the old call is asked.
+_NO_TEMPERATURE_V = frozenset({3, _NOT_FOUND_FN, 25})
 
 # trace-v1 clocks_event_counters_us key -> nvmlDeviceGetFieldValues id (cumulative ns).
 COUNTER_FIELDS = (
@@ -62,6 +65,27 @@ def describe_nvml_error(exc: BaseException) -> str:
     except Exception:
         text = ""
     return f"{text or type(exc).__name__} (NVML error {value})" if value is not None else (text or repr(exc))
+
+
+def binding_errors(nv: Any) -> tuple[type[BaseException], ...]:
+    """What a guarded call catches: NVMLError, and the binding's NVMLLibraryMismatchError (not an NVMLError),
+    raised for an unversioned call the library lacks (nvmlDeviceGetComputeRunningProcesses before R510)."""
+    mismatch = getattr(nv, "NVMLLibraryMismatchError", None)
+    extra = (mismatch,) if isinstance(mismatch, type) and issubclass(mismatch, BaseException) else ()
+    return (nv.NVMLError, *extra)
+
+
+def read_temperature(nv: Any, h: Any) -> int:
+    """GPU temperature, C: nvmlDeviceGetTemperatureV (nvml.h deprecates the old call), else
+    nvmlDeviceGetTemperature (drivers and bindings without the new one). Raises the NVMLError that ended it."""
+    fn = getattr(nv, "nvmlDeviceGetTemperatureV", None)
+    if fn is not None:
+        try:
+            return int(fn(h, nv.NVML_TEMPERATURE_GPU))
+        except nv.NVMLError as exc:
+            if getattr(exc, "value", None) not in _NO_TEMPERATURE_V:
+                raise
+    return int(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU))
 
 
 def _text(value: Any) -> str:
@@ -189,14 +213,14 @@ class NvmlSource:
         self._worker.close()
 
     # --- reading (runs on the worker thread) ---------------------------------
-    def _opt(self, nv: Any, fn_name: str, *args: Any) -> Any:
+    def _opt(self, nv: Any, fn_name: str, *args: Any, fn: Callable[..., Any] | None = None) -> Any:
         """One guarded call: Not Supported (or any non-fatal error) is None; fatal errors raise _GpuGone."""
-        fn = getattr(nv, fn_name, None)
+        fn = fn or getattr(nv, fn_name, None)
         if fn is None:
             return None
         try:
             return fn(*args)
-        except nv.NVMLError as exc:
+        except binding_errors(nv) as exc:
             if getattr(exc, "value", None) in FATAL_ERRORS:
                 raise _GpuGone(f"{fn_name}: {describe_nvml_error(exc)}") from None
             return None
@@ -237,17 +261,15 @@ class NvmlSource:
     def _read_gpu(self, nv: Any, index: int, h: Any, procs: dict[int, int | None]) -> GpuReading:
         st = self._static_for(nv, index, h)
         power = self._opt(nv, "nvmlDeviceGetPowerUsage", h)
-        temp = self._opt(nv, "nvmlDeviceGetTemperature", h, nv.NVML_TEMPERATURE_GPU)
+        temp = self._opt(nv, "nvmlDeviceGetTemperatureV", nv, h, fn=read_temperature)
         sm = self._opt(nv, "nvmlDeviceGetClockInfo", h, nv.NVML_CLOCK_SM)
         app = self._opt(nv, "nvmlDeviceGetApplicationsClock", h, nv.NVML_CLOCK_GRAPHICS)
         util = self._opt(nv, "nvmlDeviceGetUtilizationRates", h)
         energy = self._opt(nv, "nvmlDeviceGetTotalEnergyConsumption", h)
         used, total = self._memory(nv, h)
-        for fn_name in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
-            for p in self._opt(nv, fn_name, h) or ():
-                mem = getattr(p, "usedGpuMemory", None)
-                prev = procs.get(p.pid)
-                procs[int(p.pid)] = (prev or 0) + mem if mem is not None else prev
+        for pid, mem in self._processes(nv, h).items():
+            prev = procs.get(pid)  # the same process on two GPUs holds memory on both
+            procs[pid] = (prev or 0) + mem if mem is not None else prev
         return GpuReading(
             index=index,
             name=st["name"],
@@ -266,6 +288,17 @@ class NvmlSource:
             mem_total_bytes=total,
             driver_version=self._driver,
         )
+
+    def _processes(self, nv: Any, h: Any) -> dict[int, int | None]:
+        """{pid: used bytes or None} on one GPU. A process in both the compute and the graphics list is one
+        process: counted once, as nvidia-smi and nvtop count it (not twice its memory)."""
+        out: dict[int, int | None] = {}
+        for fn_name in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
+            for p in self._opt(nv, fn_name, h) or ():
+                pid, mem = int(p.pid), getattr(p, "usedGpuMemory", None)
+                prev = out.get(pid)
+                out[pid] = mem if prev is None else max(prev, mem) if mem is not None else prev
+        return out
 
     def _reasons(self, nv: Any, h: Any) -> int | None:
         """The instant mask; drivers before 535 only have the ...ThrottleReasons name."""

@@ -19,6 +19,7 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSetti
 from spark_watchd.diagnose.thresholds import RETIRED, Thresholds
 from spark_watchd.errors import ConfigError
 from spark_watchd.notify.settings import NotifySettings
+from spark_watchd.sources.serving_settings import ServingSettings
 from spark_watchd.sources.settings import SourcesSettings
 from spark_watchd.throughput.settings import ProgressSettings
 from spark_watchd.web.http import parse_listen
@@ -121,6 +122,7 @@ class Settings(BaseSettings):
     progress: ProgressSettings = ProgressSettings()
     notify: NotifySettings = NotifySettings()
     web: WebSettings = WebSettings()
+    serving: ServingSettings = ServingSettings()
 
 
 class _Composed(Settings):

@@ -203,10 +203,15 @@ class Daemon:
 
     def apply_settings(self, new: Settings) -> None:
         """Swap in reloaded settings between ticks: new [sources] rebuild the sources, new [thresholds]
-        rebuild the diagnosis runtime (it persists its state on close and restores it on open)."""
+        rebuild the diagnosis runtime (it persists its state on close and restores it on open); new [serving]
+        rebuilds the sources too (the scrapers live in the serving source)."""
         with self._tick_lock:
             old, self.settings = self.settings, new
-            if self.collector is not None and self.make_sources is not None and new.sources != old.sources:
+            if (
+                self.collector is not None
+                and self.make_sources is not None
+                and (new.sources != old.sources or new.serving != old.serving)
+            ):
                 fresh = Collector(self.make_sources(new), self.clock)
                 fresh.expected_down = self.collector.expected_down
                 self.collector.close()

@@ -14,6 +14,7 @@ from typing import Any
 
 from spark_watchd.sample.board import BoardReading
 from spark_watchd.sample.driver import DriverEvent
+from spark_watchd.sample.serving import ServingReading, serving_from
 
 TRACE_VERSION = 1
 GOTCHAS = ("G3", "G4", "G6")
@@ -298,6 +299,7 @@ class Sample:
     throughput: tuple[ThroughputReading, ...] = ()
     board: BoardReading | None = None  # optional: only hosts with the spbm hwmon driver
     driver_events: tuple[DriverEvent, ...] = ()  # optional in trace-v1 (added 2026-12)
+    serving: tuple[ServingReading, ...] = ()  # optional in trace-v1: inference servers' own telemetry
 
     def to_dict(self) -> dict[str, Any]:
         """The trace-v1 object: every key present, null where not supported; `board` and `driver_events` only
@@ -321,6 +323,8 @@ class Sample:
             d["board"] = self.board.to_dict()
         if self.driver_events:
             d["driver_events"] = [e.to_dict() for e in self.driver_events]
+        if self.serving:
+            d["serving"] = [r.to_dict() for r in self.serving]
         return d
 
     @classmethod
@@ -375,6 +379,7 @@ class Sample:
             tuple([ThroughputReading.from_dict(x) for x in tp]) if tp else (),
             BoardReading.from_dict(b) if (b := d.get("board")) is not None else None,
             tuple([DriverEvent.from_dict(x) for x in dev]) if dev else (),
+            serving_from(d.get("serving")),
         )
 
 

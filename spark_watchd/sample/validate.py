@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from spark_watchd.sample.serving import ServingReading
+
 _I = (int,)
 _N = (int, float)
 _S = (str,)
@@ -205,6 +207,18 @@ def check_sample(d: Mapping[str, Any]) -> None:
                 raise FieldError(
                     f"driver_events[{i}].source", f"must be 'nvml' or 'journal', got {_show(e['source'])}"
                 )
+    if (v := get("serving")) is not None:
+        _serving(v)
+
+
+def _serving(v: Any) -> None:
+    if type(v) is not list:
+        raise FieldError("serving", f"must be a list, got {type(v).__name__}")
+    for i, item in enumerate(v):
+        try:
+            ServingReading.from_dict(item)
+        except (TypeError, ValueError) as exc:
+            raise FieldError(f"serving[{i}]", str(exc).removeprefix("serving: ")) from None
 
 
 _STR_ONLY = {str}

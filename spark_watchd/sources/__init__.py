@@ -16,6 +16,7 @@ from spark_watchd.sources.kernel import BootSource, MeminfoSource, PsiSource, Vm
 from spark_watchd.sources.nvml import NvmlSource
 from spark_watchd.sources.processes import ProcessSource
 from spark_watchd.sources.sensors import SensorsSource
+from spark_watchd.sources.serving import ServingSource
 from spark_watchd.sources.settings import SourcesSettings
 from spark_watchd.sources.smi import SmiSource
 
@@ -54,7 +55,7 @@ def build_sources(
 ) -> tuple[Source, ...]:
     """The sources in tick order: GPU (NVML, or nvidia-smi when NVML cannot load), meminfo, psi, vmstat,
     boot, processes, sensors, board (spbm; empty, not down, without the community driver), driver_events
-    (unless turned off). `nvml` is a fake NVML module, None for the real library. Without NVML and
+    (unless turned off), serving (the inference servers' own telemetry, with the root settings' [serving]). `nvml` is a fake NVML module, None for the real library. Without NVML and
     nvidia-smi the `nvml` source is still listed (and down)."""
     s = _section(settings)
     if nvml is None and nvml_library_problem() is not None and (smi := _smi_path(s)) is not None:
@@ -78,18 +79,22 @@ def build_sources(
         SensorsSource(s.sys_root),
         BoardSource(s.sys_root, clock=clock),
     )
-    if not s.driver_events:
-        return core
-    return (
-        *core,
-        DriverEventsSource(
-            nvml if isinstance(gpu, NvmlSource) else None,
-            journalctl=s.journalctl_path or None,
-            journal_timeout_s=s.journal_timeout_s,
-            follow=s.kernel_log_follow,
-            nvml_events=isinstance(gpu, NvmlSource),
-        ),
-    )
+    if s.driver_events:
+        core += (
+            DriverEventsSource(
+                nvml if isinstance(gpu, NvmlSource) else None,
+                journalctl=s.journalctl_path or None,
+                journal_timeout_s=s.journal_timeout_s,
+                follow=s.kernel_log_follow,
+                nvml_events=isinstance(gpu, NvmlSource),
+            ),
+        )
+    serving = getattr(
+        settings, "serving", None
+    )  # the root Settings carry [serving]; a bare [sources] does not
+    if serving is not None and serving.enabled:
+        core += (ServingSource(serving, interval_s=settings.daemon.interval, proc_root=s.proc_root),)
+    return core
 
 
 def missing_sources(settings: Any = None, nvml: Any = None) -> list[tuple[str, str]]:

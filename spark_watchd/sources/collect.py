@@ -12,6 +12,7 @@ from spark_watchd.logs import get_logger
 from spark_watchd.sample.board import BoardReading
 from spark_watchd.sample.driver import DriverEvent
 from spark_watchd.sample.model import GpuReading, ProcessInfo, Sample, Sensor, ThroughputReading
+from spark_watchd.sample.serving import ServingReading
 from spark_watchd.snapshot import SourceStatus
 
 _ITEM_TYPES = {
@@ -20,6 +21,7 @@ _ITEM_TYPES = {
     "processes": ProcessInfo,
     "throughput": ThroughputReading,
     "driver_events": DriverEvent,
+    "serving": ServingReading,
 }
 _SAMPLE_FIELDS = (
     "host",
@@ -35,6 +37,7 @@ _SAMPLE_FIELDS = (
     "throughput",
     "board",
     "driver_events",
+    "serving",
 )
 
 

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from spark_watchd.sample.model import Sample
+from spark_watchd.sample.serving import shift_serving
 from spark_watchd.sample.trace import TraceError, read_trace
 
 
@@ -100,4 +101,5 @@ class ReplayFeed:
             throughput=tuple(dataclasses.replace(t, ts=t.ts + offset) for t in sample.throughput),
             # Shifted with the sample: a fault's place before or after the boot must not change.
             driver_events=tuple(dataclasses.replace(e, ts=e.ts + offset) for e in sample.driver_events),
+            serving=tuple(shift_serving(r, offset) for r in sample.serving),
         )

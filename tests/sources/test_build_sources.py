@@ -56,8 +56,10 @@ def test_root_settings_are_accepted_too():
     from spark_watchd.config import Settings
 
     sources = build_sources(Settings(), nvml=FakeNvml.gb10())
-    assert [s.name for s in sources] == ORDER
-    for s in sources:
+    assert [s.name for s in sources] == [*ORDER, "serving"]  # [serving] lives in the root settings
+    off = build_sources(Settings(serving={"enabled": False}), nvml=FakeNvml.gb10())
+    assert [s.name for s in off] == ORDER
+    for s in (*sources, *off):
         s.close()
 
 

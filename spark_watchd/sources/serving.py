@@ -1,0 +1,308 @@
+"""The inference servers' own telemetry (trace-v1 `serving[]`), scraped off the tick.
+
+Each server found in the workload table (or configured) gets a scraper thread of its own that scrapes it
+every interval: a server that hangs costs its own thread a timeout, never the tick and never another
+server's scrape. `collect` only reads the latest result of each. Scrapes never follow redirects, are
+bounded in time and size, and go only to loopback or this host's addresses. A server that does not answer
+is a state (`up` false with the reason, logged once per change), not an error of the source.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from spark_watchd.logs import get_logger
+from spark_watchd.sample.groups import group_workloads
+from spark_watchd.sample.serving import SERVING_KINDS, ServingReading, counter_rate, quantiles
+from spark_watchd.sources.serving_endpoints import Endpoint, endpoint_for, parse_environ
+from spark_watchd.sources.serving_energy import EnergyAttribution
+from spark_watchd.sources.serving_parse import METRICS_PATH, ExpositionError, parse_metrics, parse_ollama
+from spark_watchd.sources.serving_settings import ServingSettings
+
+Fetch = Callable[[str, float, int, Mapping[str, str]], bytes]
+
+
+class ScrapeError(Exception):
+    """The server did not give its telemetry (why, in words)."""
+
+
+def http_get(url: str, timeout: float, max_bytes: int, headers: Mapping[str, str]) -> bytes:
+    """GET url: the body of a 200 answer, read within `timeout` s in all and at most max_bytes; else ScrapeError."""
+    deadline = time.monotonic() + timeout
+    scheme, _, rest = url.partition("://")
+    hostport, _, path = rest.partition("/")
+    cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
+    conn = cls(hostport, timeout=timeout)
+    try:
+        conn.request("GET", "/" + path, headers={"Accept": "text/plain, application/json", **headers})
+        resp = conn.getresponse()
+        if 300 <= resp.status < 400:
+            raise ScrapeError(
+                f"HTTP {resp.status} redirect to {resp.getheader('Location', '?')[:80]}: not followed"
+            )
+        if resp.status != 200:
+            raise ScrapeError(f"HTTP {resp.status} on /{path}")
+        chunks, size = [], 0
+        while True:
+            if time.monotonic() > deadline:
+                raise ScrapeError(f"answer not complete within {timeout:g} s")
+            chunk = resp.read1(65536) if hasattr(resp, "read1") else resp.read(65536)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > max_bytes:
+                raise ScrapeError(f"answer over {max_bytes} bytes: refused")
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except (OSError, http.client.HTTPException) as exc:
+        raise ScrapeError(f"{type(exc).__name__}: {exc}"[:200]) from None
+    finally:
+        conn.close()
+
+
+def _auth(path: str | None) -> dict[str, str]:
+    if not path:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as fh:
+            value = fh.read(4096).strip()
+    except OSError as exc:
+        raise ScrapeError(f"auth header file unreadable: {exc.strerror or exc}") from None
+    return {"Authorization": value} if value else {}
+
+
+def scrape(
+    ep: Endpoint, fetch: Fetch, timeout: float, max_bytes: int, auth_file: str | None
+) -> dict[str, Any]:
+    """One scrape of one server: its figures as the parsers give them (ScrapeError when it gives none)."""
+    headers = _auth(auth_file)
+    if ep.kind == "ollama":
+        ps = fetch(ep.base_url + "/api/ps", timeout, max_bytes, headers)
+        try:
+            version = fetch(ep.base_url + "/api/version", timeout, 4096, headers).decode("utf-8", "replace")
+        except ScrapeError:
+            version = None
+        parse = lambda: parse_ollama(ps.decode("utf-8", "replace"), version)  # noqa: E731
+    else:
+        body = fetch(ep.base_url + METRICS_PATH[ep.kind], timeout, max_bytes, headers)
+        parse = lambda: parse_metrics(ep.kind, body.decode("utf-8", "replace"))  # noqa: E731
+    try:
+        return parse()
+    except ExpositionError as exc:
+        raise ScrapeError(str(exc)) from None
+
+
+def reading(ep: Endpoint, ts: float, cur: dict[str, Any], prev: dict[str, Any] | None, prev_ts: float | None):
+    """The ServingReading of a scrape, with the figures over the interval since the previous one."""
+    dt = ts - prev_ts if prev_ts is not None else 0.0
+    p = prev or {}
+    gen_rate = counter_rate(p.get("generation_tokens"), cur.get("generation_tokens"), dt)
+    if gen_rate is None and "gen_throughput" in cur and "generation_tokens" not in cur:
+        gen_rate = cur["gen_throughput"]  # SGLang's own gauge when its token counters are absent
+    ttft = quantiles(p.get("ttft"), cur.get("ttft"))
+    itl = quantiles(p.get("itl"), cur.get("itl"))
+    return ServingReading(
+        ep.server,
+        ep.kind,
+        True,
+        ts,
+        ep.pid,
+        ep.base_url,
+        None,
+        cur.get("model"),
+        cur.get("version"),
+        cur.get("running"),
+        cur.get("waiting"),
+        cur.get("kv_usage"),
+        cur.get("kv_capacity"),
+        cur.get("prompt_tokens"),
+        cur.get("generation_tokens"),
+        cur.get("preemptions"),
+        counter_rate(p.get("prompt_tokens"), cur.get("prompt_tokens"), dt),
+        gen_rate,
+        counter_rate(p.get("preemptions"), cur.get("preemptions"), dt),
+        ttft[0],
+        ttft[1],
+        itl[0],
+        itl[1],
+        None,
+        tuple(cur.get("models", ())),
+    )
+
+
+class Scraper:
+    """One server's thread: scrape, keep the latest reading, wait an interval; logs each up/down change once."""
+
+    def __init__(self, ep: Endpoint, settings: ServingSettings, interval_s: float, fetch: Fetch, log, clock):
+        self.ep, self.settings, self.interval_s, self.fetch, self.log, self.clock = (
+            ep,
+            settings,
+            interval_s,
+            fetch,
+            log,
+            clock,
+        )
+        self.latest: ServingReading | None = None
+        self._prev: tuple[dict[str, Any], float] | None = None
+        self._up: bool | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name=f"spark-watchd-serving-{ep.server}", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def scrape_once(self) -> ServingReading:
+        ep, s = self.ep, self.settings
+        override = s.servers.get(ep.server)
+        auth = (override.auth_header_file if override else None) or s.auth_header_file
+        ts = self.clock()
+        try:
+            cur = scrape(ep, self.fetch, s.timeout_s, s.max_response_bytes, auth)
+        except ScrapeError as exc:
+            self._prev = None  # rates restart after an outage: a gap is not one long interval
+            r = ServingReading(ep.server, ep.kind, False, ts, ep.pid, ep.base_url, str(exc))
+            self._transition(False, str(exc))
+        else:
+            prev, prev_ts = self._prev if self._prev else (None, None)
+            r = reading(ep, ts, cur, prev, prev_ts)
+            self._prev = (cur, ts)
+            self._transition(True, None)
+        self.latest = r
+        return r
+
+    def _transition(self, up: bool, error: str | None) -> None:
+        if up == self._up:
+            return
+        first, self._up = self._up is None, up
+        if up:
+            if not first:
+                self.log.info(f"{self.ep.server} answering again", server=self.ep.server)
+        else:
+            self.log.warning(f"{self.ep.server} not answering: {error}", server=self.ep.server, error=error)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.scrape_once()
+            except (
+                Exception
+            ) as exc:  # a bug in a parser must cost this server, never the thread or the daemon
+                self.latest = ServingReading(
+                    self.ep.server,
+                    self.ep.kind,
+                    False,
+                    self.clock(),
+                    self.ep.pid,
+                    self.ep.base_url,
+                    f"{type(exc).__name__}: {exc}"[:200],
+                )
+                self._transition(False, str(exc))
+            self._stop.wait(self.interval_s)
+
+
+class ServingSource:
+    """`serving`: the latest reading of each server in the workload table or the configuration."""
+
+    name = "serving"
+
+    def __init__(
+        self,
+        settings: ServingSettings | None = None,
+        *,
+        interval_s: float = 30.0,
+        proc_root: str = "/proc",
+        own_addresses: frozenset[str] | None = None,
+        fetch: Fetch = http_get,
+        clock: Callable[[], float] = time.time,
+        max_servers: int = 16,
+    ):
+        self.settings = settings or ServingSettings()
+        self.interval_s = self.settings.interval_s or interval_s
+        self.proc_root = proc_root
+        self.own = own_addresses if own_addresses is not None else _own_addresses()
+        self.fetch, self.clock, self.max_servers = fetch, clock, max_servers
+        self.log = get_logger("serving")
+        self.scrapers: dict[Endpoint, Scraper] = {}
+        self._environ: dict[tuple[int, float], dict[str, str]] = {}
+        self._skipped: set[tuple[int, float]] = set()
+        self.energy = EnergyAttribution()
+        self.trainer_active = False
+
+    def targets(self, processes) -> list[Endpoint]:
+        """The endpoints to scrape now: discovered servers (overrides applied) then the configured extras."""
+        s, out = self.settings, []
+        workloads = group_workloads(processes)
+        self.trainer_active = any(w.kind == "trainer" and w.gpu_resident for w in workloads)
+        for w in workloads:
+            if w.kind not in SERVING_KINDS:
+                continue
+            env = self._env(w.pid, w.create_time) if w.kind == "ollama" else None
+            ep = endpoint_for(w.kind, w.cmdline, w.pid, env, self.own)
+            if isinstance(ep, str):
+                if w.key not in self._skipped:
+                    self._skipped.add(w.key)
+                    self.log.info(f"{w.kind} pid {w.pid}: {ep}", kind=w.kind)
+                continue
+            o = s.servers.get(ep.server)
+            if o is not None and not o.enabled:
+                continue
+            out.append(ep._replace(base_url=o.url) if o is not None and o.url else ep)
+        for x in s.endpoints:
+            port = x.url.rsplit(":", 1)[-1]
+            out.append(Endpoint(x.name or f"{x.kind}:{port}", x.kind, x.url, None))
+        seen: dict[str, Endpoint] = {}
+        for ep in out:  # one scraper per label: a launcher and its engine are one server
+            seen.setdefault(ep.server, ep)
+        return list(seen.values())[: self.max_servers]
+
+    def _env(self, pid: int, create_time: float) -> dict[str, str]:
+        key = (pid, create_time)
+        if key not in self._environ:
+            try:  # another user's environ is unreadable: the default endpoint then
+                with open(os.path.join(self.proc_root, str(pid), "environ"), "rb") as fh:
+                    self._environ[key] = parse_environ(fh.read(1 << 20))
+            except OSError:
+                self._environ[key] = {}
+            if len(self._environ) > 256:
+                self._environ = {key: self._environ[key]}
+        return self._environ[key]
+
+    def collect(self, partial: Mapping[str, Any]) -> Mapping[str, Any]:
+        if not self.settings.enabled:
+            return {}
+        wanted = self.targets(partial.get("processes") or ())
+        for ep in list(self.scrapers):
+            if ep not in wanted:
+                self.scrapers.pop(ep).stop()
+        for ep in wanted:
+            if ep not in self.scrapers:
+                sc = Scraper(ep, self.settings, self.interval_s, self.fetch, self.log, self.clock)
+                self.scrapers[ep] = sc
+                sc.start()
+        readings = [sc.latest for sc in self.scrapers.values() if sc.latest is not None]
+        return {"serving": tuple(self.energy.attribute(readings, partial, self.trainer_active))}
+
+    def close(self) -> None:
+        for sc in self.scrapers.values():
+            sc.stop()
+        self.scrapers.clear()
+
+
+def _own_addresses() -> frozenset[str]:
+    """This host's interface addresses (psutil); loopback is always allowed besides these."""
+    try:
+        import psutil
+
+        return frozenset(a.address.split("%")[0] for addrs in psutil.net_if_addrs().values() for a in addrs)
+    except Exception:
+        return frozenset()

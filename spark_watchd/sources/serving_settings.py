@@ -1,0 +1,74 @@
+"""Configuration of the inference servers' telemetry (`[serving]` in config.toml)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from spark_watchd.sample.serving import SERVING_KINDS
+from spark_watchd.sources.serving_endpoints import checked_url
+
+
+def _url(v: str | None) -> str | None:
+    return None if v is None else checked_url(v)
+
+
+class ServerOverride(BaseModel):
+    """One discovered server (keyed by its label, e.g. "vllm:8000"): off, or scraped elsewhere."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(True, description="Scrape this server.")
+    url: str | None = Field(None, description="Scrape http://HOST:PORT instead of the discovered endpoint.")
+    auth_header_file: str | None = Field(None, description="File holding this server's Authorization value.")
+
+    _check_url = field_validator("url")(lambda v: _url(v))
+
+
+class ExtraEndpoint(BaseModel):
+    """A server the process table cannot show (in a container, another user's): scraped as configured."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str = Field(description="vllm, sglang, llamacpp, trtllm or ollama.")
+    url: str = Field(description="http://HOST:PORT on loopback or this host's own address.")
+    name: str | None = Field(None, max_length=40, description="Its server label; default KIND:PORT.")
+
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, v: str) -> str:
+        if v not in SERVING_KINDS:
+            raise ValueError(f"must be one of {', '.join(SERVING_KINDS)}")
+        return v
+
+    _check_url = field_validator("url")(lambda v: _url(v))
+
+
+class ServingSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(True, description="Read the inference servers' own telemetry (serving[]).")
+    # A scrape is a few kB in milliseconds; a server that takes longer is stalled, and is shown as down.
+    timeout_s: float = Field(2.0, gt=0, le=30, description="Bound on one scrape (connect + whole answer).")
+    interval_s: float | None = Field(
+        None,
+        ge=1,
+        le=3600,
+        description="Seconds between scrapes of each server; default the daemon interval.",
+    )
+    # vLLM's exposition with every histogram is ~100 kB per engine; 4 MiB is no server's telemetry.
+    max_response_bytes: int = Field(
+        4 << 20,
+        ge=1024,
+        le=64 << 20,
+        description="Answers larger than this are refused (the server is down).",
+    )
+    auth_header_file: str | None = Field(
+        None,
+        description="File whose content is sent as the Authorization header to every server "
+        "(e.g. 'Bearer KEY'); read at each scrape, never logged.",
+    )
+    servers: dict[str, ServerOverride] = Field(
+        default_factory=dict,
+        description='Per-server overrides keyed by label ([serving.servers."vllm:8000"]).',
+    )
+    endpoints: list[ExtraEndpoint] = Field(default_factory=list, max_length=32, description="Extra servers.")

@@ -1,0 +1,187 @@
+"""The serving source against real HTTP servers on loopback: discovery, figures, and every way a server fails."""
+
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from spark_watchd.sample.model import ProcessInfo
+from spark_watchd.sources.serving import Scraper, ServingSource, http_get
+from spark_watchd.sources.serving_endpoints import Endpoint
+from spark_watchd.sources.serving_settings import ServingSettings
+from tests.support.poll import wait_until as wait_for
+from tests.support.serving_fakes import FakeEngine, FakeServer
+
+
+def _proc(pid, argv, resident=True):
+    return ProcessInfo(pid, 1000.0 + pid, argv[0], tuple(argv), 1 << 30, None, resident)
+
+
+def _vllm(port, pid=100):
+    return _proc(pid, ["vllm", "serve", "Qwen/Qwen3-8B", "--port", str(port)])
+
+
+class Log:
+    def __init__(self):
+        self.lines = []
+
+    def warning(self, msg, **kw):
+        self.lines.append(("warning", msg))
+
+    def info(self, msg, **kw):
+        self.lines.append(("info", msg))
+
+    debug = info
+
+
+def _latest(src, server):
+    out = src.collect({"processes": src._procs})["serving"]
+    return next((r for r in out if r.server == server), None)
+
+
+def test_a_discovered_vllm_is_scraped_and_its_interval_figures_computed():
+    eng = FakeEngine("vllm")
+    with FakeServer(eng) as srv:
+        src = ServingSource(ServingSettings(), interval_s=0.2, own_addresses=frozenset())
+        src._procs = (_vllm(srv.port),)
+        server = f"vllm:{srv.port}"
+        try:
+            eng.step(5)
+            wait_for(lambda: _latest(src, server) is not None, timeout=5)
+            eng.step(5)  # 600 tokens more, 5 TTFT/ITL observations
+            r = wait_for(lambda: (x := _latest(src, server)) and x.generation_tokens_per_s and x, timeout=5)
+            assert r.up and r.kind == "vllm" and r.pid == 100 and r.model == "Qwen/Qwen3-8B"
+            assert r.requests_running == 4 and r.kv_usage == pytest.approx(0.42)
+            assert r.generation_tokens_per_s > 0 and r.ttft_p50_s == pytest.approx(0.175, abs=0.05)
+            assert r.itl_p95_s is not None and 0.025 <= r.itl_p95_s <= 0.05
+        finally:
+            src.close()
+
+
+def test_a_hanging_server_delays_neither_the_tick_nor_the_other_servers_scrape():
+    hung, ok = FakeEngine("vllm"), FakeEngine("llamacpp")
+    hung.hang_s = 5.0
+    with FakeServer(hung) as h, FakeServer(ok) as o:
+        src = ServingSource(ServingSettings(timeout_s=1.0), interval_s=0.2, own_addresses=frozenset())
+        src._procs = (
+            _vllm(h.port),
+            _proc(200, ["llama-server", "-m", "x.gguf", "--metrics", "--port", str(o.port)]),
+        )
+        try:
+            t0 = time.perf_counter()
+            src.collect({"processes": src._procs})
+            assert time.perf_counter() - t0 < 0.1  # collect only starts the scrapers
+            good = wait_for(lambda: _latest(src, f"llamacpp:{o.port}"), timeout=3)
+            assert good.up
+            costs = []
+            for _ in range(5):
+                t0 = time.perf_counter()
+                src.collect({"processes": src._procs})
+                costs.append(time.perf_counter() - t0)
+            assert max(costs) < 0.05
+            bad = wait_for(lambda: (x := _latest(src, f"vllm:{h.port}")) and x, timeout=4)
+            assert not bad.up and "timed out" in bad.error.lower()
+        finally:
+            src.close()
+
+
+class _Redirect(BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802
+        if self.path == "/big/metrics":
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"# " + b"x" * 200_000 + b"\n")
+            return
+        self.send_response(302)
+        self.send_header("Location", "http://203.0.113.9/metrics")
+        self.end_headers()
+
+    def log_message(self, *a):
+        pass
+
+
+@pytest.fixture
+def odd_server():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Redirect)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield httpd.server_address[1]
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_redirects_are_never_followed(odd_server):
+    from spark_watchd.sources.serving import ScrapeError
+
+    with pytest.raises(ScrapeError, match="302 redirect to http://203.0.113.9/metrics: not followed"):
+        http_get(f"http://127.0.0.1:{odd_server}/metrics", 2.0, 1 << 20, {})
+
+
+def test_an_answer_over_the_size_cap_is_refused(odd_server):
+    from spark_watchd.sources.serving import ScrapeError
+
+    with pytest.raises(ScrapeError, match="over 100000 bytes"):
+        http_get(f"http://127.0.0.1:{odd_server}/big/metrics", 2.0, 100_000, {})
+
+
+def test_up_and_down_are_logged_once_per_change_and_an_outage_restarts_the_rates():
+    eng = FakeEngine("sglang")
+    srv = FakeServer(eng).__enter__()
+    log = Log()
+    ep = Endpoint(f"sglang:{srv.port}", "sglang", srv.url, 5)
+    sc = Scraper(ep, ServingSettings(timeout_s=0.5), 60, http_get, log, time.time)
+    assert sc.scrape_once().up and sc.scrape_once().up
+    srv.__exit__()
+    r1, r2 = sc.scrape_once(), sc.scrape_once()
+    assert not r1.up and not r2.up and r1.error
+    assert [lvl for lvl, _ in log.lines] == ["warning"]  # the first up is not news; one line for the outage
+    with FakeServer(eng, port=srv.port):
+        back = sc.scrape_once()
+    assert back.up and back.generation_tokens_per_s is None  # no rate across the gap
+    assert log.lines[-1] == ("info", f"sglang:{srv.port} answering again")
+
+
+def test_auth_header_is_read_from_its_file_and_sent(tmp_path):
+    seen = {}
+
+    class H(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            seen["auth"] = self.headers.get("Authorization")
+            body = b"# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 1\n"
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    key = tmp_path / "key"
+    key.write_text("Bearer s3cret\n")
+    try:
+        port = httpd.server_address[1]
+        ep = Endpoint(f"llamacpp:{port}", "llamacpp", f"http://127.0.0.1:{port}")
+        r = Scraper(
+            ep, ServingSettings(auth_header_file=str(key)), 60, http_get, Log(), time.time
+        ).scrape_once()
+        assert r.up and seen["auth"] == "Bearer s3cret"
+        assert "s3cret" not in repr(r)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_disabled_overrides_and_extra_endpoints_shape_the_target_list():
+    s = ServingSettings(
+        servers={"vllm:8000": {"enabled": False}},
+        endpoints=[{"kind": "ollama", "url": "http://127.0.0.1:11500", "name": "ollama-box"}],
+    )
+    src = ServingSource(s, own_addresses=frozenset())
+    targets = src.targets((_proc(1, ["vllm", "serve", "m"]), _proc(2, ["llama-server", "-m", "x"])))
+    assert [t.server for t in targets] == ["llamacpp:8080", "ollama-box"]
+
+
+def test_an_off_host_extra_endpoint_is_a_config_error():
+    with pytest.raises(ValueError, match="not loopback"):
+        ServingSettings(endpoints=[{"kind": "vllm", "url": "http://192.0.2.1:8000"}])

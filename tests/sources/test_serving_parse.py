@@ -1,0 +1,120 @@
+"""The servers' telemetry, parsed with prometheus_client's parser from the text each release really serves.
+
+The expositions come from tests/support/serving_fakes.py: prometheus_client metrics of each server's own
+names, labels and buckets (provenance there, per server).
+"""
+
+import json
+
+import pytest
+
+from spark_watchd.sources.serving_parse import ExpositionError, parse_expiry, parse_metrics, parse_ollama
+from tests.support.serving_fakes import FakeEngine
+
+
+def _text(engine: FakeEngine, seconds: float = 10.0) -> str:
+    engine.step(seconds)
+    path = "/prometheus/metrics" if engine.kind == "trtllm" else "/metrics"
+    status, _, body = engine.body(path)
+    assert status == 200
+    return body.decode()
+
+
+@pytest.mark.parametrize("kind", ["vllm", "sglang", "llamacpp", "trtllm"])
+def test_each_server_gives_running_waiting_kv_and_token_counters(kind):
+    e = FakeEngine(kind)
+    e.running, e.waiting, e.kv, e.tps = 5, 2, 0.61, 100.0
+    got = parse_metrics(kind, _text(e, 10.0))
+    assert got["running"] == 5 and got["waiting"] == 2
+    assert got["kv_usage"] == pytest.approx(0.61)
+    assert got["generation_tokens"] == pytest.approx(1000.0)
+    assert got["prompt_tokens"] == pytest.approx(3000.0)
+
+
+@pytest.mark.parametrize("kind", ["vllm", "sglang", "trtllm"])
+def test_latency_histograms_come_back_as_cumulative_buckets(kind):
+    got = parse_metrics(kind, _text(FakeEngine(kind), 10.0))
+    for fig in ("ttft", "itl"):
+        buckets = got[fig]
+        assert buckets[-1][0] == float("inf") and buckets[-1][1] == 10
+        assert [c for _, c in buckets] == sorted(c for _, c in buckets)
+
+
+def test_vllm_reads_its_model_kv_budget_and_preemptions():
+    e = FakeEngine("vllm")
+    e.preempt_per_s = 0.5
+    got = parse_metrics("vllm", _text(e, 10.0))
+    assert got["model"] == "Qwen/Qwen3-8B"
+    assert got["preemptions"] == pytest.approx(5.0)
+    assert got["kv_capacity"] == 2874 * 16  # cache_config_info num_gpu_blocks x block_size
+
+
+def test_vllm_0_9_names_are_read_when_the_new_ones_are_absent():
+    got = parse_metrics("vllm", _text(FakeEngine("vllm", legacy=True)))
+    assert got["kv_usage"] == pytest.approx(0.42)  # vllm:gpu_cache_usage_perc
+    assert got["itl"][-1][1] == 10  # vllm:time_per_output_token_seconds
+
+
+def test_sglang_retractions_are_its_preemptions_and_its_kv_budget_is_max_total_num_tokens():
+    e = FakeEngine("sglang")
+    e.preempt_per_s = 1.0
+    got = parse_metrics("sglang", _text(e, 4.0))
+    assert got["preemptions"] == pytest.approx(4.0)
+    assert got["kv_capacity"] == 412000
+
+
+def test_series_of_several_vllm_engines_are_summed_and_kv_is_the_fullest():
+    text = (
+        "# TYPE vllm:num_requests_running gauge\n"
+        'vllm:num_requests_running{engine="0",model_name="m"} 3.0\n'
+        'vllm:num_requests_running{engine="1",model_name="m"} 4.0\n'
+        "# TYPE vllm:kv_cache_usage_perc gauge\n"
+        'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.2\n'
+        'vllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.9\n'
+    )
+    got = parse_metrics("vllm", text)
+    assert got["running"] == 7 and got["kv_usage"] == 0.9
+
+
+def test_llamacpp_nan_kv_is_treated_as_not_exported():
+    got = parse_metrics("llamacpp", "# TYPE llamacpp:kv_cache_usage_ratio gauge\nllamacpp:kv_cache_usage_ratio nan\n"
+                        "# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 1\n")  # fmt: skip
+    assert "kv_usage" not in got and got["running"] == 1
+
+
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("<html>hello</html>", "not Prometheus text|no vllm"),
+        ("# TYPE node_load1 gauge\nnode_load1 0.5\n", "no vllm metrics"),
+        ('vllm:num_requests_running{engine="0" 3\n', "not Prometheus text"),
+    ],
+)
+def test_an_answer_that_is_not_the_servers_telemetry_says_so(text, why):
+    with pytest.raises(ExpositionError, match=why):
+        parse_metrics("vllm", text)
+
+
+def test_ollama_ps_gives_each_model_with_its_keep_alive_expiry():
+    e = FakeEngine("ollama")
+    _, _, ps = e.body("/api/ps")
+    _, _, ver = e.body("/api/version")
+    got = parse_ollama(ps.decode(), ver.decode())
+    (m,) = got["models"]
+    assert m.name == "qwen3:8b" and m.size_bytes == m.size_vram_bytes == 6_200_000_000
+    assert got["version"] == "0.12.6" and got["model"] == "qwen3:8b"
+    assert m.expires_at is not None
+
+
+def test_ollama_docs_example_expiry_with_an_offset_parses_to_unix_seconds():
+    # docs/api.md's own example answer.
+    assert parse_expiry("2024-06-04T14:38:31.83753-07:00") == pytest.approx(1717537111.83753)
+    assert parse_expiry("2025-10-29T09:12:01.123456789Z") == pytest.approx(1761729121.123456)
+    assert parse_expiry("tomorrow") is None
+
+
+def test_ollama_answer_without_models_is_refused():
+    with pytest.raises(ExpositionError, match="models"):
+        parse_ollama(json.dumps({"error": "unauthorized"}))
+    with pytest.raises(ExpositionError, match="not JSON"):
+        parse_ollama("<html>")

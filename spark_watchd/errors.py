@@ -5,6 +5,7 @@ from __future__ import annotations
 EX_SOFTWARE = 1
 EX_USAGE = 2
 EX_DATAERR = 65
+EX_TEMPFAIL = 75
 EX_NOPERM = 77
 EX_CONFIG = 78
 

@@ -9,7 +9,7 @@ import sys
 from spark_watchd import __version__
 from spark_watchd.commands.statedir import is_explicit, resolve_state_dir
 from spark_watchd.config import Settings, load_settings
-from spark_watchd.errors import EX_CONFIG, EX_DATAERR, EX_SOFTWARE, EX_USAGE, ConfigError
+from spark_watchd.errors import EX_CONFIG, EX_DATAERR, EX_SOFTWARE, EX_TEMPFAIL, EX_USAGE, ConfigError
 from spark_watchd.logs import configure_logging, get_logger
 
 
@@ -86,11 +86,9 @@ def main(args: argparse.Namespace) -> int:
 
 def serve(settings: Settings, args: argparse.Namespace, *, announce: bool = False) -> int:
     """Start the daemon and its HTTP server; block until SIGTERM/SIGINT. Shared by run and demo."""
-    from spark_watchd import app
-    from spark_watchd.daemon import Runner
+    from spark_watchd.sample.files import StateDirBusy, lock_state_dir
     from spark_watchd.sources.replay import ReplayFeed
     from spark_watchd.web.auth import load_web_config
-    from spark_watchd.web.server import HttpServer
 
     log = get_logger("run")
     web = None
@@ -120,6 +118,30 @@ def serve(settings: Settings, args: argparse.Namespace, *, announce: bool = Fals
     except ConfigError as exc:
         print(f"spark-watchd: bad configuration: {exc}", file=sys.stderr)
         return EX_CONFIG
+    lock = None
+    if state_dir is not None:  # one daemon per state dir, taken before any state file is opened
+        try:
+            lock = lock_state_dir(state_dir)
+        except StateDirBusy as exc:
+            print(f"spark-watchd: {exc}", file=sys.stderr)
+            return EX_TEMPFAIL
+        except ConfigError as exc:  # DIR/lock is a link or a FIFO
+            print(f"spark-watchd: bad configuration: {exc}", file=sys.stderr)
+            return EX_CONFIG
+        except OSError as exc:  # a full disk: serve anyway, as with any other state write failure
+            log.warning("state dir lock not taken", state_dir=state_dir, error=str(exc))
+    try:
+        return _serve_locked(settings, args, feed, state_dir, web, log, announce)
+    finally:
+        if lock is not None:
+            os.close(lock)
+
+
+def _serve_locked(settings: Settings, args, feed, state_dir, web, log, announce: bool) -> int:
+    from spark_watchd import app
+    from spark_watchd.daemon import Runner
+    from spark_watchd.web.server import HttpServer
+
     # The demo verb: the status page shows a DEMO badge naming the scenario.
     demo = os.path.splitext(os.path.basename(args.replay))[0] if announce else None
     try:

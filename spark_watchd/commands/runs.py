@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from spark_watchd.errors import EX_CONFIG
+from spark_watchd.sample.files import StateFileError
 from spark_watchd.throughput.ledger import LEDGER_FILE, read_runs
 
 
@@ -83,6 +84,9 @@ def main(args) -> int:
     path = Path(state_dir) / LEDGER_FILE
     try:
         runs, bad = read_runs(path)
+    except StateFileError as e:  # a link or a FIFO as runs.jsonl: not read through
+        print(f"spark-watchd runs: {e}", file=sys.stderr)
+        return e.exit_code
     except OSError as e:
         print(f"spark-watchd runs: cannot read {path}: {e.strerror or e}", file=sys.stderr)
         return 1

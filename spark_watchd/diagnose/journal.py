@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from spark_watchd.sample.files import open_regular
 from spark_watchd.sample.findings import Event
 
 
@@ -29,7 +30,12 @@ def write_state_atomic(path: str | os.PathLike, state: Mapping[str, Any]) -> Non
     p = Path(path)
     tmp = p.with_name(p.name + ".tmp")
     data = json.dumps(state, sort_keys=True, separators=(",", ":")).encode()
-    with open(tmp, "wb") as fh:
+    try:  # a link or FIFO planted as the tmp file is removed, never written through
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
+    fd = open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    with os.fdopen(fd, "wb") as fh:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
@@ -38,9 +44,13 @@ def write_state_atomic(path: str | os.PathLike, state: Mapping[str, Any]) -> Non
 
 
 def read_state(path: str | os.PathLike) -> dict[str, Any] | None:
-    """The saved state, or None when missing or unreadable (a fresh start)."""
+    """The saved state, or None when missing or unreadable (a fresh start); StateFileError for a link or
+    anything but a regular file (a FIFO hung the start)."""
     try:
-        with open(path, encoding="utf-8") as fh:
+        fd = open_regular(path)
+        if fd is None:
+            return None
+        with open(fd, encoding="utf-8") as fh:
             obj = json.load(fh)
     except (OSError, ValueError):
         return None
@@ -51,11 +61,10 @@ def read_events(path: str | os.PathLike) -> tuple[list[Event], int]:
     """Events in the journal and how many lines were skipped (a torn last line after a crash)."""
     events: list[Event] = []
     bad = 0
-    try:
-        fh = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
-    except FileNotFoundError:
+    fd = open_regular(path)
+    if fd is None:
         return events, 0
-    with fh:
+    with open(fd, encoding="utf-8", errors="replace") as fh:
         for line in fh:
             if not line.strip():
                 continue
@@ -73,13 +82,12 @@ class EventJournal:
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = open(self.path, "ab")  # noqa: SIM115
+        fd = open_regular(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fh = open(fd, "ab")  # noqa: SIM115
         # A crash mid-write leaves a torn last line: start ours on a fresh line (readers skip the fragment).
-        if self._fh.tell() > 0:
-            with open(self.path, "rb") as rf:
-                rf.seek(-1, os.SEEK_END)
-                if rf.read(1) != b"\n":
-                    self._fh.write(b"\n")
+        size = os.fstat(fd).st_size
+        if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
+            self._fh.write(b"\n")
 
     def append(self, event: Event) -> None:
         """Write and fsync one event."""

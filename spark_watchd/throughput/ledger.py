@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from spark_watchd.logs import get_logger
+from spark_watchd.sample.files import StateFileError, check_regular, open_regular
 from spark_watchd.sample.memory import MemoryView
 from spark_watchd.sample.model import REASON_COUNTER_KEYS, Sample
 from spark_watchd.snapshot import Snapshot
@@ -184,6 +185,8 @@ class RunLedger:
         self, path: str | os.PathLike, recent_samples: int = 2880, max_bytes: int = MAX_LEDGER_BYTES
     ) -> None:
         self.path = Path(path)
+        for p in (self.path, rotated(self.path)):
+            check_regular(p)  # a link or FIFO here: exit 78 at start, naming it
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
         self._recent: deque[_Interval] = deque()
@@ -267,14 +270,14 @@ class RunLedger:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._rotate(len(line))
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = open_regular(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
                 os.write(fd, line.encode())  # one write on O_APPEND: lines never interleave
                 os.fsync(fd)
             finally:
                 os.close(fd)
             self._write_failed = False
-        except OSError as e:
+        except (OSError, StateFileError) as e:  # a link swapped in later is refused like a full disk
             if not self._write_failed:  # log once per state change, not per run
                 log.error("cannot write the run ledger", path=str(self.path), error=str(e))
             self._write_failed = True
@@ -300,10 +303,11 @@ def read_runs(path: str | os.PathLike) -> tuple[list[dict[str, Any]], int]:
     bad = 0
     texts = []
     for p in (rotated(path), Path(path)):
-        try:
-            texts.append(p.read_text(encoding="utf-8", errors="replace"))
-        except FileNotFoundError:
+        fd = open_regular(p)  # StateFileError for a link or a FIFO: never read through one
+        if fd is None:
             continue
+        with open(fd, encoding="utf-8", errors="replace") as fh:
+            texts.append(fh.read())
     for line in "\n".join(texts).splitlines():
         if not line.strip():
             continue

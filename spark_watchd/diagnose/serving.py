@@ -1,0 +1,266 @@
+"""What the inference servers' own telemetry says for G3, G4 and G6: pure state fed one sample at a time.
+
+- G4 damage: a throttle that cuts a server's decode rate per running request well below that server's own
+  baseline at comparable load (running requests within a tolerance of now). A server that is idle, or so
+  bursty that its rate per request has no stable baseline, never makes damage out of nothing.
+- G6 contention evidence: preemptions (SGLang: retractions) rising, or KV use collapsing while the server
+  stays busy. Ollama's `expires_at` explains a model leaving `/api/ps` (keep-alive unload): never an eviction.
+- G3: a server's KV budget (the cache it allocated) smaller than the same server allocated before.
+
+No I/O, no clock: the sample's own timestamps only.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from spark_watchd.sample.serving import ServingReading
+
+
+@dataclass(frozen=True)
+class ServingThresholds:
+    """Defaults judged on the scenario traces (tests/fixtures/traces/serving/)."""
+
+    # "Well below": the decode rate per request down by a third (baseline/now 1.5) is damage; it stays
+    # damage until it is back within 1.25 (the same hysteresis as a training job's step time).
+    damage_ratio: float = 1.5
+    recover_ratio: float = 1.25
+    # Comparable load: the baseline only counts intervals whose running requests were within 35 % of now.
+    load_tolerance: float = 0.35
+    baseline_min_points: int = 4
+    # Bursty: a per-request rate varying more than this (coefficient of variation) has no baseline.
+    baseline_max_cv: float = 0.3
+    recent_points: int = 2  # consecutive throttled intervals before the cut counts
+    min_tokens_per_s: float = 1.0
+    history_s: float = 1800.0
+    # A preemption storm: this many preemptions within storm_window_s, after a calm window as long.
+    storm_preemptions: float = 10.0
+    storm_window_s: float = 300.0
+    # KV use falling to this share of its recent level or less while requests keep running.
+    kv_collapse_share: float = 0.5
+    kv_collapse_from: float = 0.3  # ... from at least this much in use
+    # Ollama: a model gone from /api/ps within this much of its expires_at is its keep-alive unload.
+    keepalive_slack_s: float = 90.0
+    kv_shrink_share: float = 0.8  # a KV budget under 80 % of what the server allocated before
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    ts: float
+    tps: float | None
+    running: float | None
+    kv: float | None
+    preempt: float | None  # cumulative
+    throttled: bool
+
+    @property
+    def per_request(self) -> float | None:
+        if self.tps is None or not self.running or self.running < 1:
+            return None
+        return self.tps / self.running
+
+
+def _median(vals: Sequence[float]) -> float:
+    v = sorted(vals)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def _cv(vals: Sequence[float]) -> float:
+    m = sum(vals) / len(vals)
+    if m <= 0:
+        return float("inf")
+    var = sum((x - m) ** 2 for x in vals) / len(vals)
+    return var**0.5 / m
+
+
+def decode_damage(
+    points: Sequence[Point], th: ServingThresholds, ratio_needed: float
+) -> dict[str, Any] | None:
+    """Evidence that the latest throttled intervals cut the decode rate below the baseline at comparable load."""
+    if len(points) < th.recent_points:
+        return None
+    recent = points[-th.recent_points :]
+    if not all(p.throttled and p.per_request is not None and p.tps >= th.min_tokens_per_s for p in recent):
+        return None
+    running = _median([p.running for p in recent])
+    lo, hi = running * (1 - th.load_tolerance), running * (1 + th.load_tolerance)
+    base = [
+        p.per_request
+        for p in points[: -th.recent_points]
+        if not p.throttled
+        and p.per_request is not None
+        and lo <= p.running <= hi
+        and p.tps >= th.min_tokens_per_s
+    ]
+    if len(base) < th.baseline_min_points or _cv(base) > th.baseline_max_cv:
+        return None  # no baseline at this load, or a server too bursty to have one
+    now = [p.per_request for p in recent]
+    if _cv(now) > th.baseline_max_cv:
+        return None
+    b, c = _median(base), _median(now)
+    if c <= 0 or b / c < ratio_needed:
+        return None
+    return {
+        "tokens_per_s": round(_median([p.tps for p in recent]), 1),
+        "tokens_per_s_baseline": round(b * running, 1),
+        "running_requests": running,
+        "decode_ratio": round(b / c, 2),
+        "baseline_points": len(base),
+    }
+
+
+def preemption_storm(points: Sequence[Point], th: ServingThresholds) -> dict[str, Any] | None:
+    """Preemptions rising: storm_preemptions within the latest window, after a calmer window before it."""
+    if not points or points[-1].preempt is None:
+        return None
+    now = points[-1]
+    start = next((p for p in points if p.preempt is not None and now.ts - p.ts <= th.storm_window_s), None)
+    if start is None or start is now or now.preempt < start.preempt:
+        return None
+    recent = now.preempt - start.preempt
+    before = [
+        p
+        for p in points
+        if p.preempt is not None and start.ts - p.ts <= th.storm_window_s and p.ts <= start.ts
+    ]
+    earlier = start.preempt - before[0].preempt if before else 0.0
+    if recent >= th.storm_preemptions and recent > 2 * max(earlier, 0.0):
+        return {
+            "preemptions": round(recent, 1),
+            "over_s": round(now.ts - start.ts),
+            "preemptions_before": earlier,
+        }
+    return None
+
+
+def kv_collapse(points: Sequence[Point], th: ServingThresholds) -> dict[str, Any] | None:
+    """KV use collapsing while the server stays busy: the cache was taken from it, not emptied by idling."""
+    if len(points) < 4:
+        return None
+    now = points[-1]
+    if now.kv is None or not now.running or now.running < 1:
+        return None
+    prior = [p.kv for p in points[-6:-1] if p.kv is not None and p.running]
+    if len(prior) < 3:
+        return None
+    level = _median(prior)
+    if level >= th.kv_collapse_from and now.kv <= th.kv_collapse_share * level:
+        return {
+            "kv_usage": round(now.kv, 3),
+            "kv_usage_before": round(level, 3),
+            "running_requests": now.running,
+        }
+    return None
+
+
+def keepalive_unloads(prev: ServingReading, cur: ServingReading, ts: float, th: ServingThresholds):
+    """(explained, unexplained): Ollama models gone since the previous reading, by whether keep-alive expired."""
+    if prev.kind != "ollama" or not (prev.up and cur.up):
+        return [], []
+    held = {m.name for m in cur.models}
+    explained, unexplained = [], []
+    for m in prev.models:
+        if m.name in held:
+            continue
+        if m.expires_at is not None and m.expires_at <= ts + th.keepalive_slack_s:
+            explained.append(m)
+        else:
+            unexplained.append(m)
+    return explained, unexplained
+
+
+class ServingWatch:
+    """Per server: its recent points, damage latch, KV budget high-water mark and last reading."""
+
+    def __init__(self, th: ServingThresholds | None = None):
+        self.th = th or ServingThresholds()
+        self.points: dict[str, deque[Point]] = {}
+        self.damaged: set[str] = set()
+        self.kv_high: dict[tuple[str, int | None], float] = {}
+        self.last: dict[str, ServingReading] = {}
+        self.unloads: list[tuple[str, Any]] = []  # this sample's keep-alive unloads (server, model)
+        self.lost_models: list[tuple[str, Any]] = []  # models gone before their expiry
+
+    def forget(self) -> None:
+        self.points.clear()
+        self.damaged.clear()
+        self.last.clear()
+
+    def observe(self, readings: Sequence[ServingReading], ts: float, throttled: bool) -> None:
+        """Take one sample's readings (one point per server per scrape: a repeated scrape is not a new point)."""
+        th = self.th
+        self.unloads, self.lost_models = [], []
+        for r in readings:
+            prev = self.last.get(r.server)
+            if prev is not None:
+                explained, unexplained = keepalive_unloads(prev, r, ts, th)
+                self.unloads += [(r.server, m) for m in explained]
+                self.lost_models += [(r.server, m) for m in unexplained]
+            self.last[r.server] = r
+            if not r.up:
+                continue
+            if r.kv_capacity_tokens:
+                key = (r.server, r.pid)
+                self.kv_high[key] = max(self.kv_high.get(key, 0.0), r.kv_capacity_tokens)
+                if len(self.kv_high) > 64:  # bounded: a server restarted a hundred times keeps its latest
+                    self.kv_high.pop(next(iter(self.kv_high)))
+            pts = self.points.setdefault(r.server, deque())
+            sts = r.ts if r.ts is not None else ts
+            if pts and pts[-1].ts >= sts:
+                continue
+            pts.append(
+                Point(
+                    sts,
+                    r.generation_tokens_per_s,
+                    r.requests_running,
+                    r.kv_usage,
+                    r.preemptions_total,
+                    throttled,
+                )
+            )
+            while pts and sts - pts[0].ts > th.history_s:
+                pts.popleft()
+
+    def damage(self) -> list[dict[str, Any]]:
+        """Per server whose decode rate a throttle cut: its evidence (latched until it recovers)."""
+        out = []
+        for server, pts in self.points.items():
+            need = self.th.recover_ratio if server in self.damaged else self.th.damage_ratio
+            ev = decode_damage(list(pts), self.th, need)
+            if ev is None:
+                self.damaged.discard(server)
+                continue
+            self.damaged.add(server)
+            out.append({"server": server, "kind": self.last[server].kind, **ev})
+        return out
+
+    def contention(self) -> list[dict[str, Any]]:
+        """Per busy server: preemption storm or KV collapse evidence (the classifier adds the co-tenant)."""
+        out = []
+        for server, pts in self.points.items():
+            p = list(pts)
+            for what, ev in (
+                ("preemption_storm", preemption_storm(p, self.th)),
+                ("kv_collapse", kv_collapse(p, self.th)),
+            ):
+                if ev is not None:
+                    out.append({"server": server, "kind": self.last[server].kind, "signal": what, **ev})
+        return out
+
+    def kv_budget(self) -> list[dict[str, Any]]:
+        """Servers whose KV budget is under kv_shrink_share of the largest they (any pid of that label) allocated."""
+        out = []
+        best: dict[str, float] = {}
+        for (server, _pid), cap in self.kv_high.items():
+            best[server] = max(best.get(server, 0.0), cap)
+        for server, r in self.last.items():
+            cap = r.kv_capacity_tokens
+            if r.up and cap and server in best and cap < self.th.kv_shrink_share * best[server]:
+                out.append(
+                    {"server": server, "kv_capacity_tokens": cap, "kv_capacity_tokens_before": best[server]}
+                )
+        return out

@@ -39,6 +39,8 @@ def raw_calls(nv) -> list[dict]:
             "uuid": lambda h=h: nv.nvmlDeviceGetUUID(h),
             "power_mw": lambda h=h: nv.nvmlDeviceGetPowerUsage(h),
             "temp_c": lambda h=h: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU),
+            "temp_v_c": lambda h=h: nv.nvmlDeviceGetTemperatureV(h, nv.NVML_TEMPERATURE_GPU),
+            "pci_bus_id": lambda h=h: nv.nvmlDeviceGetPciInfo(h).busId,
             "slowdown_c": lambda h=h: nv.nvmlDeviceGetTemperatureThreshold(
                 h, nv.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN
             ),
@@ -53,6 +55,9 @@ def raw_calls(nv) -> list[dict]:
             "memory": lambda h=h: (lambda m: {"total": m.total, "used": m.used})(
                 nv.nvmlDeviceGetMemoryInfo(h)
             ),
+            "memory_v2": lambda h=h: (lambda m: {"total": m.total, "used": m.used})(
+                nv.nvmlDeviceGetMemoryInfo(h, nv.nvmlMemory_v2)
+            ),
             "fields": lambda h=h: [
                 {"id": fv.fieldId, "ret": fv.nvmlReturn, "type": fv.valueType, "ull": fv.value.ullVal}
                 for fv in nv.nvmlDeviceGetFieldValues(h, [fid for _, fid in COUNTER_FIELDS])
@@ -66,14 +71,23 @@ def raw_calls(nv) -> list[dict]:
             "compute_procs": lambda h=h: [
                 (p.pid, p.usedGpuMemory) for p in nv.nvmlDeviceGetComputeRunningProcesses(h)
             ],
+            "graphics_procs": lambda h=h: [
+                (p.pid, p.usedGpuMemory) for p in nv.nvmlDeviceGetGraphicsRunningProcesses(h)
+            ],
         }
         answers = {}
         for key, fn in calls.items():
             try:
                 v = fn()
                 answers[key] = v.decode() if isinstance(v, bytes) else v
-            except nv.NVMLError as exc:
-                answers[key] = f"NVMLError {getattr(exc, 'value', '?')}: {exc}"
+            except (
+                nv.NVMLError,
+                AttributeError,
+                getattr(nv, "NVMLLibraryMismatchError", nv.NVMLError),
+            ) as exc:
+                # AttributeError: an older nvidia-ml-py without the call; mismatch: a library without it.
+                label = "NVMLError" if isinstance(exc, nv.NVMLError) else type(exc).__name__
+                answers[key] = f"{label} {getattr(exc, 'value', '?')}: {exc}"
         out.append(answers)
     return out
 

@@ -128,7 +128,8 @@ def g4_thermal(gpus: Sequence[Mapping[str, Any]] | None, error: str | None = Non
     out = []
     for g in gpus:
         temp, power, slow = g.get("temp_c"), g.get("power_w"), g.get("slowdown_temp_c")
-        parts = [f"GPU {g.get('index', 0)} {g.get('name', '?')}:"]
+        name = f" {g['name']}" if g.get("name") else ""  # the name call can fail alone: no "GPU 0 None:"
+        parts = [f"GPU {g.get('index', 0)}{name}:"]
         parts.append(f"{temp:.0f} C" if temp is not None else "temperature n/a")
         parts.append(f"{power:.1f} W" if power is not None else "power n/a")
         if slow is not None:

@@ -96,3 +96,23 @@ def test_once_without_a_gpu_name_prints_no_empty_name(shim_gpu):
     assert r.returncode == 0, r.stderr
     (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith("gpu 0")]
     assert line.startswith("gpu 0: 11.17 W 38 C"), line
+
+
+def test_preflight_reads_the_gpu_and_names_no_none(shim_gpu):
+    r = run_cli("preflight", env=shim_gpu.env())
+    assert "G4 INFO: GPU 0 NVIDIA GB10: 38 C 11.2 W (slowdown at 86 C) SM 2405 MHz" in r.stdout, r.stdout
+    # Found by the shim: a failing name call printed "GPU 0 None:".
+    shim_gpu.write("name=NO_PERMISSION\n")
+    r = run_cli("preflight", env=shim_gpu.env())
+    assert "G4 INFO: GPU 0: 38 C 11.2 W (slowdown at 86 C) SM 2405 MHz" in r.stdout, r.stdout
+
+
+def test_record_writes_trace_lines_read_through_the_binding(shim_gpu, tmp_path):
+    out = tmp_path / "trace.jsonl"
+    r = run_cli("record", str(out), "--interval", "1", "--duration", "2.5", env=shim_gpu.env())
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(ln) for ln in out.read_text().splitlines()]
+    assert len(lines) >= 2
+    assert all(
+        ln["gpus"][0]["name"] == "NVIDIA GB10" and ln["gpus"][0]["mem_total_bytes"] is None for ln in lines
+    )

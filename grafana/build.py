@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # panels.py sits beside this file
 from panels import LEVELS, SEL, Layout, dashboard, m, panel, refs, threshold_steps, unit_override  # noqa: E402
-from signals import board_panels, cluster_panels  # noqa: E402
+from signals import board_panels, cluster_panels, link_panels  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "dashboards"
 
@@ -196,6 +196,7 @@ def overview() -> dict:
         )
     )
     board_panels(L)
+    link_panels(L)
     L.row("Training throughput")
     L.add(
         panel(

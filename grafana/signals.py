@@ -1,4 +1,4 @@
-"""Panels for the optional signals: GB10 board telemetry (spbm driver) and DDP cluster peers (`cluster` label)."""
+"""Panels for the optional signals: GB10 board telemetry (spbm driver), the ConnectX-7 link, DDP cluster peers."""
 
 from __future__ import annotations
 
@@ -49,6 +49,59 @@ def board_panels(L: Layout) -> None:
             refs(
                 (m("sparkwatchd_board_tj_headroom_celsius"), "Tj headroom (C)"),
                 (m("sparkwatchd_board_prochot"), "PROCHOT"),
+            ),
+            "none",
+            min=0,
+        ),
+        w=8,
+    )
+
+
+def link_panels(L: Layout) -> None:
+    """The ConnectX-7 ports between Sparks (the `link` source): state, rate, errors and retransmits."""
+    L.row("ConnectX-7 link (RDMA ports)")
+    legend = "{{device}}/{{port}}"
+    L.add(
+        panel(
+            "timeseries",
+            "Link up and judged faulty",
+            "1 while a port is ACTIVE with its netdev up; problem 1 while the daemon judges it down (after being "
+            "up this boot), below 200 Gb/s or counting errors. A Spark with one cable has two ports up.",
+            refs(
+                (m("sparkwatchd_link_up"), legend + " up"),
+                (m("sparkwatchd_link_problem"), legend + " problem"),
+            ),
+            "none",
+            min=0,
+        ),
+        w=8,
+    )
+    L.add(
+        panel(
+            "timeseries",
+            "Link rate",
+            "Negotiated rate per port: 200 Gb/s (25 GB/s) with an approved cable.",
+            refs((m("sparkwatchd_link_rate_bytes_per_second"), legend)),
+            "Bps",
+            min=0,
+        ),
+        w=8,
+    )
+    L.add(
+        panel(
+            "timeseries",
+            "Link errors and retransmits",
+            "Rising symbol errors, receive errors or RoCE retransmits under a DDP job: the cable or the peer, "
+            "not heat.",
+            refs(
+                (
+                    f"rate({m('sparkwatchd_link_symbol_errors_total')}[$__rate_interval])",
+                    legend + " symbol errors/s",
+                ),
+                (
+                    f"rate({m('sparkwatchd_link_retransmits_total')}[$__rate_interval])",
+                    legend + " retransmits/s",
+                ),
             ),
             "none",
             min=0,

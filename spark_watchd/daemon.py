@@ -186,6 +186,8 @@ class Daemon:
             out["throttle_seconds_total"] = self._guard("extras throttle", self.runtime.throttle_seconds)
         if hasattr(self.runtime, "xid_error_counts"):  # sparkwatchd_gpu_xid_errors_total (export/driver.py)
             out["xid_counts"] = self._guard("extras xid", self.runtime.xid_error_counts)
+        if hasattr(self.runtime, "link_status"):  # the ConnectX-7 verdict (diagnose/link.py)
+            out["link"] = self._guard("extras link", self.runtime.link_status)
         out.update((k, self._guard(f"extras {k}", fn)) for k, fn in self.extras)
         return out
 

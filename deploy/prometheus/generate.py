@@ -386,6 +386,17 @@ def alert_rules(c: Ctx) -> list[dict]:
             "spark-watchd source {{ $labels.source }} is failing on {{ $labels.instance }}",
             "A source that worked before keeps failing; the findings that need it may read unknown.",
         ),
+        (
+            "SparkWatchdLinkProblem",
+            "warning",
+            None,
+            c.dur(120),
+            f"max by (job, instance, device, port) (avg_over_time(sparkwatchd_link_problem{c.sel()}[{w5}])) >= 0.5",
+            "ConnectX-7 port {{ $labels.device }} on {{ $labels.instance }} is down, slow or counting errors",
+            "A ConnectX-7 port that was up this boot went down, trained below 200 Gb/s, or its link error "
+            "counters (symbol errors, link downed, RoCE retransmits, CRC) keep rising. A DDP/FSDP job over "
+            "the link runs at its pace: a slow peer because of the link, not heat.",
+        ),
         fleet_rules.straggler_alert(c),
     ]
     out = []

@@ -294,6 +294,22 @@ CASES = [
             (45, "SparkWatchdDriverOutOfMemory", quiet),
         ],
     ),
+    (
+        "link_problem",
+        # rocep1s0f0 goes down at 10 min for 20 min; one blip at 35 min; the uncabled rocep1s0f1 (up 0,
+        # problem 0 all along) never fires.
+        {
+            s("sparkwatchd_link_problem", 'device="rocep1s0f0", port="1"'): "0x9 1x20 0x4 1 0x10",
+            s("sparkwatchd_link_up", 'device="rocep1s0f0", port="1"'): "1x9 0x20 1x4 0 1x10",
+            s("sparkwatchd_link_problem", 'device="rocep1s0f1", port="1"'): "0x45",
+            s("sparkwatchd_link_up", 'device="rocep1s0f1", port="1"'): "0x45",
+        },
+        [
+            (8, "SparkWatchdLinkProblem", quiet),
+            (20, "SparkWatchdLinkProblem", [{**INST, "device": "rocep1s0f0", "port": "1"}]),
+            (38, "SparkWatchdLinkProblem", quiet),
+        ],
+    ),
 ]
 
 # ---- fleet: two Sparks of one DDP cluster (target label cluster="ddp-a") and a standalone one ----

@@ -10,6 +10,7 @@ from spark_watchd.diagnose.driver import DriverTracker
 from spark_watchd.diagnose.g3 import G3Tracker
 from spark_watchd.diagnose.g4 import G4Tracker
 from spark_watchd.diagnose.g6 import G6Tracker
+from spark_watchd.diagnose.link import LinkWatch
 from spark_watchd.diagnose.thresholds import Thresholds
 from spark_watchd.diagnose.tracker import Tracker
 from spark_watchd.sample.findings import Diagnosis, Event
@@ -26,6 +27,7 @@ class Diagnoser:
         # Judged in this order, so the events of one sample come out G4, G3, G6 (as they always have).
         self.trackers: tuple[Tracker, ...] = (G4Tracker(self.th), G3Tracker(self.th), G6Tracker(self.th))
         self.driver = DriverTracker(self.th)
+        self.link = LinkWatch(self.th)  # the ConnectX-7 ports: evidence beside the findings, not a gotcha
         self._prev: feat.Features | None = None
         self._restored: Mapping[str, Any] | None = None
 
@@ -50,6 +52,7 @@ class Diagnoser:
         """Use new thresholds from the next sample on, keeping every window, baseline and episode."""
         self.th = th
         self.driver.set_thresholds(th)
+        self.link.set_thresholds(th)
         for t in self.trackers:
             t.set_thresholds(th)
 
@@ -78,6 +81,7 @@ class Diagnoser:
         if reboot:
             cause = self.driver.reboot_cause(sample)  # read before the driver forgets the last boot
             self.driver.reboot()
+            self.link.reboot()
             for t in self.trackers:
                 events.extend(t.reboot(sample.ts, sample.boot_id, cause))
         elif prev is not None and sample.ts < prev.ts:
@@ -92,6 +96,7 @@ class Diagnoser:
             findings[t.gotcha] = v.finding
             events.extend(v.events)
             workloads = workloads or v.workloads
+        self.link.observe(sample)
         findings["G3"] = self.driver.g3(findings["G3"], sample.ts)
         findings["G4"] = self.driver.g4(findings["G4"], sample.ts)
         self._prev = f

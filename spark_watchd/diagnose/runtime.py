@@ -176,6 +176,11 @@ class DiagnosisRuntime:
         """Cumulative Xid counts per "GPU:XID" for sparkwatchd_gpu_xid_errors_total (carried across restarts)."""
         return dict(self.xid_counts)
 
+    def link_status(self) -> dict | None:
+        """The ConnectX-7 ports' verdict on the last sample (the `link` extra); None without link readings."""
+        st = self.engine.link.status
+        return st.to_dict() if st is not None else None
+
     def throttle_seconds(self) -> float:
         """Seconds spent in thermal throttle per the classifier (carried across restarts)."""
         return self.engine.throttle_seconds

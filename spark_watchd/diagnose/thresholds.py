@@ -267,6 +267,18 @@ class Thresholds(BaseModel):
         3600.0, description="A driver fault this close before a reboot is named as its cause, seconds."
     )
 
+    # ---- the ConnectX-7 link and the clock cap ---------------------------------------------------
+    # A Spark's QSFP ports negotiate 200 Gb/s with an approved cable (ServeTheHome, NVIDIA's "Connect two
+    # Sparks" playbook); a port that trains lower (a bad cable or a 100G peer) halves every all-reduce.
+    link_min_rate_gbps: Positive = Field(
+        200.0, description="An active ConnectX-7 port below this rate is reported as slow, Gb/s."
+    )
+    # The owner's intended SM clock cap (`nvidia-smi -lgc 0,2100`): the driver forgets it at every boot,
+    # so a boot whose loaded clock runs above it has lost the cap. Unset: no cap is expected.
+    expected_clock_cap_mhz: int | None = Field(
+        None, ge=300, le=4000, description="The SM clock cap the owner means to keep (nvidia-smi -lgc), MHz."
+    )
+
     @model_validator(mode="before")
     @classmethod
     def _drop_retired_keys(cls, data):

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 
 from spark_watchd import __version__
-from spark_watchd.export import board, diagnosis, driver, serving, training
+from spark_watchd.export import board, diagnosis, driver, link, serving, training
 from spark_watchd.export.families import counter, gauge
 from spark_watchd.logs import get_logger
 from spark_watchd.sample.model import REASON_BITS, REASON_COUNTER_KEYS, Sample
@@ -215,6 +215,7 @@ class SnapshotCollector:
             ("board", board.families),
             ("driver", driver.families),
             ("serving", serving.families),
+            ("link", link.families),
         )
 
     def _core(self, snap: Snapshot) -> Iterator[Metric]:

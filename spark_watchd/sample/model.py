@@ -15,6 +15,7 @@ from typing import Any
 from spark_watchd.sample.board import BoardReading
 from spark_watchd.sample.driver import DriverEvent
 from spark_watchd.sample.serving import ServingReading, serving_from
+from spark_watchd.sample.link import LinkReading
 
 TRACE_VERSION = 1
 GOTCHAS = ("G3", "G4", "G6")
@@ -300,10 +301,11 @@ class Sample:
     board: BoardReading | None = None  # optional: only hosts with the spbm hwmon driver
     driver_events: tuple[DriverEvent, ...] = ()  # optional in trace-v1 (added 2026-12)
     serving: tuple[ServingReading, ...] = ()  # optional in trace-v1: inference servers' own telemetry
+    link: LinkReading | None = None  # optional: hosts with an RDMA NIC (the Sparks' ConnectX-7)
 
     def to_dict(self) -> dict[str, Any]:
-        """The trace-v1 object: every key present, null where not supported; `board` and `driver_events` only
-        when there is something (older traces round-trip line for line)."""
+        """The trace-v1 object: every key present, null where not supported; `board`, `driver_events` and `link`
+        only when there is something (older traces round-trip line for line)."""
         d: dict[str, Any] = {
             "v": TRACE_VERSION,
             "ts": self.ts,
@@ -325,6 +327,8 @@ class Sample:
             d["driver_events"] = [e.to_dict() for e in self.driver_events]
         if self.serving:
             d["serving"] = [r.to_dict() for r in self.serving]
+        if self.link is not None:
+            d["link"] = self.link.to_dict()
         return d
 
     @classmethod
@@ -380,20 +384,13 @@ class Sample:
             BoardReading.from_dict(b) if (b := d.get("board")) is not None else None,
             tuple([DriverEvent.from_dict(x) for x in dev]) if dev else (),
             serving_from(d.get("serving")),
+            LinkReading.from_dict(k) if (k := d.get("link")) is not None else None,
         )
 
 
 _SAMPLE_SHAPES = (
-    ("gpus", list),
-    ("meminfo", dict),
-    ("psi_memory", dict),
-    ("vmstat", dict),
-    ("sensors", list),
-    ("processes", list),
-    ("throughput", list),
-    ("host", str),
-    ("boot_id", str),
-    ("uptime_s", (int, float)),
-    ("mem_available_min_kb", (int, float)),
-)
+    ("gpus", list), ("meminfo", dict), ("psi_memory", dict), ("vmstat", dict), ("sensors", list),
+    ("processes", list), ("throughput", list), ("host", str), ("boot_id", str),
+    ("uptime_s", (int, float)), ("mem_available_min_kb", (int, float)),
+)  # fmt: skip
 _KIND_NAMES = {list: "a list", dict: "an object", str: "a string", (int, float): "a number"}

@@ -13,6 +13,7 @@ from spark_watchd.sources.base import Source, SourceUnavailable
 from spark_watchd.sources.board import BoardSource
 from spark_watchd.sources.driver_events import DriverEventsSource
 from spark_watchd.sources.kernel import BootSource, MeminfoSource, PsiSource, VmstatSource
+from spark_watchd.sources.link import LinkSource
 from spark_watchd.sources.nvml import NvmlSource
 from spark_watchd.sources.processes import ProcessSource
 from spark_watchd.sources.sensors import SensorsSource
@@ -54,8 +55,9 @@ def build_sources(
     settings: Any = None, nvml: Any = None, clock: Callable[[], float] = time.monotonic
 ) -> tuple[Source, ...]:
     """The sources in tick order: GPU (NVML, or nvidia-smi when NVML cannot load), meminfo, psi, vmstat,
-    boot, processes, sensors, board (spbm; empty, not down, without the community driver), driver_events
-    (unless turned off), serving (the inference servers' own telemetry, with the root settings' [serving]). `nvml` is a fake NVML module, None for the real library. Without NVML and
+    boot, processes, sensors, board (spbm; empty, not down, without the community driver), link (the RDMA
+    ports: empty without an RDMA driver), driver_events (unless turned off), serving (the inference servers'
+    own telemetry, with the root settings' [serving]). `nvml` is a fake NVML module, None for the real library. Without NVML and
     nvidia-smi the `nvml` source is still listed (and down)."""
     s = _section(settings)
     if nvml is None and nvml_library_problem() is not None and (smi := _smi_path(s)) is not None:
@@ -78,6 +80,7 @@ def build_sources(
         ProcessSource(proc_root=s.proc_root),
         SensorsSource(s.sys_root),
         BoardSource(s.sys_root, clock=clock),
+        LinkSource(s.sys_root),
     )
     if s.driver_events:
         core += (

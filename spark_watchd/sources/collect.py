@@ -11,6 +11,7 @@ from typing import Any
 from spark_watchd.logs import get_logger
 from spark_watchd.sample.board import BoardReading
 from spark_watchd.sample.driver import DriverEvent
+from spark_watchd.sample.link import LinkReading
 from spark_watchd.sample.model import GpuReading, ProcessInfo, Sample, Sensor, ThroughputReading
 from spark_watchd.sample.serving import ServingReading
 from spark_watchd.snapshot import SourceStatus
@@ -38,6 +39,7 @@ _SAMPLE_FIELDS = (
     "board",
     "driver_events",
     "serving",
+    "link",
 )
 
 
@@ -53,6 +55,8 @@ def build_sample(ts: float, parts: Mapping[str, Any]) -> Sample:
             val = tuple(cls.from_dict(v) if isinstance(v, Mapping) else v for v in val)
         elif key == "board" and isinstance(val, Mapping):
             val = BoardReading.from_dict(val)
+        elif key == "link" and isinstance(val, Mapping):
+            val = LinkReading.from_dict(val)
         kw[key] = val
     kw.setdefault("host", socket.gethostname())
     return Sample(ts=ts, **kw)

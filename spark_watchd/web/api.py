@@ -55,6 +55,7 @@ def status_dict(daemon) -> dict[str, Any]:
         "gpus": [g.to_dict() for g in s.gpus] if s is not None else [],
         "psi_memory": s.psi_memory if s is not None else None,
         "board": s.board.to_dict() if s is not None and s.board is not None else None,
+        "link": s.link.to_dict() if s is not None and s.link is not None else None,
         "processes": [p.to_dict() for p in s.processes] if s is not None else [],
         "workloads": _safe(workload_table, snap),
         "throughput": [t.to_dict() for t in s.throughput] if s is not None else [],

@@ -101,10 +101,26 @@ SPEC_METRICS = {
     "sparkwatchd_board_tj_headroom_celsius",
     "sparkwatchd_board_prochot",
     "sparkwatchd_board_power_limit_level",
+    # The ConnectX-7 ports (issue 23; README metrics table, docs/sources.md)
+    *(f"sparkwatchd_link_{k}" for k in ("up", "rate_bytes_per_second", "problem")),
+    *(
+        f"sparkwatchd_link_{k}_total"
+        for k in (
+            "downed",
+            "symbol_errors",
+            "receive_errors",
+            "retransmits",
+            "carrier_changes",
+            "netdev_errors",
+            "netdev_drops",
+            "transmit_bytes",
+            "receive_bytes",
+        )
+    ),  # fmt: skip
 }
-# Queries whose series exist only on a Spark with the spbm driver or in a `cluster`: the replayed
+# Queries whose series exist only on a Spark with the spbm driver, an RDMA link or in a `cluster`: the replayed
 # scenarios of test_e2e_alerting.py have neither; test_e2e_fleet.py checks these on its own stack.
-FLEET_ONLY = re.compile(r"sparkwatchd_board_|sparkwatchd:cluster_")
+FLEET_ONLY = re.compile(r"sparkwatchd_board_|sparkwatchd_link_|sparkwatchd:cluster_")
 
 METRIC_RE = re.compile(r"\b(sparkwatchd[:_][\w:]+|up)\{")
 

@@ -3,8 +3,8 @@
 One daemon replays the throttle scenario's throttled stretch (88 C, clocks ~2000 MHz), the other the same
 stretch made healthy (71 C, 2410 MHz, no thermal reason): both under load, scraped with the same
 `cluster` target label. SparkWatchdStraggler must name the throttling one and never the healthy one.
-Both traces carry GB10 board telemetry (the trace-v1 `board` field), so the board and cluster panels of
-the dashboards are checked here against the real Prometheus too.
+Both traces carry GB10 board telemetry and the ConnectX-7 link (the trace-v1 `board` and `link` fields), so the
+board, link and cluster panels of the dashboards are checked here against the real Prometheus too.
 """
 
 from __future__ import annotations
@@ -54,6 +54,15 @@ def _board(throttling: bool, energy_j: float) -> dict:
     }
 
 
+def _link(i: int) -> dict:
+    """The ConnectX-7 port the pair's DDP job runs over: up at 200 Gb/s, traffic and a few retransmits."""
+    port = {"device": "rocep1s0f0", "port": 1, "netdev": "enp1s0f0np0", "state": "ACTIVE", "phys_state": "LinkUp",
+            "rate_gbps": 200.0, "link_layer": "Ethernet", "operstate": "up", "speed_mbps": 200000,
+            "counters": {"port_xmit_data": 10**9 * i, "port_rcv_data": 10**9 * i, "symbol_error": 0,
+                         "out_of_sequence": i // 10, "carrier_changes": 2}}  # fmt: skip
+    return {"ports": [port]}
+
+
 def write_traces(tmp: Path) -> dict[str, Path]:
     """The throttled stretch as recorded, and the same stretch healthy; both with board telemetry."""
     lines = (REPO / "spark_watchd" / "scenarios" / "throttle.jsonl").read_text().splitlines()[THROTTLED_FROM:]
@@ -67,6 +76,7 @@ def write_traces(tmp: Path) -> dict[str, Path]:
                                          "hw_slowdown": 0}  # fmt: skip
         hot["board"] = _board(True, 1e6 + 2850.0 * i)
         healthy["board"] = _board(False, 1e6 + 2850.0 * i)
+        hot["link"] = healthy["link"] = _link(i)
         out["hot"].append(hot)
         out["healthy"].append(healthy)
     paths = {}

@@ -1,11 +1,11 @@
 /* A GB10-shaped libnvidia-ml.so.1 for tests: the NVML entry points spark-watchd and nvidia-ml-py call,
  * defined against NVIDIA's own nvml.h (built with -Wmissing-prototypes -Werror, so every exported
- * function matches a declaration of the header), answering from the scenario (scenario.c).
+ * function matches a declaration of the header), answering from the scenario (scenario.c);
+ * the event-set API is in events.c.
  * Build with -DSHIM_LEGACY for a pre-R510 library: no _v3 process lists, no nvmlDeviceGetTemperatureV,
  * no nvmlDeviceGetCurrentClocksEventReasons (nvidia-ml-py then raises what it raises on old drivers).
  */
 #define _GNU_SOURCE
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,23 +13,7 @@
 
 #include "shim.h"
 
-struct nvmlDevice_st {
-    unsigned int index;
-};
-
-#define MAX_SETS 16
-#define QUEUE_MAX 64
-struct nvmlEventSet_st {
-    int used;
-    unsigned long long types[SHIM_MAX_GPUS];
-    unsigned int gpu[QUEUE_MAX];
-    unsigned long long xid[QUEUE_MAX];
-    int head, len;
-};
-
-static struct nvmlDevice_st devices[SHIM_MAX_GPUS] = {{0}, {1}, {2}, {3}};
-static struct nvmlEventSet_st sets[MAX_SETS];
-static pthread_mutex_t sets_lock = PTHREAD_MUTEX_INITIALIZER;
+struct nvmlDevice_st shim_devices[SHIM_MAX_GPUS] = {{0}, {1}, {2}, {3}};
 static int init_count;
 
 static unsigned int gpu_count(void) {
@@ -38,21 +22,13 @@ static unsigned int gpu_count(void) {
     return n > SHIM_MAX_GPUS ? SHIM_MAX_GPUS : (unsigned int)n;
 }
 
-/* Every call after nvmlInit: uninitialised, bad handle, then the scenario's hang and fault for FN. */
-static nvmlReturn_t enter(const char *fn, nvmlDevice_t dev) {
+nvmlReturn_t shim_enter(const char *fn, nvmlDevice_t dev) {
     shim_refresh();
     if (__atomic_load_n(&init_count, __ATOMIC_SEQ_CST) <= 0) return NVML_ERROR_UNINITIALIZED;
-    if (dev && (dev < devices || dev >= devices + gpu_count())) return NVML_ERROR_INVALID_ARGUMENT;
+    if (dev && (dev < shim_devices || dev >= shim_devices + gpu_count())) return NVML_ERROR_INVALID_ARGUMENT;
     return shim_guard(fn);
 }
-#define ENTER(dev)                                                                                    \
-    do {                                                                                              \
-        nvmlReturn_t r_ = enter(__func__, (dev));                                                     \
-        if (r_ != NVML_SUCCESS) return r_;                                                            \
-    } while (0)
-
-/* A per-GPU value: `gpu1.temp` before `temp`. */
-static nvmlReturn_t number(nvmlDevice_t dev, const char *key, unsigned long long *out) {
+nvmlReturn_t shim_gpu_number(nvmlDevice_t dev, const char *key, unsigned long long *out) {
     char k[96], v[SHIM_VALUE_MAX];
     snprintf(k, sizeof k, "gpu%u.%s", dev ? dev->index : 0, key);
     return shim_number(shim_value(k, v, sizeof v) ? k : key, out, NVML_ERROR_NOT_SUPPORTED);
@@ -60,7 +36,7 @@ static nvmlReturn_t number(nvmlDevice_t dev, const char *key, unsigned long long
 
 static nvmlReturn_t uint_value(nvmlDevice_t dev, const char *key, unsigned int *out) {
     unsigned long long v;
-    nvmlReturn_t r = number(dev, key, &v);
+    nvmlReturn_t r = shim_gpu_number(dev, key, &v);
     if (r == NVML_SUCCESS) *out = (unsigned int)v;
     return r;
 }
@@ -120,7 +96,7 @@ nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount) {
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device) {
     ENTER(NULL);
     if (index >= gpu_count()) return NVML_ERROR_INVALID_ARGUMENT;
-    *device = &devices[index];
+    *device = &shim_devices[index];
     return NVML_SUCCESS;
 }
 
@@ -170,7 +146,7 @@ nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t device, nvmlTemperature_t *t
     if (temperature->version != nvmlTemperature_v1) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     if (temperature->sensorType != NVML_TEMPERATURE_GPU) return NVML_ERROR_INVALID_ARGUMENT;
     unsigned long long v;
-    nvmlReturn_t r = number(device, "temp", &v);
+    nvmlReturn_t r = shim_gpu_number(device, "temp", &v);
     if (r == NVML_SUCCESS) temperature->temperature = (int)v;
     return r;
 }
@@ -199,7 +175,7 @@ nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *
 
 nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned long long *energy) {
     ENTER(device);
-    return number(device, "energy_mj", energy);
+    return shim_gpu_number(device, "energy_mj", energy);
 }
 
 static const char *clock_key(nvmlClockType_t type, const char *sm, const char *other) {
@@ -231,13 +207,13 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
 nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device,
                                                        unsigned long long *clocksThrottleReasons) {
     ENTER(device);
-    return number(device, "reasons", clocksThrottleReasons);
+    return shim_gpu_number(device, "reasons", clocksThrottleReasons);
 }
 
 #ifndef SHIM_LEGACY
 nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device, unsigned long long *clocksEventReasons) {
     ENTER(device);
-    return number(device, "reasons", clocksEventReasons);
+    return shim_gpu_number(device, "reasons", clocksEventReasons);
 }
 #endif
 
@@ -252,7 +228,7 @@ nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount, nvml
         values[i].timestamp = (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
         values[i].latencyUsec = 0;
         values[i].valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
-        values[i].nvmlReturn = number(device, key, &values[i].value.ullVal);
+        values[i].nvmlReturn = shim_gpu_number(device, key, &values[i].value.ullVal);
     }
     return NVML_SUCCESS;
 }
@@ -267,7 +243,7 @@ nvmlReturn_t nvmlDeviceGetViolationStatus(nvmlDevice_t device, nvmlPerfPolicyTyp
                            : perfPolicyType == NVML_PERF_POLICY_THERMAL ? "fi.269"
                                                                         : key;
     char v[SHIM_VALUE_MAX];
-    nvmlReturn_t r = number(device, shim_value(key, v, sizeof v) ? key : fallback, &violTime->violationTime);
+    nvmlReturn_t r = shim_gpu_number(device, shim_value(key, v, sizeof v) ? key : fallback, &violTime->violationTime);
     violTime->referenceTime = (unsigned long long)time(NULL) * 1000000ULL;
     return r;
 }
@@ -334,91 +310,3 @@ nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsig
     return processes(device, "graphics", infoCount, infos);
 }
 #endif
-
-/* --- events ------------------------------------------------------------------------------------ */
-/* Hand the Xids now due to every set registered for them on that GPU (an Xid before registration is lost). */
-static void deliver_due(void) {
-    unsigned int gpus[QUEUE_MAX];
-    unsigned long long codes[QUEUE_MAX];
-    int n = shim_take_due_xids(gpus, codes, QUEUE_MAX);
-    pthread_mutex_lock(&sets_lock);
-    for (int i = 0; i < n; i++)
-        for (int s = 0; s < MAX_SETS; s++) {
-            struct nvmlEventSet_st *set = &sets[s];
-            if (!set->used || gpus[i] >= SHIM_MAX_GPUS || !(set->types[gpus[i]] & nvmlEventTypeXidCriticalError))
-                continue;
-            if (set->len == QUEUE_MAX) continue; /* full: dropped, as a driver's queue drops */
-            int at = (set->head + set->len++) % QUEUE_MAX;
-            set->gpu[at] = gpus[i];
-            set->xid[at] = codes[i];
-        }
-    pthread_mutex_unlock(&sets_lock);
-}
-
-nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
-    ENTER(NULL);
-    pthread_mutex_lock(&sets_lock);
-    for (int s = 0; s < MAX_SETS; s++)
-        if (!sets[s].used) {
-            memset(&sets[s], 0, sizeof sets[s]);
-            sets[s].used = 1;
-            *set = &sets[s];
-            pthread_mutex_unlock(&sets_lock);
-            return NVML_SUCCESS;
-        }
-    pthread_mutex_unlock(&sets_lock);
-    return NVML_ERROR_INSUFFICIENT_RESOURCES;
-}
-
-nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long *eventTypes) {
-    ENTER(device);
-    return number(device, "event_types", eventTypes);
-}
-
-nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long eventTypes, nvmlEventSet_t set) {
-    ENTER(device);
-    unsigned long long supported = 0;
-    nvmlReturn_t r = number(device, "event_types", &supported);
-    if (r != NVML_SUCCESS) return r;
-    if (eventTypes & ~supported) return NVML_ERROR_NOT_SUPPORTED;
-    if (!set || set < sets || set >= sets + MAX_SETS || !set->used) return NVML_ERROR_INVALID_ARGUMENT;
-    deliver_due(); /* what came due before this registration is not this set's */
-    pthread_mutex_lock(&sets_lock);
-    set->types[device->index] |= eventTypes;
-    pthread_mutex_unlock(&sets_lock);
-    return NVML_SUCCESS;
-}
-
-nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms) {
-    ENTER(NULL);
-    if (!set || set < sets || set >= sets + MAX_SETS || !set->used) return NVML_ERROR_INVALID_ARGUMENT;
-    struct timespec step = {0, 10 * 1000 * 1000};
-    for (unsigned int waited = 0;; waited += 10) {
-        deliver_due();
-        pthread_mutex_lock(&sets_lock);
-        if (set->len) {
-            data->device = &devices[set->gpu[set->head]];
-            data->eventType = nvmlEventTypeXidCriticalError;
-            data->eventData = set->xid[set->head];
-            data->gpuInstanceId = 0xFFFFFFFF;
-            data->computeInstanceId = 0xFFFFFFFF;
-            set->head = (set->head + 1) % QUEUE_MAX;
-            set->len--;
-            pthread_mutex_unlock(&sets_lock);
-            return NVML_SUCCESS;
-        }
-        pthread_mutex_unlock(&sets_lock);
-        if (waited >= timeoutms) return NVML_ERROR_TIMEOUT;
-        nanosleep(&step, NULL);
-        nvmlReturn_t r = enter("nvmlEventSetWait_v2", NULL); /* a GPU lost while waiting ends the wait */
-        if (r != NVML_SUCCESS) return r;
-    }
-}
-
-nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
-    if (!set || set < sets || set >= sets + MAX_SETS) return NVML_ERROR_INVALID_ARGUMENT;
-    pthread_mutex_lock(&sets_lock);
-    set->used = 0;
-    pthread_mutex_unlock(&sets_lock);
-    return NVML_SUCCESS;
-}

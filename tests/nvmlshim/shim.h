@@ -27,6 +27,20 @@ int shim_take_due_xids(unsigned int *gpus, unsigned long long *codes, int max);
 /* The device-call guard: hangs and faults named for FN (or for every call). */
 nvmlReturn_t shim_guard(const char *fn);
 
+/* shim.c, for events.c: the shim_devices, the call guard and a per-GPU number (`gpu1.temp` before `temp`). */
+struct nvmlDevice_st {
+    unsigned int index;
+};
+extern struct nvmlDevice_st shim_devices[SHIM_MAX_GPUS];
+/* Every call after nvmlInit: uninitialised, bad handle, then the scenario's hang and fault for FN. */
+nvmlReturn_t shim_enter(const char *fn, nvmlDevice_t dev);
+nvmlReturn_t shim_gpu_number(nvmlDevice_t dev, const char *key, unsigned long long *out);
+#define ENTER(dev)                                                                                    \
+    do {                                                                                              \
+        nvmlReturn_t r_ = shim_enter(__func__, (dev));                                                     \
+        if (r_ != NVML_SUCCESS) return r_;                                                            \
+    } while (0)
+
 #pragma GCC visibility pop
 
 #endif

@@ -44,29 +44,30 @@ def test_once_reads_every_gb10_field_through_the_binding(shim_gpu):
     assert g["driver_version"] == "580.95.05"
 
 
-def test_a_process_in_both_lists_is_counted_once(shim_gpu):
+@pytest.fixture
+def gpu_pid():
+    """A live process the scenario lists as a GPU process (the process scan must find it in /proc)."""
+    child = subprocess.Popen(["sleep", "60"])
+    yield child.pid
+    child.kill()
+    child.wait()
+
+
+def gpu_process(gpu, pid: int) -> dict:
+    (p,) = [p for p in once_json(gpu)["processes"] if p["pid"] == pid]
+    assert p["gpu_resident"] is True
+    return p
+
+
+def test_a_process_in_both_lists_is_counted_once(shim_gpu, gpu_pid):
     # Found by the shim: a 1 GiB process in the compute and the graphics list was reported as 2 GiB.
-    child = subprocess.Popen(["sleep", "60"])
-    try:
-        shim_gpu.write(f"compute={child.pid}:{GIB}\ngraphics={child.pid}:{GIB}\n")
-        doc = once_json(shim_gpu)
-    finally:
-        child.kill()
-        child.wait()
-    (p,) = [p for p in doc["processes"] if p["pid"] == child.pid]
-    assert p["gpu_resident"] is True and p["gpu_mem_bytes"] == GIB
+    shim_gpu.write(f"compute={gpu_pid}:{GIB}\ngraphics={gpu_pid}:{GIB}\n")
+    assert gpu_process(shim_gpu, gpu_pid)["gpu_mem_bytes"] == GIB
 
 
-def test_gb10_per_process_memory_not_available_is_null_not_a_huge_number(shim_gpu):
-    child = subprocess.Popen(["sleep", "60"])
-    try:
-        shim_gpu.write(f"compute={child.pid}:na\n")
-        doc = once_json(shim_gpu)
-    finally:
-        child.kill()
-        child.wait()
-    (p,) = [p for p in doc["processes"] if p["pid"] == child.pid]
-    assert p["gpu_resident"] is True and p["gpu_mem_bytes"] is None
+def test_gb10_per_process_memory_not_available_is_null_not_a_huge_number(shim_gpu, gpu_pid):
+    shim_gpu.write(f"compute={gpu_pid}:na\n")
+    assert gpu_process(shim_gpu, gpu_pid)["gpu_mem_bytes"] is None
 
 
 def test_temperature_survives_a_driver_that_drops_the_deprecated_call(shim_gpu):

@@ -265,3 +265,24 @@ def test_down_message_keeps_its_words_while_the_state_holds():
         clock.t += 7
     assert words == {"nvmlInit failed: libnvidia-ml.so. not found (next retry in  s)"}
     src.close()
+
+
+def test_a_process_in_both_lists_of_one_gpu_is_counted_once_and_summed_across_gpus():
+    gib = 1024**3
+    a = FakeGpu(index=0, compute_procs=[(41, gib), (42, None)], graphics_procs=[(41, gib), (42, 5)])
+    b = FakeGpu(index=1, uuid="GPU-other", compute_procs=[(41, 2 * gib)])
+    got = NvmlSource(nvml=FakeNvml([a, b])).collect({})
+    assert got["_gpu_processes"] == {41: 3 * gib, 42: 5}
+
+
+def test_a_binding_mismatch_error_loses_only_that_reading():
+    # nvidia-ml-py raises NVMLLibraryMismatchError (not an NVMLError) for the process lists on a
+    # library without the _v3 calls; it took every GPU reading down.
+    nvml = FakeNvml.gb10()
+
+    def mismatch(h):
+        raise pynvml.NVMLLibraryMismatchError("Unversioned function called")
+
+    nvml.nvmlDeviceGetComputeRunningProcesses = mismatch
+    got = NvmlSource(nvml=nvml).collect({})
+    assert got["gpus"][0].temp_c == 38.0 and got["_gpu_processes"] == {}

@@ -23,7 +23,7 @@ import pytest
 from tests.conftest import REPO, require_binary
 
 SOURCE_DIR = REPO / "tests" / "nvmlshim"
-SOURCES = ("shim.c", "scenario.c")
+SOURCES = ("shim.c", "events.c", "scenario.c")
 LIBRARY = "libnvidia-ml.so.1"
 # -Wmissing-prototypes -Werror: every exported function must match a declaration in NVIDIA's header.
 CFLAGS = ("-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-Werror", "-Wmissing-prototypes", "-pthread")

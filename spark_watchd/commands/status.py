@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import datetime as dt
 import json
 import os
 import ssl
@@ -17,13 +16,13 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from spark_watchd.commands import term
 from spark_watchd.sample.text import printable_tree
 
 DEFAULT_URL = "http://127.0.0.1:9761"
 EXIT = {"ok": 0, "warning": 1, "critical": 2, "unknown": 3}
 RANK = {"unknown": -1, "ok": 0, "warning": 1, "critical": 2}
 COLOUR = {"ok": "32", "warning": "33", "critical": "1;31", "unknown": "2"}
-GIB = 1024**3
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -85,36 +84,34 @@ def worst(doc: dict[str, Any]) -> str:
     return max(known, key=RANK.__getitem__) if known else "unknown"
 
 
-def _fmt_value(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, (list, tuple)):
-        return ", ".join(_fmt_value(v) for v in value[:6]) + (" ..." if len(value) > 6 else "")
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {_fmt_value(v)}" for k, v in list(value.items())[:6]) + "}"
-    return str(value)
+def _workloads(rows: list[dict[str, Any]], cols: int) -> list[str]:
+    """The workload table: kind, launcher pid and members, footprint, cap, the launcher's command line."""
+    if not rows:
+        return []
+    columns = (
+        term.Column("KIND"),
+        term.Column("PID"),
+        term.Column("MEMORY", ">"),
+        term.Column("CAP", flex=True, min_width=10),
+        term.Column("COMMAND", flex=True, min_width=12),
+    )
+    body = []
+    for w in sorted(rows, key=lambda r: -(r.get("footprint_bytes") or 0)):
+        members = w.get("members") or []
+        who = f"{w.get('pid')}" + (f" +{len(members) - 1}" if len(members) > 1 else "")
+        if w.get("capped") is None:
+            cap = "-"
+        elif w.get("capped"):
+            cap = w.get("cap") or "capped"
+        else:
+            cap = "uncapped" + (f" {w['cap']}" if w.get("cap") else "")
+        body.append((w.get("kind", "?"), who, term.human_bytes(w.get("footprint_bytes") or 0), cap,
+                     w.get("cmdline") or ""))  # fmt: skip
+    return ["", "workloads:", *term.table(columns, body, cols)]
 
 
-def _workload_line(w: dict[str, Any]) -> str:
-    """One workload: kind, launcher pid and members, footprint, cap, the launcher's command line."""
-    members = w.get("members") or []
-    who = f"pid {w.get('pid')}" + (f" +{len(members) - 1}" if len(members) > 1 else "")
-    if w.get("capped") is None:
-        cap = ""
-    elif w.get("capped"):
-        cap = f", capped ({w.get('cap')})"
-    else:
-        cap = ", uncapped" + (f" ({w['cap']})" if w.get("cap") else "")
-    foot = (w.get("footprint_bytes") or 0) / GIB
-    return f"workload {w.get('kind', '?')} ({who}): {foot:.1f} GiB{cap}: {str(w.get('cmdline', ''))[:80]}"
-
-
-def render(doc: dict[str, Any], colour: bool) -> str:
-    """The at-a-glance text: host line, memory and GPU line, each finding with evidence and advice."""
-
-    def paint(text: str, severity: str) -> str:
-        return f"\033[{COLOUR.get(severity, '0')}m{text}\033[0m" if colour else text
-
+def _head(doc: dict[str, Any]) -> list[str]:
+    """Host line, memory line, one line per GPU and per training job."""
     out = []
     age = doc.get("age_seconds")
     fresh = "fresh" if doc.get("fresh") else "STALE"
@@ -122,13 +119,11 @@ def render(doc: dict[str, Any], colour: bool) -> str:
     out.append(head + (f", sample {age:.0f} s ago, {fresh})" if age is not None else ", no sample yet)"))
     mem = doc.get("memory") or {}
     if mem.get("available_bytes") is not None and mem.get("total_bytes"):
-        line = (
-            f"memory: {mem['available_bytes'] / GIB:.1f} GiB available of {mem['total_bytes'] / GIB:.1f} GiB"
-        )
+        line = f"memory: {term.human_bytes(mem['available_bytes'])} available of {term.human_bytes(mem['total_bytes'])}"
         if mem.get("budget_bytes") is not None:
-            line += f" (training budget {mem['budget_bytes'] / GIB:.1f} GiB)"
+            line += f" (training budget {term.human_bytes(mem['budget_bytes'])})"
         if mem.get("swap_used_bytes") is not None:
-            line += f", swap used {mem['swap_used_bytes'] / GIB:.1f} GiB"
+            line += f", swap used {term.human_bytes(mem['swap_used_bytes'])}"
         out.append(line)
     for g in doc.get("gpus") or ():
         parts = [f"GPU {g.get('index', 0)} {g.get('name', '?')}:"]
@@ -147,32 +142,47 @@ def render(doc: dict[str, Any], colour: bool) -> str:
         if t.get("tokens_per_second") is not None:
             parts.append(f"{t['tokens_per_second']:,.0f} tokens/s")
         out.append(", ".join(parts))
-    for w in sorted(doc.get("workloads") or (), key=lambda r: -(r.get("footprint_bytes") or 0)):
-        out.append(_workload_line(w))
+    return out
+
+
+def render(doc: dict[str, Any], colour: bool, cols: int | None = None) -> str:
+    """The at-a-glance text, folded to the terminal: host, memory, GPUs, workloads, findings, events."""
+    cols = cols or term.width()
+
+    def paint(text: str, severity: str) -> str:
+        return f"\033[{COLOUR.get(severity, '0')}m{text}\033[0m" if colour else text
+
+    out = [ln for line in _head(doc) for ln in term.wrap(line, "    ", cols=cols)]
+    out += _workloads(list(doc.get("workloads") or ()), cols)
     out.append("")
     for gotcha, f in sorted((doc.get("findings") or {}).items()):
         sev = str(f.get("severity", "unknown"))
-        out.append(f"{gotcha} {paint(f'{sev.upper():<8}', sev)} {f.get('summary', '')}")
-        evidence = f.get("evidence") or {}
-        if evidence and sev != "ok":
-            out.append("    evidence: " + "; ".join(f"{k} {_fmt_value(v)}" for k, v in evidence.items()))
-        if sev != "ok":
-            for step in f.get("advice") or ():
-                out.append(f"    advice: {step}")
+        label = f"{sev.upper():<8}"
+        lines = term.wrap(f"{gotcha} {label} {f.get('summary', '')}", " " * 12, cols=cols)
+        out.append(lines[0].replace(label, paint(label, sev), 1))
+        out += lines[1:]
+        if sev == "ok":
+            continue
+        evidence = term.evidence_lines(f.get("evidence") or {})
+        if evidence:
+            out += term.wrap("; ".join(evidence), " " * 14, first="    evidence: ", cols=cols)
+        for step in f.get("advice") or ():
+            out += term.wrap(step, " " * 12, first="    advice: ", cols=cols)
     down = [(n, s) for n, s in (doc.get("sources") or {}).items() if not s.get("up", True)]
     if down:
         out.append("")
         for name, s in down:
-            out.append(f"source down: {name}" + (f" ({s['error']})" if s.get("error") else ""))
+            text = f"source down: {name}" + (f" ({s['error']})" if s.get("error") else "")
+            out += term.wrap(text, "    ", cols=cols)
     events = list(doc.get("recent_events") or ())[-5:]
     if events:
         out.append("")
         out.append("recent events:")
+        shift = float((doc.get("replay") or {}).get("shift_s") or 0.0)
         for e in events:
-            when = dt.datetime.fromtimestamp(float(e.get("ts", 0)), dt.timezone.utc).strftime(
-                "%Y-%m-%d %H:%M:%SZ"
-            )
-            out.append(f"  {when} {e.get('kind', '?')} {e.get('gotcha', '')}: {e.get('summary', '')}")
+            when = term.stamp(float(e.get("ts", 0)), shift)
+            text = f"{when} {e.get('kind', '?')} {e.get('gotcha', '')}: {e.get('summary', '')}"
+            out += term.wrap(text, "    ", first="  ", cols=cols)
     overall = worst(doc)
     out.append("")
     out.append(

@@ -18,17 +18,18 @@ from spark_watchd.diagnose.tracker import Verdict
 from spark_watchd.sample.findings import Event, Finding
 from spark_watchd.sample.model import Sample
 
+# Each remedy appears once per finding: a critical adds why it matters to the throttle advice, never a
+# second wording of the clock cap.
+CAP_CLOCKS = "sudo nvidia-smi -lgc 0,2100"
 ADVICE_THROTTLE = (
     "Expect the ~100 W sustained cap on GB10: flat power under the 240 W rating is normal, heat is not.",
     "Improve cooling: clear the vents, give the unit space, lower the room temperature.",
-    "Or lower the clock ceiling so it stops hitting the slowdown threshold: sudo nvidia-smi -lgc 0,2100",
+    f"Or lower the clock ceiling so it stops hitting the slowdown threshold: {CAP_CLOCKS}",
 )
-ADVICE_DAMAGE = (
-    "Training is measurably slower: fix cooling before long runs, or cap clocks (nvidia-smi -lgc).",
-)
+ADVICE_DAMAGE = ("Training is measurably slower: fix the heat (below) before long runs.",)
 ADVICE_REBOOT = (
     "The unit rebooted after a thermal throttle: check airflow before restarting the job, "
-    "and cap clocks (nvidia-smi -lgc) for long runs.",
+    f"and lower the clock ceiling for long runs: {CAP_CLOCKS}",
 )
 
 

@@ -10,6 +10,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from spark_watchd.diagnose import features as feat
+from spark_watchd.diagnose.advice import g6_advice
 from spark_watchd.diagnose.steady import Dwell, Latch
 from spark_watchd.diagnose.tracker import Unpersisted, Verdict
 from spark_watchd.sample.findings import Event, Finding
@@ -18,17 +19,6 @@ from spark_watchd.sample.model import Sample
 from spark_watchd.sample.workloads import SERVER_KINDS
 
 GIB = 1024**3
-
-ADVICE_SHARE = (
-    "Stop the unrelated server while training, or cap it: vLLM --gpu-memory-utilization 0.5 "
-    "(a --kv-cache-memory-bytes budget sits on top of the weights), SGLang --mem-fraction-static 0.5.",
-    "Ollama grabs what it can: stop it (sudo systemctl stop ollama) or set OLLAMA_KEEP_ALIVE=0 while training.",
-)
-ADVICE_EVICT = (
-    "One workload is pushing another's memory out of the shared pool: stop or cap the server now.",
-    "Then follow the OOM ladder: drop caches between runs (sync; echo 3 | sudo tee /proc/sys/vm/drop_caches), "
-    "smaller batch / packing, bf16 LoRA before QLoRA.",
-)
 
 
 class G6Tracker(Unpersisted):
@@ -193,7 +183,8 @@ class G6Tracker(Unpersisted):
         }
         names = _names(heavy, th, share_max) if heavy else ""
         if self.hold_until is not None and ts < self.hold_until:
-            return Finding("G6", "critical", f"Eviction: {self.last_eviction}", ev, ADVICE_EVICT)
+            advice = g6_advice(heavy, evicting=True)
+            return Finding("G6", "critical", f"Eviction: {self.last_eviction}", ev, advice)
         if sharing and storm and stalls:
             return Finding(
                 "G6",
@@ -201,7 +192,7 @@ class G6Tracker(Unpersisted):
                 f"Major-fault storm ({f.majfault_per_s:.0f}/s) with memory stalls (PSI {some:.0f}%) while "
                 f"{names} share the pool",
                 ev,
-                ADVICE_EVICT,
+                g6_advice(heavy, evicting=True),
             )
         if sharing and (n_uncapped or n_large or near_cap):
             why = ""
@@ -212,7 +203,7 @@ class G6Tracker(Unpersisted):
                 "warning",
                 f"{len(heavy)} heavy GPU workloads share the pool: {names}{why}",
                 ev,
-                ADVICE_SHARE,
+                g6_advice(heavy, evicting=False),
             )
         if sharing:
             return Finding("G6", "ok", f"{len(heavy)} GPU workloads share the pool, all capped: {names}", ev)

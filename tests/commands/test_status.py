@@ -84,6 +84,7 @@ def status(capsys, monkeypatch):
         "NO_COLOR",
     ):
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("COLUMNS", "80")  # the width a terminal reports, whatever runs the tests
 
     def call(*argv, env=None):
         for k, v in (env or {}).items():
@@ -147,7 +148,7 @@ def test_prints_findings_with_evidence_and_advice_but_not_for_ok(status):
     assert "GPU 0 NVIDIA GB10: 67 C (slowdown 86 C) 16.0 W SM 2418 MHz" in out
     assert "training qlora-70b: step 1200, 1.02 s/step, 4,000 tokens/s" in out
     assert "G4 CRITICAL GPU at 85 C with power flat at 31 W: thermal throttling" in out
-    assert "    evidence: temp_c 85; power_w 31; sm_clock_mhz 1402" in out
+    assert "    evidence: temp 85 C; power 31 W; sm clock 1402 MHz" in out
     assert "    advice: Improve airflow around the Spark; keep the vents clear." in out
     assert "G3 OK       memory comfortable" in out
     assert "Drop the page cache" not in out  # advice only where something is wrong
@@ -156,7 +157,8 @@ def test_prints_findings_with_evidence_and_advice_but_not_for_ok(status):
     assert "\033[" not in out  # not a terminal: no colour
 
 
-def test_prints_one_line_per_workload_with_its_launcher_cap_and_members(status):
+def test_prints_one_row_per_workload_with_its_launcher_cap_and_members(status, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")
     doc = _doc()
     doc["workloads"] = [
         {
@@ -180,11 +182,11 @@ def test_prints_one_line_per_workload_with_its_launcher_cap_and_members(status):
     ]
     with _Server(doc) as srv:
         _, out, _ = status("--url", srv.url)
-    lines = [ln for ln in out.splitlines() if ln.startswith("workload ")]
-    assert lines == [
-        "workload vllm (pid 7000 +2): 44.0 GiB, capped (--gpu-memory-utilization 0.35): "
-        "vllm serve m --gpu-memory-utilization 0.35",
-        "workload trainer (pid 5120): 14.0 GiB: python3 train.py",
+    table = out.split("workloads:\n")[1].split("\n\n")[0].splitlines()
+    assert table == [
+        "KIND     PID        MEMORY  CAP                            COMMAND",
+        "vllm     7000 +2  44.0 GiB  --gpu-memory-utilization 0.35  vllm serve m --gpu-memory-utilization 0.35",
+        "trainer  5120     14.0 GiB  -                              python3 train.py",
     ]
 
 
@@ -236,7 +238,8 @@ def test_something_that_is_not_spark_watchd_is_unknown(status, body):
     assert "UNKNOWN" in err
 
 
-def test_no_terminal_escape_from_a_foreign_string_reaches_the_terminal(status):
+def test_no_terminal_escape_from_a_foreign_string_reaches_the_terminal(status, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
     doc = _doc(g6="critical")
     doc["workloads"] = [
         {

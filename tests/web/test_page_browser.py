@@ -392,3 +392,50 @@ def test_driver_faults_in_a_replayed_trace_show_on_the_page_and_in_metrics(brows
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def _first(trace: str, gotcha: str, severity: str, key: str | None = None):
+    """The first finding of `gotcha` at `severity` (whose evidence has `key`) the real engine gives for a scenario."""
+    from spark_watchd.diagnose.engine import Diagnoser
+
+    for d in Diagnoser().run(read_trace(SCENARIOS / f"{trace}.jsonl")):
+        f = d.findings[gotcha]
+        if f.severity == severity and (key is None or f.evidence.get(key) is not None):
+            return f
+    raise AssertionError(f"{trace}: no {gotcha} {severity}")
+
+
+def test_evidence_shows_units_pids_as_ids_and_no_empty_rows(browser):
+    import dataclasses
+
+    g4 = _first("throttle", "G4", "critical", "thermal_counter_share")
+    g6 = _first("eviction", "G6", "critical")
+    g3 = dataclasses.replace(_first("eviction", "G6", "warning"), gotcha="G3")
+    g3 = dataclasses.replace(g3, evidence={**g3.evidence, "workloads": []})  # as on a live page with no GPU
+    sample = next(iter(read_trace(SCENARIOS / "throttle.jsonl")))
+    daemon = FakeDaemon()
+    daemon.publish(snapshot_of(sample, Diagnosis(sample.ts, {"G3": g3, "G4": g4, "G6": g6}), mode="live"))
+    with RouteServer(daemon.page_routes(), daemon) as srv, open_page(browser, srv.origin) as (page, log):
+        page.wait_for_selector('.finding[data-gotcha="G6"][data-severity="critical"]')
+
+        def rows(gotcha):
+            card = page.locator(f'.finding[data-gotcha="{gotcha}"] .evidence')
+            dts, dds = card.locator("dt").all_inner_texts(), card.locator("dd").all_inner_texts()
+            return dict(zip(dts, dds, strict=True))
+
+        g4_rows, g6_rows, g3_rows = rows("G4"), rows("G6"), rows("G3")
+        share = g4.evidence["thermal_counter_share"]
+        shown = g4_rows["thermal counter share"]
+        assert shown.endswith(" %") and abs(float(shown[:-2]) - share * 100) < 0.1, shown
+        assert re.fullmatch(r"[\d.]+ s", g4_rows["step time baseline"]), g4_rows
+        assert re.fullmatch(r"[\d.]+ s", g4_rows["step time recent"])
+        assert re.fullmatch(r"×[\d.]+", g4_rows["step time ratio"])
+        assert re.fullmatch(r"[\d.,]+ s", g4_rows["throttled"])  # throttled_seconds_total
+        pids = [str(p) for w in g6.evidence["workloads"] for p in w["members"]]
+        for pid in pids:
+            assert f"members {pid}" in g6_rows["workloads"] or f", {pid}" in g6_rows["workloads"]
+        assert not re.search(r"\b\d{1,3},\d{3}\b", g6_rows["workloads"]), g6_rows  # never "members 5,120"
+        assert "workloads" not in g3_rows  # an empty list draws no row
+        for text in (*g4_rows.values(), *g6_rows.values()):
+            assert "[object" not in text and "undefined" not in text and "NaN" not in text
+        assert log.errors == []

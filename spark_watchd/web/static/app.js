@@ -174,7 +174,8 @@
         art.appendChild(h("p", "anomaly", "Not thermal: " + what + "."));
       }
       const ev = f.evidence || {};
-      const keys = Object.keys(ev);
+      // An empty list (no heavy workloads) is no evidence: no empty row.
+      const keys = Object.keys(ev).filter((k) => !(Array.isArray(ev[k]) && ev[k].length === 0));
       if (keys.length) {
         const dl = h("dl", "evidence");
         for (const k of keys) {
@@ -194,25 +195,31 @@
     }
   }
 
-  /* Evidence keys carry their unit as a suffix (memory_bytes, psi_some_avg60_pct...): show it on the value. */
+  /* Evidence keys carry their unit as a suffix (memory_bytes, psi_some_avg60_pct...): show it on the value.
+     The same rules as the terminal's (commands/term.py evidence_text); tests check both on every key. */
   const UNITS = [
     [/_bytes$/, (v) => gib(v)], [/_kb$/, (v) => gib(v * 1024)], [/_pct$/, (v) => num(v) + " %"],
+    [/_share$/, (v) => num(v * 100) + " %"], [/_ratio$/, (v) => "×" + num(v)],
     [/_per_s$/, (v) => num(v) + "/s"], [/_w$/, (v) => num(v) + " W"], [/_c$/, (v) => num(v) + " °C"],
     [/_mhz$/, (v) => num(v, 0) + " MHz"], [/_(s|seconds)$/, (v) => num(v) + " s"], [/_ts$/, (v) => stamp(v)],
+    [/_seconds_total$/, (v) => num(v) + " s"], [/^step_seconds_/, (v) => num(v) + " s"],
   ];
+  /* Process ids are names, not quantities: never "5,120". */
+  const IDS = /^(pid|pids|members|gpu|index|xid)$/;
   function evidenceLabel(k) {
-    const u = UNITS.find((x) => x[0].test(k));
+    if (/^step_seconds_/.test(k)) return "step time " + k.slice(13);
+    const u = /_(share|ratio)$/.test(k) ? null : UNITS.find((x) => x[0].test(k));
     return (u ? k.replace(u[0], "") : k).replace(/_/g, " ");
   }
   function evidenceValue(k, v) {
     if (v === null || v === undefined) return "–";
     if (typeof v === "number") {
-      if (k === "pid") return String(v);
+      if (IDS.test(k)) return String(v);
       const u = UNITS.find((x) => x[0].test(k));
       return u ? u[1](v) : num(v);
     }
     if (typeof v === "boolean") return v ? "yes" : "no";
-    if (Array.isArray(v)) return v.map((x) => evidenceValue(k, x)).join("\n");
+    if (Array.isArray(v)) return v.map((x) => evidenceValue(k, x)).join(IDS.test(k) ? ", " : "\n");
     if (typeof v === "object") {
       return Object.keys(v).filter((x) => v[x] !== null && v[x] !== undefined)
         .map((x) => evidenceLabel(x) + " " + evidenceValue(x, v[x])).join(", ");

@@ -257,3 +257,111 @@ def is_capped(kind: str, caps: Mapping[str, Any], max_fraction: float = 0.5) -> 
     )
     frac = caps.get(key)
     return frac is not None and frac <= max_fraction
+
+
+# Another user's argv is foreign input: bounded as it is read, before it reaches a sample, a trace or a response
+# (issue 20: 10 processes with 1.9 MB of argv made /api/v1/status 19.4 MB and the RSS 54.8 -> 132 MB).
+ARG_MAX_BYTES = 1024  # one argument
+ARGV_MAX_BYTES = 8192  # one process's argv, in order from argv[0]
+SAMPLE_ARGV_MAX_BYTES = 128 * 1024  # every process of one sample; past it each keeps ARGV_HEAD_BYTES
+ARGV_HEAD_BYTES = 512
+# Flags read by read_caps and the serving endpoints: kept past the budget (their last occurrence, as argparse
+# reads them), so a cap or a port written after a megabyte of padding still counts.
+LAUNCHER_FLAGS = frozenset(
+    (
+        "--gpu-memory-utilization", "--gpu_memory_utilization", "--kv-cache-memory-bytes",
+        "--kv_cache_memory_bytes", "--kv-cache-memory", "--mem-fraction-static", "--mem_fraction_static",
+        "--kv_cache_free_gpu_memory_fraction", "--kv-cache-free-gpu-memory-fraction", "--host", "--port",
+    )
+)  # fmt: skip
+_MORE = re.compile(r"^\.\.\. \((\d+) more bytes\)$")
+
+
+def _launcher_flag(arg: str) -> tuple[str, bool] | None:
+    """(flag name, whether its value follows as the next argument) for a kept launcher flag, else None."""
+    name, eq, _ = arg.partition("=")
+    return (name, not eq) if name in LAUNCHER_FLAGS else None
+
+
+def _cut(arg: str, size: int, max_arg: int) -> str:
+    return arg if size <= max_arg else arg[:max_arg] + f"... ({size - max_arg} more bytes)"
+
+
+def bound_args(
+    items, max_total: int = ARGV_MAX_BYTES, max_arg: int = ARG_MAX_BYTES, rebound: bool = False
+) -> tuple[str, ...]:
+    """A bounded argv from (prefix, size in bytes) items, one per argument.
+
+    Arguments are kept from argv[0] while `max_total` lasts, each cut at `max_arg` with "... (N more bytes)";
+    past the budget only launcher flags (LAUNCHER_FLAGS, the last occurrence of each, with its value) are
+    kept, and one "... (N more bytes)" says what was left out. With `rebound` (an argv bounded once already)
+    the earlier marker's count is summed in.
+    """
+    head: list[str] = []
+    late: dict[str, tuple[str, ...]] = {}
+    used = dropped = 0
+    over = False
+    want_value: str | None = None  # a late flag whose value is the next argument
+    for prefix, size in items:
+        m = _MORE.match(prefix) if rebound and prefix.startswith("... (") else None
+        if m:  # what an earlier bound left out
+            dropped += int(m.group(1))
+            continue
+        if want_value is not None:
+            late[want_value] += (_cut(prefix, size, max_arg),)
+            want_value = None
+            continue
+        shown = min(size, max_arg)
+        if not over and used + shown <= max_total:
+            head.append(_cut(prefix, size, max_arg))
+            used += shown
+            continue
+        if not over and head and (_launcher_flag(head[-1]) or ("", False))[1]:
+            head.append(_cut(prefix, size, max_arg))  # the value of a flag kept at the end of the head
+            used += shown
+            over = True
+            continue
+        over = True
+        flag = _launcher_flag(prefix) if size <= max_arg else None
+        if flag is not None:
+            late.pop(flag[0], None)  # the last occurrence wins, in its own place
+            late[flag[0]] = (prefix,)
+            want_value = flag[0] if flag[1] else None
+        else:
+            dropped += size
+    tail = [a for args in late.values() for a in args]
+    if dropped:
+        head.append(f"... ({dropped} more bytes)")
+    return tuple(head + tail)
+
+
+def bound_cmdline(
+    raw: bytes, max_total: int = ARGV_MAX_BYTES, max_arg: int = ARG_MAX_BYTES
+) -> tuple[str, ...]:
+    """/proc/PID/cmdline bytes as a bounded argv (bound_args); only each kept argument's prefix is decoded.
+
+    NUL-separated; a process that rewrote its title with spaces and no NUL (setproctitle) is split on
+    spaces, as psutil does.
+    """
+    end = len(raw) - 1 if raw.endswith(b"\0") else len(raw)
+    if end <= 0:
+        return ()
+    sep = b"\0" if raw.find(b"\0", 0, end) >= 0 or raw.find(b" ", 0, end) < 0 else b" "
+
+    def items():
+        pos = 0
+        while pos <= end:
+            nxt = raw.find(sep, pos, end)
+            nxt = end if nxt < 0 else nxt
+            yield raw[pos : min(nxt, pos + max_arg)].decode("utf-8", "replace"), nxt - pos
+            pos = nxt + 1
+
+    return bound_args(items(), max_total, max_arg)
+
+
+def bound_argv(
+    argv: Sequence[str], max_total: int = ARGV_MAX_BYTES, max_arg: int = ARG_MAX_BYTES
+) -> tuple[str, ...]:
+    """bound_args again over an argv bounded once (a sample over the per-sample budget)."""
+    sized = ((a, len(a.encode("utf-8", "surrogatepass"))) for a in argv)
+    return bound_args(sized, max_total, max_arg, rebound=True)

@@ -10,6 +10,7 @@ reused pid). Processes that vanish or deny access mid-scan are skipped.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -18,8 +19,14 @@ from typing import Any
 import psutil
 
 from spark_watchd.sample.model import ProcessInfo
-from spark_watchd.sample.workloads import classify, is_training_script
-from spark_watchd.sources.procfs import iter_root
+from spark_watchd.sample.workloads import (
+    ARGV_HEAD_BYTES,
+    SAMPLE_ARGV_MAX_BYTES,
+    bound_argv,
+    classify,
+    is_training_script,
+)
+from spark_watchd.sources.procfs import iter_root, read_argv
 
 # How many scans a new process's argv is read again before the cached answer is trusted.
 SETTLE_SCANS = 3
@@ -60,8 +67,13 @@ class ProcessSource:
                 name = proc.name()
             except psutil.AccessDenied:
                 name = ""
-            try:
-                argv = tuple(proc.cmdline())
+            try:  # bounded as it is read: another user's 1.9 MB argv is not kept whole (issue 20 §2)
+                argv = read_argv(getattr(proc, "root", "/proc"), proc.pid)
+                zombie = (
+                    not argv and isinstance(proc, psutil.Process) and proc.status() == psutil.STATUS_ZOMBIE
+                )
+                if zombie:  # as psutil's own cmdline() says
+                    raise psutil.ZombieProcess(proc.pid)
             except psutil.AccessDenied:
                 argv = ()
         kind = classify(argv, name, gpu_resident=False)
@@ -109,7 +121,17 @@ class ProcessSource:
             )
         for key in self._cache.keys() - seen:
             del self._cache[key]
-        return {"processes": tuple(out)}
+        return {"processes": _within_sample_budget(out)}
 
     def close(self) -> None:
         self._cache.clear()
+
+
+def _within_sample_budget(out: list[ProcessInfo]) -> tuple[ProcessInfo, ...]:
+    """The processes, their argv within SAMPLE_ARGV_MAX_BYTES together: past it each keeps its head and flags."""
+    total = 0
+    for i, p in enumerate(out):
+        total += sum(map(len, p.cmdline))
+        if total > SAMPLE_ARGV_MAX_BYTES:  # only when the host runs that much argv: no churn otherwise
+            out[i] = dataclasses.replace(p, cmdline=bound_argv(p.cmdline, ARGV_HEAD_BYTES))
+    return tuple(out)

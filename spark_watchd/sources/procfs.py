@@ -15,9 +15,12 @@ from typing import NamedTuple
 
 import psutil
 
+from spark_watchd.sample.workloads import bound_cmdline
+
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _U64_MAX = 2**64 - 1
+_ARGV_READ_MAX = 8 << 20  # the kernel's own bound on argv + environ is a quarter of an 8-32 MiB stack
 
 
 class _Mem(NamedTuple):
@@ -92,13 +95,7 @@ class ProcEntry:
         return self._cached()[1]
 
     def cmdline(self) -> list[str]:
-        try:
-            with open(os.path.join(self._dir, "cmdline"), "rb") as f:
-                raw = f.read(131072)  # ARG_MAX-sized at most: a hostile argv does not cost more
-        except FileNotFoundError:
-            raise psutil.NoSuchProcess(self.pid) from None
-        parts = raw.decode("utf-8", "replace").split("\0")
-        return parts[:-1] if parts and parts[-1] == "" else parts
+        return list(read_argv(self.root, self.pid))
 
     def is_running(self) -> bool:
         return os.path.isdir(self._dir)
@@ -108,6 +105,19 @@ class ProcEntry:
 
     def oneshot(self):
         return nullcontext()
+
+
+def read_argv(root: str, pid: int) -> tuple[str, ...]:
+    """ROOT/PID/cmdline as a bounded argv (sample/workloads.bound_cmdline): the bytes are read whole, since a
+    launcher's cap flag may follow a megabyte of padding, and only what is kept becomes strings."""
+    try:
+        with open(os.path.join(root, str(pid), "cmdline"), "rb") as f:
+            raw = f.read(_ARGV_READ_MAX)
+    except FileNotFoundError:
+        raise psutil.NoSuchProcess(pid) from None
+    except PermissionError:
+        raise psutil.AccessDenied(pid) from None
+    return bound_cmdline(raw)
 
 
 def iter_root(root: str) -> Iterator[ProcEntry]:

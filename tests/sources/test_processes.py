@@ -165,10 +165,14 @@ def test_processes_vanishing_mid_scan_are_skipped(spawn, reap):
 def test_access_denied_argv_is_tolerated(monkeypatch, spawn):
     p = spawn("train.py")
 
-    def denied(self):
-        raise psutil.AccessDenied(self.pid)
+    real_open = open
 
-    monkeypatch.setattr(psutil.Process, "cmdline", denied)
+    def denied(path, *a, **k):  # /proc/PID/cmdline unreadable (hidepid=2, another user's process)
+        if str(path).endswith(f"/{p.pid}/cmdline"):
+            raise PermissionError(13, "Permission denied", path)
+        return real_open(path, *a, **k)
+
+    monkeypatch.setattr("builtins.open", denied)
     got = by_pid(ProcessSource().collect({"_gpu_processes": {p.pid: 5}}))
     assert got[p.pid].cmdline == () and got[p.pid].gpu_resident
 

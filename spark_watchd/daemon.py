@@ -137,7 +137,12 @@ class Daemon:
                 recent_events=tuple(self._guard("recent_events", self.runtime.recent_events) or ()),
                 extras=self._extras(),
                 memory=self._guard(
-                    "memory view", lambda: memory_view(sample, self.settings.thresholds.os_reserve_bytes)
+                    "memory view",
+                    lambda: memory_view(
+                        sample,
+                        self.settings.thresholds.os_reserve_bytes,
+                        self.settings.thresholds.budget_subtracts_cma_free,
+                    ),
                 ),
                 published_at=time.time(),
                 mode=self.mode,

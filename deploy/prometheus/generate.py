@@ -282,6 +282,18 @@ def alert_rules(c: Ctx) -> list[dict]:
             "swap-out have begun. NVML memory is Not Supported on GB10: this is read from /proc.",
         ),
         (
+            "SparkWatchdMemoryRunwayShort",
+            "warning",
+            "G3",
+            c.dur(600),
+            # +Inf while the budget is not on a sustained fall; a settling load never gets a finite value.
+            f"min by (job, instance) (sparkwatchd_memory_runway_seconds{c.sel()}) < 1800",
+            "Unified memory on {{ $labels.instance }} runs out within 30 minutes at its trend (G3)",
+            "The memory budget (MemAvailable minus CmaFree and the reserve) has fallen steadily for 20 minutes "
+            "and, at that rate, is gone within 30 minutes: a workload is growing (see its growth per hour on "
+            "the status page) and the OOM killer is next.",
+        ),
+        (
             "SparkWatchdUncappedCoTenant",
             "warning",
             "G6",

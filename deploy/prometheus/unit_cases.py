@@ -197,6 +197,23 @@ CASES = [
         ],
     ),
     (
+        "g3_runway_short",
+        # A runway that stays under 30 minutes for 10 minutes warns; +Inf (no sustained fall) and a runway
+        # that dips under the line for a few minutes (a trend that then eases) do not.
+        {
+            s("sparkwatchd_memory_runway_seconds"): pattern("Inf", 6) + " 2400x3 1700x3 2400x5 1500x25",
+            'sparkwatchd_memory_runway_seconds{job="spark-watchd", instance="spark-02:9761"}': pattern(
+                "Inf", 41
+            ),
+        },
+        [
+            (4, "SparkWatchdMemoryRunwayShort", quiet),
+            (12, "SparkWatchdMemoryRunwayShort", quiet),
+            (22, "SparkWatchdMemoryRunwayShort", quiet),
+            (30, "SparkWatchdMemoryRunwayShort", fires),
+        ],
+    ),
+    (
         "daemon_stale_and_down",
         {
             s("sparkwatchd_last_sample_timestamp_seconds"): "1000+60x10 1600x20",

@@ -110,6 +110,25 @@ def _workloads(rows: list[dict[str, Any]], cols: int) -> list[str]:
     return ["", "workloads:", *term.table(columns, body, cols)]
 
 
+def _runway_line(doc: dict[str, Any]) -> str | None:
+    """The budget's runway and the workloads growing fastest, from the G3 evidence (None before history)."""
+    ev = ((doc.get("findings") or {}).get("G3") or {}).get("evidence") or {}
+    if not ev.get("runway_known"):
+        return None
+    secs = ev.get("runway_s")
+    mins = round((ev.get("runway_window_s") or 0) / 60)
+    line = (
+        "runway: budget not falling steadily"
+        if secs is None
+        else f"runway: {term.human_seconds(secs)} at the last {mins} minutes' rate"
+    )
+    growing = sorted(ev.get("workload_growth") or (), key=lambda g: -(g.get("gib_per_hour") or 0))
+    grow = [
+        f"{g.get('name', '?')} {g['gib_per_hour']:+.1f} GiB/h" for g in growing[:3] if g.get("gib_per_hour")
+    ]
+    return line + (f"; growth {', '.join(grow)}" if grow else "")
+
+
 def _head(doc: dict[str, Any]) -> list[str]:
     """Host line, memory line, one line per GPU and per training job."""
     out = []
@@ -122,9 +141,13 @@ def _head(doc: dict[str, Any]) -> list[str]:
         line = f"memory: {term.human_bytes(mem['available_bytes'])} available of {term.human_bytes(mem['total_bytes'])}"
         if mem.get("budget_bytes") is not None:
             line += f" (training budget {term.human_bytes(mem['budget_bytes'])})"
+        if mem.get("cma_free_bytes"):
+            line += f", CmaFree {term.human_bytes(mem['cma_free_bytes'])}"
         if mem.get("swap_used_bytes") is not None:
             line += f", swap used {term.human_bytes(mem['swap_used_bytes'])}"
         out.append(line)
+    if (runway := _runway_line(doc)) is not None:
+        out.append(runway)
     for g in doc.get("gpus") or ():
         parts = [f"GPU {g.get('index', 0)} {g.get('name', '?')}:"]
         if g.get("temp_c") is not None:

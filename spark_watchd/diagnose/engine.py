@@ -11,6 +11,7 @@ from spark_watchd.diagnose.g3 import G3Tracker
 from spark_watchd.diagnose.g4 import G4Tracker
 from spark_watchd.diagnose.g6 import G6Tracker
 from spark_watchd.diagnose.link import LinkWatch
+from spark_watchd.diagnose.runway import RunwayTracker
 from spark_watchd.diagnose.thresholds import Thresholds
 from spark_watchd.diagnose.tracker import Tracker
 from spark_watchd.sample.findings import Diagnosis, Event
@@ -28,6 +29,7 @@ class Diagnoser:
         self.trackers: tuple[Tracker, ...] = (G4Tracker(self.th), G3Tracker(self.th), G6Tracker(self.th))
         self.driver = DriverTracker(self.th)
         self.link = LinkWatch(self.th)  # the ConnectX-7 ports: evidence beside the findings, not a gotcha
+        self.runway = RunwayTracker(self.th)
         self._prev: feat.Features | None = None
         self._restored: Mapping[str, Any] | None = None
 
@@ -53,6 +55,7 @@ class Diagnoser:
         self.th = th
         self.driver.set_thresholds(th)
         self.link.set_thresholds(th)
+        self.runway.set_thresholds(th)
         for t in self.trackers:
             t.set_thresholds(th)
 
@@ -82,11 +85,13 @@ class Diagnoser:
             cause = self.driver.reboot_cause(sample)  # read before the driver forgets the last boot
             self.driver.reboot()
             self.link.reboot()
+            self.runway.forget()
             for t in self.trackers:
                 events.extend(t.reboot(sample.ts, sample.boot_id, cause))
         elif prev is not None and sample.ts < prev.ts:
             # The clock stepped back (NTP, a hand-edited trace): windows keyed on time would never
             # expire, so start them afresh; episodes and counters carry on.
+            self.runway.forget()
             for t in self.trackers:
                 t.time_jump(sample.ts)
         events.extend(self.driver.update(sample) if sample.driver_events else ())
@@ -97,12 +102,29 @@ class Diagnoser:
             events.extend(v.events)
             workloads = workloads or v.workloads
         self.link.observe(sample)
+        if f.oom_delta:
+            self.runway.forget()  # a kill frees memory: the trend before it is not the one after
+        rw = self.runway.update(sample.ts, _budget(f, self.th), workloads)
+        findings["G3"] = self.runway.annotate(findings["G3"], sample.ts, rw) if rw.known else findings["G3"]
         findings["G3"] = self.driver.g3(findings["G3"], sample.ts)
         findings["G4"] = self.driver.g4(findings["G4"], sample.ts)
         self._prev = f
         return Diagnosis(sample.ts, {g: findings[g] for g in GOTCHAS}, tuple(events), workloads)
 
+    @property
+    def latest_runway(self):
+        """The runway at the latest sample (diagnose.runway.Runway)."""
+        return self.runway.latest
+
     def run(self, samples: Iterable[Sample]) -> Iterator[Diagnosis]:
         """Judge each sample in turn."""
         for s in samples:
             yield self.observe(s)
+
+
+def _budget(f: feat.Features, th: Thresholds) -> int | None:
+    """G3's budget of a sample: MemAvailable less CmaFree (when subtracted) less the reserve."""
+    if f.avail_b is None:
+        return None
+    cma = (f.cma_free_b or 0) if th.budget_subtracts_cma_free else 0
+    return f.avail_b - cma - th.os_reserve_bytes

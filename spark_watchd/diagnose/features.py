@@ -43,6 +43,7 @@ class Features:
         "mem_total_b",
         "avail_b",
         "avail_min_b",
+        "cma_free_b",
         "cached_b",
         "anon_b",
         "psi_some_pct",
@@ -85,6 +86,7 @@ class Features:
         self.mem_total_b = None
         self.avail_b = None
         self.avail_min_b = None
+        self.cma_free_b = None  # CmaFree: counted in MemAvailable, unusable by the GPU driver's pinned pages
         self.cached_b = None
         self.anon_b = None
         self.psi_some_pct = None
@@ -170,6 +172,9 @@ def compute(prev: Features | None, cur: Sample, th) -> Features:
         f.avail_b = avail * KIB
         mn = cur.mem_available_min_kb
         f.avail_min_b = (mn if mn is not None and mn < avail else avail) * KIB
+        cma = mi.get("CmaFree")
+        if cma is not None:
+            f.cma_free_b = cma * KIB
     c = mi.get("Cached")
     if c is not None:
         f.cached_b = c * KIB

@@ -167,8 +167,10 @@ class G3Tracker(Unpersisted):
                 )
             )
         reserve = th.os_reserve_bytes
-        budget = f.avail_b - reserve
-        budget_min = f.avail_min_b - reserve
+        # CmaFree sits inside MemAvailable but no pinned GPU allocation can use it (docs/diagnosis.md).
+        cma = (f.cma_free_b or 0) if th.budget_subtracts_cma_free else 0
+        budget = f.avail_b - cma - reserve
+        budget_min = f.avail_min_b - cma - reserve
         some = f.psi_some_pct or 0.0
         full = f.psi_full_pct or 0.0
         swo = f.swapout_per_s or 0.0
@@ -207,11 +209,15 @@ class G3Tracker(Unpersisted):
             "cached_bytes": f.cached_b,
             "anon_bytes": f.anon_b,
         }
+        if f.cma_free_b is not None:
+            ev["cma_free_bytes"] = f.cma_free_b
         if tte is not None:
             ev["budget_exhausted_in_s"] = round(tte, 1)
         elif fall_tte is not None:
             ev["budget_exhausted_in_s"] = round(fall_tte, 1)
         avail_txt = f"{f.avail_b / GIB:.1f} GiB available (min {f.avail_min_b / GIB:.1f}), budget {budget / GIB:.1f} GiB"
+        if cma >= GIB // 4:
+            avail_txt += f" ({cma / GIB:.1f} GiB CmaFree not counted)"
         if not (stalls or swapping or full_sustained):
             # the common, quiet case first: no stall text to format
             if oom_hold or tte is not None or fall_tte is not None or thin or exhausted:

@@ -202,6 +202,38 @@ class Thresholds(BaseModel):
         description="Warn when MemAvailable falling fast would exhaust the budget within this many intervals.",
     )
     oom_critical_hold_s: Delay = Field(300.0, description="G3 stays critical this long after an OOM kill, s.")
+    # CmaFree is counted in MemAvailable (si_mem_available() starts from NR_FREE_PAGES) but only movable
+    # allocations may use CMA pageblocks, and the GPU driver's pinned cudaMalloc pages are not movable:
+    # owners' GB10 kills came at MemAvailable 10.4 GiB with MemAvailable - CmaFree at 1.6 GiB
+    # (docs/diagnosis.md, "CmaFree and the budget").
+    budget_subtracts_cma_free: bool = Field(
+        True, description="Subtract CmaFree from MemAvailable in the budget (pages the GPU path cannot use)."
+    )
+
+    # ---- memory runway -------------------------------------------------------------------------
+    # "At the last 20 minutes' rate": 20-40 samples at 30-60 s; vLLM footprints were measured growing
+    # +21 GiB per 30 minutes, which this window sees as a clear, steady fall.
+    runway_window_s: Seconds = Field(
+        1200.0, description="Window over which the budget's trend (the runway) is measured, seconds."
+    )
+    # A creep is judged over (nearly) the whole window: under 15 minutes of history (a fresh start, just
+    # after a kill or a reboot) there is no trend yet, and a fall that began inside the window is not one.
+    runway_min_span_s: Seconds = Field(
+        900.0, description="Least history before a runway or a footprint drift is reported, seconds."
+    )
+    # Healthy hosts wander +-0.5 GiB; a trend that loses under 2 GiB over the window is no runway.
+    runway_min_fall_bytes: Bytes = Field(
+        2 * GIB,
+        description="Least fall of the budget's trend over the window that counts as a runway, bytes.",
+    )
+    # Lead time is the point: half an hour is enough to find the grower and restart or cap it; a vLLM creeping
+    # at 0.7 GiB/min has ~21 GiB of budget left then, far from the thin-budget line.
+    runway_warn_s: Delay = Field(
+        1800.0, description="G3 warns when the budget runs out within this at its trend, seconds."
+    )
+    runway_leave_s: Delay = Field(
+        2700.0, description="A runway warning ends once the runway is longer than this, seconds."
+    )
 
     # ---- G6 contention -------------------------------------------------------------------------
     # "A LoRA under 4 GB beside a vLLM capped at 0.5 is ok": smaller GPU-resident jobs are not heavy.
@@ -302,6 +334,7 @@ class Thresholds(BaseModel):
             ("swapout_leave_pages_s", "swapout_warn_pages_s", -1),
             ("majfault_storm_leave_per_s", "majfault_storm_per_s", -1),
             ("heavy_leave_bytes", "heavy_workload_bytes", -1),
+            ("runway_leave_s", "runway_warn_s", 1),
         )
         fields = type(self).model_fields
         for leave, enter, side in pairs:

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 
 from spark_watchd import __version__
-from spark_watchd.export import board, diagnosis, driver, link, serving, training
+from spark_watchd.export import board, diagnosis, driver, link, runway, serving, training
 from spark_watchd.export.families import counter, gauge
 from spark_watchd.logs import get_logger
 from spark_watchd.sample.model import REASON_BITS, REASON_COUNTER_KEYS, Sample
@@ -210,6 +210,7 @@ class SnapshotCollector:
             ("gpu", lambda snap: gpu_families(snap.sample) if snap.sample is not None else ()),
             ("memory", memory_families),
             ("workloads", workload_families),
+            ("runway", lambda snap: list(runway.families(snap))),
             ("diagnosis", diagnosis.families),
             ("training", training.families),
             ("board", board.families),

@@ -264,3 +264,24 @@ def test_no_terminal_escape_from_a_foreign_string_reaches_the_terminal(status, m
             assert "training job\\x1b[31m" in out
             assert "nvml (bad \\x9b2J)" in out
     assert "\x1b[1;31mCRITICAL\x1b[0m" in out  # the daemon's own colour still goes out
+
+
+def test_prints_the_runway_and_the_fastest_growing_workloads():
+    from spark_watchd.commands.status import render
+
+    doc = _doc()
+    doc["findings"]["G3"]["evidence"].update(
+        runway_known=True,
+        runway_s=840.0,
+        runway_window_s=1200.0,
+        workload_growth=[
+            {"name": "vllm", "gib_per_hour": 57.0},
+            {"name": "python3", "gib_per_hour": 0.0},
+        ],
+    )
+    doc["memory"]["cma_free_bytes"] = 8 * GIB
+    text = render(doc, colour=False)
+    assert "runway: 14m00s at the last 20 minutes' rate; growth vllm +57.0 GiB/h" in text
+    assert "CmaFree 8.0 GiB" in text
+    doc["findings"]["G3"]["evidence"]["runway_s"] = None
+    assert "runway: budget not falling steadily" in render(doc, colour=False)

@@ -1,0 +1,275 @@
+"""Memory runway: how long until the budget runs out at its recent trend, and which workload keeps growing.
+
+Pure functions of (time, bytes) points (`trend`, `sustained_fall`, `runway`) and `RunwayTracker`, their
+incremental form fed one sample and its workload table at a time. A runway is a *sustained* fall: the budget
+lower in each quarter of the window than in the one before, the trend over the whole window at least
+`runway_min_fall_bytes`, and the latest quarter still falling at a good share of that trend. A model load
+that climbs and settles (tens of GiB in a minute or two, then flat) fails the quarters test, so it is
+never a runway: G3's transient rules speak for it while it lasts.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from spark_watchd.sample.findings import Finding
+
+GIB = 1024**3
+QUARTERS = 4
+# The latest quarter must still fall at this share of the whole window's trend: a fall slowing to a
+# quarter of its pace is a transient settling, not a runway.
+SETTLE_SHARE = 0.25
+HOLD_SHARE = 0.1  # ...and a warning already raised holds while it falls at a tenth of it
+# A quarter falling over three times the window's pace (a load, a collapse) or under a third of it (flat: the
+# fall began inside the window) is no creep.
+STEEP_FACTOR = 3.0
+
+ADVICE_RUNWAY = (
+    "Something keeps growing: find it in the workload table (its growth per hour) and restart or cap it "
+    "before the pool runs out (vLLM --gpu-memory-utilization, a smaller --max-num-seqs or context).",
+    "Then drop the page cache (sync; echo 3 | sudo tee /proc/sys/vm/drop_caches) to buy time.",
+)
+
+
+def trend(points: Sequence[tuple[float, float]]) -> float | None:
+    """Robust slope of (ts, value) points, per second: the median of the half-window-lag slopes.
+
+    Each point is paired with the one half the window later (n/2 pairs, O(n log n)): one spike or one
+    noisy reading moves the median by at most one rank, where a least-squares fit would tilt.
+    """
+    n = len(points)
+    if n < 4:
+        return None
+    half = n // 2
+    slopes = []
+    for i in range(n - half):
+        (t0, v0), (t1, v1) = points[i], points[i + half]
+        if t1 > t0:
+            slopes.append((v1 - v0) / (t1 - t0))
+    if not slopes:
+        return None
+    slopes.sort()
+    m = len(slopes)
+    return slopes[m // 2] if m % 2 else (slopes[m // 2 - 1] + slopes[m // 2]) / 2
+
+
+def quarter_trends(points: Sequence[tuple[float, float]]) -> list[float | None]:
+    """The robust trend of each time quarter of the points (None where a quarter holds too few)."""
+    if len(points) < 2:
+        return [None] * QUARTERS
+    t0, span = points[0][0], points[-1][0] - points[0][0]
+    quarters: list[list[tuple[float, float]]] = [[] for _ in range(QUARTERS)]
+    for p in points:
+        quarters[min(QUARTERS - 1, int((p[0] - t0) / span * QUARTERS)) if span > 0 else 0].append(p)
+    return [trend(q) for q in quarters]
+
+
+def sustained_fall(points: Sequence[tuple[float, float]], min_fall: float) -> bool:
+    """Whether the values fell steadily through the whole span: the trend over the span at least `min_fall`,
+    every time quarter falling within STEEP_FACTOR times of the span's pace either way (a load is one steep
+    quarter among flat ones, a leak that began mid-window a flat quarter, a creep is four alike), and the
+    last quarter not settling."""
+    if len(points) < 4 * QUARTERS:
+        return False
+    span = points[-1][0] - points[0][0]
+    slope = trend(points)
+    if slope is None or slope >= 0 or -slope * span < min_fall:
+        return False
+    qs = quarter_trends(points)
+    if any(q is None or q < STEEP_FACTOR * slope or q > slope / STEEP_FACTOR for q in qs):
+        return False
+    return qs[-1] <= slope * SETTLE_SHARE
+
+
+def still_falling(points: Sequence[tuple[float, float]], slope: float | None) -> bool:
+    """The looser test that holds a runway warning: the last quarter still falls at a tenth of the pace."""
+    if slope is None or slope >= 0:
+        return False
+    last = quarter_trends(points)[-1]
+    return last is not None and last <= slope * HOLD_SHARE
+
+
+@dataclass(frozen=True, slots=True)
+class Growth:
+    """One workload's footprint drift over the runway window."""
+
+    kind: str
+    name: str
+    pid: int
+    capped: bool | None
+    bytes_per_s: float
+    grew_bytes: int
+    window_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "pid": self.pid,
+            "capped": self.capped,
+            "bytes_per_second": round(self.bytes_per_s, 1),
+            "gib_per_hour": round(self.bytes_per_s * 3600 / GIB, 2),
+            "grew_bytes": self.grew_bytes,
+            "window_s": round(self.window_s, 1),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Runway:
+    """The budget's runway at one sample. `seconds` is None while the budget is not on a sustained fall
+    (published as +Inf); `known` is False until the window holds runway_min_span_s of history."""
+
+    known: bool
+    seconds: float | None = None
+    trend_bytes_per_s: float | None = None
+    window_s: float = 0.0
+    budget_bytes: int | None = None
+    growth: tuple[Growth, ...] = field(default_factory=tuple)
+
+    def evidence(self) -> dict[str, Any]:
+        """The G3 evidence keys (JSON-ready)."""
+        return {
+            "runway_s": None if self.seconds is None else round(self.seconds, 1),
+            "runway_known": self.known,
+            "budget_trend_bytes_per_s": None
+            if self.trend_bytes_per_s is None
+            else round(self.trend_bytes_per_s, 1),
+            "runway_window_s": round(self.window_s, 1),
+            "workload_growth": [g.to_dict() for g in self.growth],
+        }
+
+    def sentence(self) -> str | None:
+        """ "at the last 20 minutes' rate the pool runs out in about 14 min; vllm grew 19 GiB in that time"."""
+        if self.seconds is None:
+            return None
+        mins = max(1, round(self.window_s / 60))
+        out = f"at the last {mins} minutes' rate the pool runs out in about {_duration(self.seconds)}"
+        top = max(self.growth, key=lambda g: g.grew_bytes, default=None)
+        if top is not None and top.grew_bytes >= GIB:
+            out += f"; {top.name} grew {top.grew_bytes / GIB:.0f} GiB in that time"
+        return out
+
+
+def _duration(s: float) -> str:
+    if s < 90:
+        return f"{s:.0f} s"
+    if s < 5400:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h"
+
+
+def runway(points: Sequence[tuple[float, float]], budget: float, th) -> Runway:
+    """The runway of a window of (ts, budget bytes) points (oldest first) ending at `budget`; pure."""
+    span = points[-1][0] - points[0][0] if points else 0.0
+    if span < th.runway_min_span_s:
+        return Runway(False, window_s=span, budget_bytes=int(budget))
+    slope = trend(points)
+    if slope is None or slope >= 0 or not sustained_fall(points, th.runway_min_fall_bytes):
+        return Runway(True, None, slope, span, int(budget))
+    return Runway(True, max(0.0, budget) / -slope, slope, span, int(budget))
+
+
+class RunwayTracker:
+    """Incremental runway and footprint drift, and the runway warning G3 raises (latched, with hysteresis)."""
+
+    def __init__(self, th):
+        self.th = th
+        self.points: deque[tuple[float, float]] = deque()
+        self.footprints: dict[tuple, deque] = {}  # workload key -> deque of (ts, footprint bytes)
+        self.on = False
+        self.hold_until: float | None = None
+        self.latest = Runway(False)
+
+    def set_thresholds(self, th) -> None:
+        """Judge with reloaded thresholds from the next sample on; the history stays."""
+        self.th = th
+        self.on = False
+
+    def forget(self) -> None:
+        """A reboot, a clock step back or a kill: the past trend is not the present one."""
+        self.points.clear()
+        self.footprints.clear()
+        self.on = False
+        self.hold_until = None
+
+    def update(self, ts: float, budget: int | None, workloads: Iterable[Any] = ()) -> Runway:
+        """Fold one sample's budget and workload table in; the runway at ts."""
+        th = self.th
+        win = th.runway_window_s
+        if budget is None:
+            self.points.clear()
+            self.latest = Runway(False)
+            return self.latest
+        pts = self.points
+        if pts and (ts <= pts[-1][0] or ts - pts[-1][0] > th.max_gap_s):
+            pts.clear()
+        pts.append((ts, float(budget)))
+        while ts - pts[0][0] > win:
+            pts.popleft()
+        rw = runway(pts, budget, th)
+        growth = []
+        seen = set()
+        for w in workloads:
+            seen.add(w.key)
+            h = self.footprints.get(w.key)
+            if h is None:
+                h = self.footprints[w.key] = deque()
+            h.append((ts, float(w.footprint_bytes)))
+            while ts - h[0][0] > win:
+                h.popleft()
+            span = ts - h[0][0]
+            slope = trend(h) if span >= th.runway_min_span_s else None
+            if slope is not None:
+                grew = int(h[-1][1] - h[0][1])
+                growth.append(Growth(w.kind, w.name, w.pid, w.capped, slope, grew, span))
+        for key in [k for k in self.footprints if k not in seen]:
+            del self.footprints[key]
+        self.latest = replace(rw, growth=tuple(growth))
+        return self.latest
+
+    def warn(self, ts: float, rw: Runway) -> bool:
+        """The runway warning: on at a runway of runway_warn_s or less, held while the budget still falls
+        (`still_falling`) toward a runway under runway_leave_s, and for at least min_dwell_s."""
+        th = self.th
+        if rw.seconds is not None and rw.seconds <= th.runway_warn_s:
+            self.on = True
+        elif self.on:
+            slope = rw.trend_bytes_per_s
+            hold = rw.known and rw.budget_bytes is not None and still_falling(self.points, slope)
+            self.on = hold and max(0.0, rw.budget_bytes) / -slope <= th.runway_leave_s
+        if self.on:
+            self.hold_until = ts + th.min_dwell_s
+            return True
+        return self.hold_until is not None and ts < self.hold_until
+
+    def annotate(self, finding: Finding, ts: float, rw: Runway) -> Finding:
+        """G3 with the runway in its evidence; raised to warning by a short runway while it is ok."""
+        warn = self.warn(ts, rw)
+        evidence = dict(finding.evidence)
+        evidence.update(rw.evidence())
+        sentence = rw.sentence()
+        if finding.severity == "ok" and warn and sentence is not None:
+            text = sentence[0].upper() + sentence[1:]
+            budget = "" if rw.budget_bytes is None else f" (budget {rw.budget_bytes / GIB:.1f} GiB)"
+            return replace(
+                finding,
+                severity="warning",
+                summary=f"Memory runway short: {text}{budget}",
+                evidence=evidence,
+                advice=ADVICE_RUNWAY,
+            )
+        if finding.severity == "ok" and warn:
+            # Held for its dwell while the trend eased: say so rather than drop at once.
+            return replace(
+                finding,
+                severity="warning",
+                summary=f"Memory runway short (easing): {finding.summary}",
+                evidence=evidence,
+                advice=ADVICE_RUNWAY,
+            )
+        if sentence is not None and rw.seconds is not None and rw.seconds <= self.th.runway_leave_s:
+            return replace(finding, summary=f"{finding.summary}; {sentence}", evidence=evidence)
+        return replace(finding, evidence=evidence)

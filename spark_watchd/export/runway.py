@@ -1,0 +1,49 @@
+"""Memory runway families: the budget's runway, CmaFree and each workload kind's footprint drift.
+
+Rendered from the G3 finding's evidence (diagnose/runway.py computes it once per tick); labels bounded
+(workload kind and capped, as sparkwatchd_workload_memory_bytes).
+"""
+
+from __future__ import annotations
+
+import math
+
+from spark_watchd.export.families import gauge
+from spark_watchd.sample.workloads import KINDS as WORKLOAD_KINDS
+
+
+def families(snapshot):
+    """sparkwatchd_memory_runway_seconds, _memory_cma_free_bytes, _workload_growth_bytes_per_second."""
+    diag = getattr(snapshot, "diagnosis", None)
+    g3 = diag.findings.get("G3") if diag is not None else None
+    ev = g3.evidence if g3 is not None else {}
+    known = bool(ev.get("runway_known"))
+    secs = ev.get("runway_s") if known else None
+    # +Inf while the budget is not on a sustained fall (no runway), no series before enough history.
+    runway = gauge(
+        "memory_runway_seconds",
+        "Seconds until the memory budget runs out at its trend over the runway window; +Inf when it is not "
+        "falling steadily.",
+    )
+    if known:
+        runway.add_metric([], math.inf if secs is None else float(secs))
+    yield runway
+    view = snapshot.memory_or_default() if hasattr(snapshot, "memory_or_default") else None
+    cma = view.cma_free_bytes if view is not None else None
+    yield gauge(
+        "memory_cma_free_bytes",
+        "CmaFree: free CMA pages, counted in MemAvailable but unusable by the GPU driver's pinned pages.",
+        value=cma,
+    )
+    rates = {(k, c): 0.0 for k in WORKLOAD_KINDS for c in ("true", "false")}
+    for g in ev.get("workload_growth") or ():
+        kind = g.get("kind") if g.get("kind") in WORKLOAD_KINDS else "other"
+        rates[(kind, "true" if g.get("capped") else "false")] += float(g.get("bytes_per_second") or 0.0)
+    growth = gauge(
+        "workload_growth_bytes_per_second",
+        "Footprint drift of workloads over the runway window (robust trend, summed per kind); 0 without history.",
+        ["kind", "capped"],
+    )
+    for key, rate in rates.items():
+        growth.add_metric(list(key), rate)
+    yield growth

@@ -280,8 +280,8 @@ def test_prints_the_runway_and_the_fastest_growing_workloads():
         ],
     )
     doc["memory"]["cma_free_bytes"] = 8 * GIB
-    text = render(doc, colour=False)
+    text = render(doc, colour=False, cols=200)
     assert "runway: 14m00s at the last 20 minutes' rate; growth vllm +57.0 GiB/h" in text
     assert "CmaFree 8.0 GiB" in text
     doc["findings"]["G3"]["evidence"]["runway_s"] = None
-    assert "runway: budget not falling steadily" in render(doc, colour=False)
+    assert "runway: budget not falling steadily" in render(doc, colour=False, cols=200)

@@ -2,64 +2,66 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import socket
 import time
+import typing
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from spark_watchd.logs import get_logger
-from spark_watchd.sample.board import BoardReading
-from spark_watchd.sample.driver import DriverEvent
-from spark_watchd.sample.link import LinkReading
-from spark_watchd.sample.model import GpuReading, ProcessInfo, Sample, Sensor, ThroughputReading
-from spark_watchd.sample.serving import ServingReading
+from spark_watchd.sample.model import Sample
 from spark_watchd.snapshot import SourceStatus
 
-_ITEM_TYPES = {
-    "gpus": GpuReading,
-    "sensors": Sensor,
-    "processes": ProcessInfo,
-    "throughput": ThroughputReading,
-    "driver_events": DriverEvent,
-    "serving": ServingReading,
-}
-_SAMPLE_FIELDS = (
-    "host",
-    "boot_id",
-    "uptime_s",
-    "gpus",
-    "meminfo",
-    "psi_memory",
-    "vmstat",
-    "mem_available_min_kb",
-    "sensors",
-    "processes",
-    "throughput",
-    "board",
-    "driver_events",
-    "serving",
-    "link",
-)
+
+def _field_parsers() -> dict[str, tuple[str, Any]]:
+    """How each Sample field is built from a source's output, read off the Sample's own declaration.
+
+    A tuple of readings ("items") parses each dict with its class's from_dict; a reading ("one")
+    parses a dict; anything else is taken as it is. A field added to `Sample` reaches it from the
+    source that returns its key with no list to update here.
+    """
+    hints = typing.get_type_hints(Sample)
+    out: dict[str, tuple[str, Any]] = {}
+    for f in dataclasses.fields(Sample):
+        if f.name == "ts":
+            continue
+        tp = hints[f.name]
+        args = typing.get_args(tp)
+        if typing.get_origin(tp) is tuple and args and hasattr(args[0], "from_dict"):
+            out[f.name] = ("items", args[0])
+            continue
+        cls = next((a for a in args if hasattr(a, "from_dict")), None)
+        out[f.name] = ("one", cls) if cls is not None else ("plain", None)
+    return out
+
+
+FIELDS = _field_parsers()
 
 
 def build_sample(ts: float, parts: Mapping[str, Any]) -> Sample:
-    """Assemble a frozen Sample from the merged source outputs (dicts or model objects)."""
+    """Assemble a frozen Sample from the merged source outputs (dicts or model objects).
+
+    Keys starting with `_` are for the sources after this one (`partial`), never for the Sample.
+    """
     kw: dict[str, Any] = {}
-    for key in _SAMPLE_FIELDS:
-        if key not in parts or parts[key] is None and key in _ITEM_TYPES:
+    for key, (how, cls) in FIELDS.items():
+        if key not in parts or parts[key] is None and how == "items":
             continue
         val = parts[key]
-        if key in _ITEM_TYPES:
-            cls = _ITEM_TYPES[key]
+        if how == "items":
             val = tuple(cls.from_dict(v) if isinstance(v, Mapping) else v for v in val)
-        elif key == "board" and isinstance(val, Mapping):
-            val = BoardReading.from_dict(val)
-        elif key == "link" and isinstance(val, Mapping):
-            val = LinkReading.from_dict(val)
+        elif how == "one" and isinstance(val, Mapping):
+            val = cls.from_dict(val)
         kw[key] = val
     kw.setdefault("host", socket.gethostname())
     return Sample(ts=ts, **kw)
+
+
+def stray_keys(out: Mapping[str, Any]) -> list[str]:
+    """Keys of a source's output that no Sample field takes and that are not private (`_name`)."""
+    return sorted(k for k in out if k not in FIELDS and not k.startswith("_"))
 
 
 class Collector:
@@ -92,6 +94,12 @@ class Collector:
                 out = src.collect(parts)
                 if out:
                     parts.update(out)
+                    stray = stray_keys(out)
+                    if stray:  # a field that would never reach the Sample: say so instead of reporting up
+                        raise LookupError(
+                            f"returned {', '.join(stray)}, which no Sample field takes "
+                            "(add the field to sample/model.py, or name a private key with a leading _)"
+                        )
             except Exception as exc:  # any failure is this source's alone
                 error = str(exc) or type(exc).__name__
                 self._errors[name] = self._errors.get(name, 0) + 1

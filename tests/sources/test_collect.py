@@ -91,7 +91,59 @@ def test_an_exception_without_a_message_is_named_by_its_type_and_the_time_comes_
 
 
 def test_build_sample_turns_dicts_into_readings_and_skips_absent_lists():
-    s = build_sample(10.0, {"host": "spark-01", "gpus": [GPU], "processes": None, "unknown_key": 1})
+    s = build_sample(10.0, {"host": "spark-01", "gpus": [GPU], "processes": None, "_private": 1})
     assert isinstance(s, Sample) and s.host == "spark-01" and s.ts == 10.0
     assert s.gpus == (GpuReading.from_dict(GPU),) and s.processes == ()
     assert build_sample(0.0, {}).host  # the machine's name when no source said it
+
+
+def test_every_sample_field_is_built_from_the_samples_own_declaration():
+    import dataclasses
+
+    from spark_watchd.sample.board import BoardReading
+    from spark_watchd.sample.driver import DriverEvent
+    from spark_watchd.sample.link import LinkPort, LinkReading
+    from spark_watchd.sample.serving import ServingReading
+    from spark_watchd.sample.trace import read_trace
+    from spark_watchd.sources.collect import FIELDS
+    from tests.conftest import SCENARIOS
+
+    assert set(FIELDS) == {f.name for f in dataclasses.fields(Sample)} - {"ts"}  # no list kept apart
+    rich = list(read_trace(SCENARIOS / "eviction.jsonl"))[150]
+    port = LinkPort(device="rocep1s0f0", port=1, state="ACTIVE")
+    rich = dataclasses.replace(
+        rich,
+        board=BoardReading(power_w={"sys_total": 120.0}),
+        serving=(ServingReading("vllm:8000", "vllm", True, rich.ts),),
+        link=LinkReading(ports=(port,)),
+        driver_events=(DriverEvent(rich.ts - 1, 0, 79, "nvml", "Xid 79"),),
+    )
+    # What the sources hand the collector is each field's trace-v1 form: every one reaches the Sample.
+    parts = {k: v for k, v in rich.to_dict().items() if k not in ("v", "ts")}
+    assert set(parts) == set(FIELDS)
+    assert build_sample(rich.ts, parts) == rich
+
+
+def test_a_source_whose_key_no_sample_field_takes_is_down_naming_it_and_the_rest_go_on():
+    class _NewSource:
+        name = "fans"
+
+        def collect(self, partial):
+            return {"fans": [{"rpm": 1200}], "_fans_raw": "x"}
+
+        def close(self):
+            pass
+
+    class _Host:
+        name = "boot"
+
+        def collect(self, partial):
+            return {"host": "spark-01"}
+
+        def close(self):
+            pass
+
+    sample, st = Collector((_NewSource(), _Host()), clock=lambda: 5.0).collect()
+    assert not st["fans"].up
+    assert "returned fans, which no Sample field takes" in st["fans"].error
+    assert st["boot"].up and sample.host == "spark-01"

@@ -53,6 +53,10 @@ def main(args: argparse.Namespace) -> int:
             path=args.out,
             dropped_bytes=writer.repaired_bytes,
         )
+    # The servers' scrapers follow the daemon interval: here that is the recording's.
+    settings = settings.model_copy(
+        update={"daemon": settings.daemon.model_copy(update={"interval": interval})}
+    )
     daemon = app.build(settings, state_dir=None, serve=False)  # its collector only: a trace holds samples
     collector = daemon.collector
     deadline = time.monotonic() + args.duration if args.duration is not None else None

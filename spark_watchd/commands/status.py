@@ -129,6 +129,48 @@ def _runway_line(doc: dict[str, Any]) -> str | None:
     return line + (f"; growth {', '.join(grow)}" if grow else "")
 
 
+def _serving(rows: list[dict[str, Any]], cols: int) -> list[str]:
+    """The inference servers as their own telemetry says: throughput, queue, KV use, latency, J/token."""
+    if not rows:
+        return []
+    columns = (
+        term.Column("SERVER"),
+        term.Column("TOKENS/S", ">"),
+        term.Column("RUN/QUEUE", ">"),
+        term.Column("KV", ">"),
+        term.Column("TTFT P95", ">"),
+        term.Column("ITL P95", ">"),
+        term.Column("J/TOKEN", ">"),
+        term.Column("MODEL", flex=True, min_width=8),
+    )
+
+    def opt(v: Any, fmt: str) -> str:
+        return fmt.format(v) if isinstance(v, (int, float)) else "-"
+
+    body = []
+    for r in rows:
+        if not r.get("up"):
+            body.append((r.get("server", "?"), "DOWN", "", "", "", "", "", r.get("error") or "no answer"))
+            continue
+        models = r.get("models") or ()
+        body.append(
+            (
+                r.get("server", "?"),
+                opt(r.get("generation_tokens_per_s"), "{:,.1f}"),
+                f"{opt(r.get('requests_running'), '{:.0f}')}/{opt(r.get('requests_waiting'), '{:.0f}')}",
+                opt(r.get("kv_usage"), "{:.0%}"),
+                opt(r.get("ttft_p95_s"), "{:.2f} s"),
+                opt(
+                    r.get("itl_p95_s") * 1000 if isinstance(r.get("itl_p95_s"), (int, float)) else None,
+                    "{:.0f} ms",
+                ),
+                opt(r.get("joules_per_token"), "{:.2f}"),
+                r.get("model") or (f"{len(models)} loaded" if models else r.get("kind", "")),
+            )
+        )
+    return ["", "serving:", *term.table(columns, body, cols)]
+
+
 def _head(doc: dict[str, Any]) -> list[str]:
     """Host line, memory line, one line per GPU and per training job."""
     out = []
@@ -177,6 +219,7 @@ def render(doc: dict[str, Any], colour: bool, cols: int | None = None) -> str:
 
     out = [ln for line in _head(doc) for ln in term.wrap(line, "    ", cols=cols)]
     out += _workloads(list(doc.get("workloads") or ()), cols)
+    out += _serving(list(doc.get("serving") or ()), cols)
     out.append("")
     for gotcha, f in sorted((doc.get("findings") or {}).items()):
         sev = str(f.get("severity", "unknown"))

@@ -59,6 +59,7 @@ def status_dict(daemon) -> dict[str, Any]:
         "processes": [p.to_dict() for p in s.processes] if s is not None else [],
         "workloads": _safe(workload_table, snap),
         "throughput": [t.to_dict() for t in s.throughput] if s is not None else [],
+        "serving": [r.to_dict() for r in s.serving] if s is not None else [],
         "worst": diag.worst() if diag is not None else "unknown",
         "findings": {g: f.to_dict() for g, f in diag.findings.items()} if diag is not None else {},
         "events": [e.to_dict() for e in diag.events] if diag is not None else [],

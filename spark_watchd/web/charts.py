@@ -63,17 +63,31 @@ _THROTTLE_MASK = (
 )
 _THROTTLE_COUNTERS = ("hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
 _NAN = float("nan")
+# Per server in a record (the page's Serving panel); at most _SERVING_MAX servers per record.
+_SERVING_KEYS = (
+    "server",
+    "kind",
+    "up",
+    "generation_tokens_per_s",
+    "requests_running",
+    "requests_waiting",
+    "kv_usage",
+    "ttft_p95_s",
+    "joules_per_token",
+)
+_SERVING_MAX = 8
 
 
 class _Record:
     """One compact history entry."""
 
-    __slots__ = ("events", "jobs", "values")
+    __slots__ = ("events", "jobs", "serving", "values")
 
-    def __init__(self, values: array, jobs: tuple | None, events: tuple | None) -> None:
+    def __init__(self, values: array, jobs: tuple | None, events: tuple | None, serving: tuple | None = None):
         self.values = values
         self.jobs = jobs  # ((job, step_seconds, tokens_per_second), ...) or None
         self.events = events  # (event dict, ...) or None
+        self.serving = serving  # ((server, kind, up, tokens/s, running, waiting, kv, ttft p95, J/token), ...)
 
     @property
     def ts(self) -> float:
@@ -94,6 +108,7 @@ class _Record:
         }
         d["jobs"] = [{"job": j, "step_seconds": s, "tokens_per_second": t} for j, s, t in (self.jobs or ())]
         d["events"] = [dict(e) for e in (self.events or ())]
+        d["serving"] = [dict(zip(_SERVING_KEYS, row, strict=True)) for row in (self.serving or ())]
         return d
 
 
@@ -219,7 +234,15 @@ class History:
             if diagnosis is not None and diagnosis.events
             else None
         )
-        return _Record(values, jobs, events)
+        serving = (
+            tuple(
+                (r.server, r.kind, r.up, *(_finite(getattr(r, k)) for k in _SERVING_KEYS[3:]))
+                for r in sorted(s.serving, key=lambda r: r.server)[:_SERVING_MAX]
+            )
+            if s.serving
+            else None
+        )
+        return _Record(values, jobs, events, serving)
 
     def records(
         self, since: float | None = None, limit: int | None = None

@@ -304,3 +304,24 @@ class FakeServer:
     def __exit__(self, *exc) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def main(kind: str) -> None:
+    """Run as a server process (`vllm serve M --port P`, `ollama serve` with OLLAMA_HOST...): serve until killed.
+
+    The end-to-end tests launch this under each server's own command line, so the daemon finds it in the
+    process table exactly as it finds the real one.
+    """
+    import os
+    import sys
+
+    argv = sys.argv[1:]
+    if kind == "ollama":
+        port = int(os.environ.get("OLLAMA_HOST", "127.0.0.1:11434").rsplit(":", 1)[1])
+    else:
+        port = int(argv[argv.index("--port") + 1])
+    engine = FakeEngine(kind)
+    with FakeServer(engine, port=port):
+        while True:
+            time.sleep(0.5)
+            engine.step(0.5)

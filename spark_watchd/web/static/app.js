@@ -103,6 +103,7 @@
     out.age = typeof s.age_seconds === "number" ? s.age_seconds : null;
     out.replay = s.replay && typeof s.replay.shift_s === "number" ? s.replay : null;
     out.gpus = Array.isArray(s.gpus) ? s.gpus : null;
+    out.serving = Array.isArray(s.serving) ? s.serving : [];
     return out;
   }
 
@@ -119,6 +120,7 @@
     }
     renderCharts();
     renderEvents();
+    renderServing();
     renderWorkloads();
   }
 
@@ -336,6 +338,58 @@
       bands: bands, left: { fmt: (v) => num(v) + " s", zero: true }, right: { fmt: (v) => num(v / 1000, 1) + "k", zero: true },
       series: training, empty: "No training job has reported progress (POST /api/v1/progress)",
     }));
+    // Serving: per server, on the same time axis (and throttle bands) as temperature, clocks and findings.
+    const servers = [];
+    for (const r of recs) for (const x of r.serving || []) if (!servers.includes(x.server)) servers.push(x.server);
+    const pickS = (server, field, scale) => recs.map((r) => {
+      const x = (r.serving || []).find((y) => y.server === server);
+      return [r.ts, x && x[field] !== null && x[field] !== undefined ? x[field] * (scale || 1) : null];
+    });
+    const serving = [], latency = [];
+    servers.slice(0, 4).forEach((server, i) => {
+      serving.push({ label: server + " tokens/s", k: i * 2, points: pickS(server, "generation_tokens_per_s"), fmt: (v) => num(v, 0) + "/s" });
+      serving.push({ label: server + " queued (right)", k: i * 2 + 1, axis: "r", dash: true, points: pickS(server, "requests_waiting"), fmt: (v) => num(v, 0) });
+      latency.push({ label: server + " TTFT p95", k: i * 2, points: pickS(server, "ttft_p95_s"), fmt: (v) => num(v, 2) + " s" });
+      latency.push({ label: server + " KV use (right)", k: i * 2 + 1, axis: "r", dash: true, points: pickS(server, "kv_usage", 100), fmt: (v) => num(v, 0) + " %" });
+    });
+    const noServer = "No inference server found (vLLM, SGLang, llama.cpp, TensorRT-LLM, Ollama)";
+    SparkChart.draw($("chart-serving"), Object.assign({}, base, {
+      bands: bands, left: { fmt: (v) => num(v, 0), zero: true }, right: { fmt: (v) => num(v, 0), zero: true },
+      series: serving, empty: noServer,
+    }));
+    SparkChart.draw($("chart-serving-latency"), Object.assign({}, base, {
+      bands: bands, left: { fmt: (v) => num(v, 1) + " s", zero: true }, right: { fmt: (v) => num(v, 0) + "%", zero: true, max: 100 },
+      series: latency, empty: noServer,
+    }));
+  }
+
+  function renderServing() {
+    const tb = $("serving");
+    const rows = (state.status && state.status.serving) || [];
+    tb.textContent = "";
+    if (!rows.length) {
+      const tr = h("tr"), td = h("td", "empty", "No inference server found.");
+      td.colSpan = 7;
+      tr.appendChild(td);
+      tb.appendChild(tr);
+      return;
+    }
+    const opt = (v, f) => (v === null || v === undefined ? "–" : f(v));
+    for (const r of rows) {
+      const tr = h("tr");
+      tr.dataset.kind = r.kind;
+      const name = h("th", null, r.server + " ");
+      name.scope = "row";
+      name.appendChild(h("span", r.up ? "pid" : "uncapped", r.up ? (r.model || r.kind) : "down: " + (r.error || "no answer")));
+      tr.appendChild(name);
+      tr.appendChild(h("td", "num", opt(r.generation_tokens_per_s, (v) => num(v, 1))));
+      tr.appendChild(h("td", "num", r.up ? opt(r.requests_running, (v) => num(v, 0)) + " / " + opt(r.requests_waiting, (v) => num(v, 0)) : "–"));
+      tr.appendChild(h("td", "num", opt(r.kv_usage, (v) => num(v * 100, 0) + " %")));
+      tr.appendChild(h("td", "num", opt(r.ttft_p95_s, (v) => num(v, 2) + " s")));
+      tr.appendChild(h("td", "num", opt(r.itl_p95_s, (v) => num(v * 1000, 0) + " ms")));
+      tr.appendChild(h("td", "num", opt(r.joules_per_token, (v) => num(v, 2))));
+      tb.appendChild(tr);
+    }
   }
 
   function noGpuReason(st) {

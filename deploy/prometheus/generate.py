@@ -348,13 +348,14 @@ def alert_rules(c: Ctx) -> list[dict]:
         ),
         (
             "SparkWatchdDriverOutOfMemory",
-            "critical",
+            "warning",  # healthy vLLM starts log it too; SparkWatchdUnifiedMemory pages on the memory signals
             "G3",
             "0s",
             _events(c, "driver_oom", 1800),
             "The GPU driver ran out of unified memory on {{ $labels.instance }} (NV_ERR_NO_MEMORY)",
             "The kernel log shows NVRM NV_ERR_NO_MEMORY: the driver could not allocate from the unified "
-            "pool before the OOM killer moved. Owners report a silent whole-host wedge next.",
+            "pool. With memory to spare (a server's start-up) it is harmless; under pressure owners report "
+            "a whole-host wedge next, and G3 goes critical on the memory signals.",
         ),
         (
             "SparkWatchdPcieFatal",

@@ -10,6 +10,10 @@ from typing import Any
 
 from spark_watchd.sample.board import BoardReading
 
+ADVICE_PROCHOT_COOL = (
+    "PROCHOT asserted at a cool temperature is the board's power or current protection, not heat: check "
+    "the power brick and the DC input, and any power limit written to the spbm chip.",
+)
 # The firmware power limits whose EWMA controller can hold the package below where NVML shows a reason:
 # pl1 (package, sustained) and syspl1 (whole system, sustained) first, then their short-term pl2 pair.
 _LIMITS = ("syspl1", "pl1", "syspl2", "pl2")
@@ -20,6 +24,7 @@ class BoardEvidence:
     """The board's verdicts for one sample; readings kept for the finding's evidence."""
 
     prochot: bool
+    prochot_hot: bool  # the GPU or the package near the slowdown line while PROCHOT is asserted
     tj_max_c: float | None  # package hotspot
     tj_headroom_c: float | None
     tj_at_limit: bool
@@ -32,8 +37,13 @@ class BoardEvidence:
 
     @property
     def thermal(self) -> bool:
-        """PROCHOT asserted, or the package at its Tj limit: heat, whatever NVML's reason mask says."""
-        return self.prochot or self.tj_at_limit
+        """PROCHOT with the die hot, or the package at its Tj limit: heat, whatever NVML's reason mask says."""
+        return (self.prochot and self.prochot_hot) or self.tj_at_limit
+
+    @property
+    def prochot_cool(self) -> bool:
+        """PROCHOT asserted well under the slowdown line: the board's power or current limit, not heat."""
+        return self.prochot and not self.prochot_hot
 
     def why_thermal(self) -> str:
         """Short phrase for a finding summary."""
@@ -49,6 +59,7 @@ class BoardEvidence:
         """Evidence keys for the G4 finding (`board_*`)."""
         return {
             "board_prochot": self.prochot,
+            "board_prochot_cause": ("heat" if self.prochot_hot else "power limit") if self.prochot else None,
             "board_tj_max_c": self.tj_max_c,
             "board_tj_headroom_c": self.tj_headroom_c,
             "board_power_limit": self.limit,
@@ -59,8 +70,15 @@ class BoardEvidence:
         }
 
 
-def evidence(board: BoardReading | None, th, slowdown_c: float, loaded: bool) -> BoardEvidence | None:
-    """Judge one board reading; None without the spbm driver."""
+def evidence(
+    board: BoardReading | None, th, slowdown_c: float, loaded: bool, temp_c: float | None = None
+) -> BoardEvidence | None:
+    """Judge one board reading; None without the spbm driver.
+
+    PROCHOT is heat only with the GPU (temp_c) or the package hotspot at or near the slowdown line (within
+    slowdown_margin_c, as G4's own signature); asserted cooler than that (61-68 C under an 86 C slowdown)
+    it is a board power or current limit.
+    """
     if board is None:
         return None
     temps = board.temps_c
@@ -81,8 +99,10 @@ def evidence(board: BoardReading | None, th, slowdown_c: float, loaded: bool) ->
             limit, ewma, cap = name, avg, lim
             break
     dc = board.power_w.get("dc_input")
+    hot = any(t is not None and t >= slowdown_c - th.slowdown_margin_c for t in (temp_c, tj))
     return BoardEvidence(
         prochot=bool(board.prochot),
+        prochot_hot=hot,
         tj_max_c=tj,
         tj_headroom_c=headroom,
         tj_at_limit=tj_limit,

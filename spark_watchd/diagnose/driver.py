@@ -16,13 +16,26 @@ from spark_watchd.sample.findings import Event, Finding
 from spark_watchd.sample.model import Sample
 
 ADVICE_DRIVER_OOM = (
-    "The GPU driver could not allocate from the unified pool (NV_ERR_NO_MEMORY) before the kernel's OOM "
-    "killer moved: owners report the whole host wedging next.",
+    "The GPU driver could not allocate from the unified pool (NV_ERR_NO_MEMORY) while the pool is nearly "
+    "exhausted: owners report the whole host wedging next.",
     "Free memory now: stop or cap a workload (vLLM --gpu-memory-utilization, smaller batch), drop caches.",
 )
 # Where a dual-Spark pair's ConnectX-7 link soft-locks the head node, this is the line the kernel leaves.
 PCIE_HINT = "a PCIe link failed (on a dual-Spark pair, the ConnectX-7 link can soft-lock the head node)"
 _GAP_S = 1.0  # journal timestamps and /proc/uptime disagree by well under a second
+# A GPU off the bus answers nothing until a power cycle: whatever came after, it ended the boot.
+LOST_XIDS = frozenset({79})
+
+
+def _boot_start(sample: Sample) -> float:
+    return sample.ts - (sample.uptime_s or 0.0)
+
+
+def _span(s: float) -> str:
+    """20 s, 4.5 min, 6.0 h."""
+    if s < 120:
+        return f"{s:.0f} s"
+    return f"{s / 60:.1f} min" if s < 7200 else f"{s / 3600:.1f} h"
 
 
 def previous_boot(ev: DriverEvent, sample: Sample) -> bool:
@@ -85,24 +98,39 @@ class DriverTracker:
     def __init__(self, th):
         self.th = th
         self.recent: deque[tuple[float, int]] = deque(maxlen=64)  # (ts, xid) of this boot
-        self.last_fault: tuple[float, str] | None = None  # (ts, words) of this boot's last boot-ending fault
+        # (ts, words, GPU lost) of this boot's last boot-ending fault
+        self.last_fault: tuple[float, str, bool] | None = None
         self.last_oom_ts: float | None = None
 
     def set_thresholds(self, th) -> None:
         """Judge with new thresholds from the next sample on."""
         self.th = th
 
-    def reboot_cause(self, sample: Sample) -> str | None:
-        """Why the previous boot ended, from its journal lines in this sample, else from faults seen live."""
+    def reboot_cause(self, sample: Sample, last_ts: float | None = None) -> str | None:
+        """Why the previous boot ended: a boot-ending fault in its last minutes, or None.
+
+        The window (driver_fault_reboot_window_s) is measured back from the end of that boot: for its journal
+        lines in this sample, from its last journal entry (`boot_end_ts`; this boot's start where a trace
+        lacks it); for faults seen live, from `last_ts`, the last sample before the gap. A GPU lost off the
+        bus (Xid 79) is the cause however long before the end: nothing reaches it again until a power cycle.
+        """
+        window = self.th.driver_fault_reboot_window_s
         found = None
         for ev in sample.driver_events:
-            if previous_boot(ev, sample) and (text := fault_text(ev)) is not None:
-                found = (ev.ts, text, ev.xid)
-        if found is None and self.last_fault is not None:
-            ts, text = self.last_fault
-            if text.startswith("Xid") or sample.ts - ts <= self.th.driver_fault_reboot_window_s:
-                found = (ts, text, None)
-        return f"the previous boot ended with {found[1]}" if found else None
+            if not previous_boot(ev, sample) or (text := fault_text(ev)) is None:
+                continue
+            end = ev.boot_end_ts if ev.boot_end_ts is not None else _boot_start(sample)
+            ref = "its last journal entry" if ev.boot_end_ts is not None else "this boot began"
+            if ev.xid in LOST_XIDS or end - ev.ts <= window:
+                found = (end - ev.ts, text, ref)
+        if found is None and self.last_fault is not None and last_ts is not None:
+            ts, text, lost = self.last_fault
+            if lost or -_GAP_S <= last_ts - ts <= window:
+                found = (last_ts - ts, text, "the last sample before the gap")
+        if found is None:
+            return None
+        before, text, ref = found
+        return f"the previous boot ended with {text}, {_span(max(0.0, before))} before {ref}"
 
     def reboot(self) -> None:
         """A new boot: this boot's faults are history."""
@@ -126,28 +154,33 @@ class DriverTracker:
             if e.kind == "driver_oom":
                 self.last_oom_ts = ev.ts
             if (text := fault_text(ev)) is not None:
-                self.last_fault = (ev.ts, text)
+                self.last_fault = (ev.ts, text, ev.xid in LOST_XIDS)
         return out
 
     def g3(self, finding: Finding, ts: float) -> Finding:
-        """G3 critical while a live NV_ERR_NO_MEMORY is recent: the driver ran out of the pool."""
+        """Name a recent live NV_ERR_NO_MEMORY on G3: evidence always, never a severity of its own.
+
+        G3 is critical only on the memory signals its written meaning requires (the pool close to exhaustion
+        with stalls or swapping, sustained PSI full, an OOM kill); with them the line leads the summary and
+        its advice. Without them (a vLLM start-up probing the pool, memory to spare) it is recorded, not paged.
+        """
         if (
             self.last_oom_ts is None
             or ts - self.last_oom_ts > self.th.driver_oom_hold_s
             or ts < self.last_oom_ts - 60
         ):
             return finding
+        age = max(0.0, ts - self.last_oom_ts)
         ev = dict(finding.evidence, driver_oom_ts=self.last_oom_ts)
-        summary = (
-            f"GPU driver out of unified memory (NV_ERR_NO_MEMORY) {ts - self.last_oom_ts:.0f} s ago; "
-            + finding.summary
-        )
+        if finding.severity != "critical":
+            summary = (
+                f"{finding.summary}; NV_ERR_NO_MEMORY logged {age:.0f} s ago without exhaustion signals "
+                "(recorded, not paged)"
+            )
+            return dataclasses.replace(finding, summary=summary, evidence=ev)
+        summary = f"GPU driver out of unified memory (NV_ERR_NO_MEMORY) {age:.0f} s ago; " + finding.summary
         return dataclasses.replace(
-            finding,
-            severity="critical",
-            summary=summary,
-            evidence=ev,
-            advice=ADVICE_DRIVER_OOM + tuple(finding.advice),
+            finding, summary=summary, evidence=ev, advice=ADVICE_DRIVER_OOM + tuple(finding.advice)
         )
 
     def g4(self, finding: Finding, ts: float) -> Finding:

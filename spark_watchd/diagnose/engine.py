@@ -82,7 +82,8 @@ class Diagnoser:
         reboot = f.reboot or (prev is None and self._restored_reboot(sample))
         self._restored = None
         if reboot:
-            cause = self.driver.reboot_cause(sample)  # read before the driver forgets the last boot
+            # Read before the driver forgets the last boot; a live fault's window ends at the last sample.
+            cause = self.driver.reboot_cause(sample, prev.ts if prev is not None else None)
             self.driver.reboot()
             self.link.reboot()
             self.runway.forget()

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from spark_watchd.diagnose import features as feat
 from spark_watchd.diagnose.anomaly import ADVICE_HUNG, ADVICE_LIMIT, ADVICE_POWER, AnomalyWatch
+from spark_watchd.diagnose.board import ADVICE_PROCHOT_COOL
 from spark_watchd.diagnose.board import evidence as board_evidence
 from spark_watchd.diagnose.steady import Dwell
 from spark_watchd.diagnose.steps import Job, step_ratio
@@ -180,7 +181,7 @@ class G4Tracker:
             # HW slowdown alone needs the temperature or the clocks to agree.
             signature = (pure and loaded) or (thermal_now and (near or clock_low))
         signature = signature or at_shutdown
-        b = board_evidence(sample.board, th, slowdown, loaded)
+        b = board_evidence(sample.board, th, slowdown, loaded, temp)
         if b is not None and b.thermal and loaded:
             # PROCHOT or the package at Tj max is heat even when NVML's mask reads 0 (firmware clamps first).
             signature = thermal_now = True
@@ -312,6 +313,16 @@ class G4Tracker:
                 ev,
                 ADVICE_HUNG,
                 anomaly="hung_engine",
+            ), events
+        if b is not None and b.prochot_cool and loaded:
+            return Finding(
+                "G4",
+                "ok",
+                f"Not thermal: board PROCHOT asserted at {_n(temp, '.0f')} C, well under the {slowdown:.0f} C "
+                "slowdown: a board power or current limit, not a thermal throttle",
+                ev,
+                ADVICE_PROCHOT_COOL,
+                anomaly="power_limit",
             ), events
         if b is not None and b.limit is not None:
             if worst is not None and worst[0] >= th.step_slowdown_ratio:

@@ -283,20 +283,24 @@ class Thresholds(BaseModel):
     )
 
     # ---- driver faults --------------------------------------------------------------------------
-    # Owners report the whole host wedging within minutes of an NV_ERR_NO_MEMORY line under unified-memory
-    # pressure (no OOM kill, no panic): G3 stays critical long enough for an alert and a look.
+    # An NV_ERR_NO_MEMORY line is evidence on G3 for this long; it is critical only with the memory signals
+    # (healthy vLLM starts log it with memory to spare).
     driver_oom_hold_s: Delay = Field(
-        600.0, description="G3 stays critical this long after a live NV_ERR_NO_MEMORY line, seconds."
+        600.0, description="G3 names a live NV_ERR_NO_MEMORY line this long (never critical alone), seconds."
     )
     # The hung-engine pattern needs minutes to show (anomaly_min_s); an Xid 43/109 logged within this
     # before it is the driver saying the same thing.
     hung_xid_window_s: Seconds = Field(
         900.0, description="An Xid 43/109 this recent is named by the hung-engine anomaly, seconds."
     )
-    # A driver out-of-memory or PCIe fatal error older than this before a reboot is not its stated cause
-    # (an Xid 79 always is: nothing reaches the GPU again until a power cycle).
+    # The fault that ended a boot sits in its last minutes: a wedge freezes the host within minutes of it
+    # (the journal stops there), while a planned reboot hours after a benign line is not its consequence.
+    # Measured back from that boot's last journal entry, or from the last sample before the gap (an Xid 79
+    # is the cause however long before: nothing reaches the GPU again until a power cycle).
     driver_fault_reboot_window_s: Seconds = Field(
-        3600.0, description="A driver fault this close before a reboot is named as its cause, seconds."
+        600.0,
+        description="A driver fault this close before a boot's end (its last journal entry, or the last "
+        "sample before the gap) is named as the reboot's cause, seconds.",
     )
 
     # ---- the ConnectX-7 link and the clock cap ---------------------------------------------------

@@ -35,7 +35,7 @@ EVENT_SEVERITY = {
     "eviction": "critical",
     "oom_kill": "critical",
     "reboot": "warning",
-    "driver_oom": "critical",
+    "driver_oom": "warning",  # G3 pages on the memory signals; healthy engine starts log it too
     "pcie_fatal": "critical",
     "xid": "warning",
 }

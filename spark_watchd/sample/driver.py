@@ -12,16 +12,32 @@ DRIVER_EVENT_SOURCES = ("nvml", "journal")
 
 @dataclass(frozen=True, slots=True)
 class DriverEvent:
-    """A fault the driver or kernel reported; `xid` is None for non-Xid lines (NV_ERR_NO_MEMORY, AER)."""
+    """A fault the driver or kernel reported; `xid` is None for non-Xid lines (NV_ERR_NO_MEMORY, AER).
+
+    Optional (trace-v1, added with issue 18): `pci` the PCI address the kernel line names, `count` how many
+    identical lines this one event stands for (a storm folded into one), `boot_end_ts` for a previous boot's
+    line the time of that boot's last journal entry (the reboot-cause window is measured back from it).
+    """
 
     ts: float
     gpu: int | None
     xid: int | None
     source: str  # "nvml" (event API) or "journal" (kernel log: previous boot or live)
     text: str
+    pci: str | None = None
+    count: int = 1
+    boot_end_ts: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ts": self.ts, "gpu": self.gpu, "xid": self.xid, "source": self.source, "text": self.text}
+        d: dict[str, Any] = {"ts": self.ts, "gpu": self.gpu, "xid": self.xid, "source": self.source}
+        d["text"] = self.text
+        if self.pci is not None:
+            d["pci"] = self.pci
+        if self.count != 1:
+            d["count"] = self.count
+        if self.boot_end_ts is not None:
+            d["boot_end_ts"] = self.boot_end_ts
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> DriverEvent:
@@ -29,10 +45,22 @@ class DriverEvent:
         gpu, xid, source = d.get("gpu"), d.get("xid"), d.get("source", "journal")
         if source not in DRIVER_EVENT_SOURCES:
             raise ValueError(f"driver_events: 'source' must be nvml or journal, got {source!r}")
-        for key, val in (("gpu", gpu), ("xid", xid)):
+        for key, val in (("gpu", gpu), ("xid", xid), ("count", d.get("count"))):
             if val is not None and (isinstance(val, bool) or not isinstance(val, int)):
                 raise ValueError(f"driver_events: '{key}' must be an integer or null, got {val!r}")
-        return cls(float(d["ts"]), gpu, xid, source, str(d.get("text") or ""))
+        pci, end = d.get("pci"), d.get("boot_end_ts")
+        if pci is not None and not isinstance(pci, str):
+            raise ValueError(f"driver_events: 'pci' must be a string or null, got {pci!r}")
+        return cls(
+            float(d["ts"]),
+            gpu,
+            xid,
+            source,
+            str(d.get("text") or ""),
+            pci,
+            max(1, int(d.get("count") or 1)),
+            None if end is None else float(end),
+        )
 
 
 # What a kernel log line says, for the lines worth a driver event. NV_ERR_NO_MEMORY is the driver failing

@@ -68,6 +68,9 @@ _DRIVER_EVENT = (
     ("xid", _I, 0, _I64, False),
     ("source", _S, None, None, False),  # absent: journal, as DriverEvent.from_dict reads it
     ("text", _S, None, None, False),
+    ("pci", _S, None, None, False),  # the PCI address a kernel line names ("0000:01:00.0")
+    ("count", _I, 1, _I64, False),  # identical lines folded into this one event (a storm)
+    ("boot_end_ts", _N, 0, _MAX, False),  # a previous boot's line: that boot's last journal entry
 )
 _DRIVER_SOURCES = ("nvml", "journal")
 _SAMPLE = (

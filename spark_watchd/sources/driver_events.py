@@ -13,6 +13,7 @@ collect() hands over what arrived since the previous collect as trace-v1 `driver
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import select
 import signal
@@ -26,10 +27,12 @@ from typing import Any
 from spark_watchd.logs import get_logger
 from spark_watchd.sample.driver import DriverEvent
 from spark_watchd.sources.command import run_argv
-from spark_watchd.sources.driverlog import journal_problem, parse_journal_json
+from spark_watchd.sources.driverlog import journal_problem, last_entry_ts, parse_journal_json
 from spark_watchd.sources.nvml import FATAL_ERRORS, describe_nvml_error, load_pynvml
 
 PREVIOUS_BOOT_ARGV = ("-k", "-b", "-1", "-o", "json", "--no-pager", "-q")
+# The previous boot's last entry of any kind (a planned reboot's shutdown lines are user space's).
+PREVIOUS_BOOT_END_ARGV = ("-b", "-1", "-n", "1", "-o", "json", "--no-pager", "-q")
 FOLLOW_ARGV = ("-k", "-f", "-n", "0", "-o", "json", "--no-pager", "-q")
 XID_EVENT = 0x8  # nvmlEventTypeXidCriticalError
 # NVML_ERROR_TIMEOUT, _NOT_SUPPORTED, _FUNCTION_NOT_FOUND, _LIBRARY_NOT_FOUND
@@ -142,14 +145,27 @@ class DriverEventsSource:
         except OSError as exc:
             self._state("previous-boot", f"journalctl not available ({exc.strerror or exc})")
             return
-        events = parse_journal_json((cp.stdout or "").splitlines())
+        lines = (cp.stdout or "").splitlines()
+        events = parse_journal_json(lines)
         problem = journal_problem(cp.returncode, cp.stderr or "", bool(events))
+        end = self._previous_boot_end(lines) if events else None
         for ev in events:
-            self._push(ev)
+            self._push(dataclasses.replace(ev, boot_end_ts=end) if end is not None else ev)
         if problem:
             self._state("previous-boot", problem, problem.startswith("kernel messages not readable"))
         else:
             self._state("previous-boot", f"read: {len(events)} driver fault line(s)")
+
+    def _previous_boot_end(self, kernel_lines: list[str]) -> float | None:
+        """When the previous boot's journal ends: its last entry of any kind, else its last kernel line."""
+        ends = [last_entry_ts(kernel_lines)]
+        try:
+            cp = self.runner([self.journalctl, *PREVIOUS_BOOT_END_ARGV], self.journal_timeout_s)
+            ends.append(last_entry_ts((cp.stdout or "").splitlines()) if cp.returncode == 0 else None)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        known = [t for t in ends if t is not None]
+        return max(known) if known else None
 
     # --- live kernel log ----------------------------------------------------------
     def _follow_loop(self) -> None:

@@ -9,6 +9,8 @@ from spark_watchd.sample.driver import DriverEvent, kernel_line_kind
 
 # A long previous boot can hold thousands of Xid lines (a looping fault): keep the latest of them.
 MAX_EVENTS_PER_READ = 200
+# journald caps a kernel message near 8 KiB (LINE_MAX); a JSON entry with its fields stays well under this.
+MAX_LINE_CHARS = 64 * 1024
 
 
 def message_text(value: object) -> str | None:
@@ -48,6 +50,19 @@ def parse_journal_json(lines: Iterable[str], limit: int = MAX_EVENTS_PER_READ) -
         if ev is not None:
             out.append(ev)
     return out[-limit:]
+
+
+def last_entry_ts(lines: list[str]) -> float | None:
+    """The `__REALTIME_TIMESTAMP` of the last well-formed entry among the last few lines, in seconds."""
+    for line in reversed(lines[-8:]):
+        try:
+            obj = json.loads(line[:MAX_LINE_CHARS])
+            us = obj["__REALTIME_TIMESTAMP"]
+            if isinstance(us, str) and us.isdigit() and len(us) <= 20:
+                return int(us) / 1e6
+        except (ValueError, KeyError, TypeError, RecursionError):
+            continue
+    return None
 
 
 def journal_problem(returncode: int, stderr: str, events_seen: bool) -> str | None:

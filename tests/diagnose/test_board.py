@@ -104,3 +104,25 @@ def test_step_time_change_is_attributed_to_a_firmware_pl1_limit():
     plain = Host()
     win = plain.run(30, temp=74.0, step=0.063) + plain.run(8, temp=74.0, clk=2050, step=0.094)
     assert g4.classify(win, th).anomaly is None
+
+
+def test_prochot_at_a_cool_temperature_is_a_board_power_limit_not_a_throttle():
+    # Issue 18: PROCHOT asserted at 61-68 C under an 86 C slowdown was called "Thermal throttle: 68.0 C".
+    host, th = Host(), Thresholds()
+    win = host.run(30, temp=64.0, step=0.063, board=board(tj=66.0))
+    cool = board(prochot=1, tj=68.0)
+    win += host.run(10, temp=61.0, clk=1900, step=0.094, board=cool)
+    for n in range(31, len(win) + 1):
+        f = g4.classify(win[:n], th)
+        assert f.severity == "ok", (n, f.summary)
+    assert f.anomaly == "power_limit" and "Thermal throttle" not in f.summary
+    assert "board PROCHOT asserted at 61 C" in f.summary and "board power or current limit" in f.summary
+    assert f.evidence["board_prochot"] is True and f.evidence["board_prochot_cause"] == "power limit"
+    assert any("power brick" in a for a in f.advice)
+
+
+def test_prochot_near_the_slowdown_line_stays_heat():
+    host, th = Host(), Thresholds()
+    f = g4.classify(host.run(4, temp=80.0) + host.run(2, temp=82.0, board=board(prochot=1, tj=84.5)), th)
+    assert f.severity == "warning" and "PROCHOT" in f.summary
+    assert f.evidence["board_prochot_cause"] == "heat"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from spark_watchd.diagnose.driver import ADVICE_DRIVER_OOM, DriverTracker, fault_text, previous_boot
@@ -93,22 +95,59 @@ def test_reboot_cause_prefers_the_journal_line_of_the_previous_boot():
     t = DriverTracker(TH)
     t.update(_at(BOOT - 200, _oom(BOOT - 300), boot=0.0))  # seen live in the old boot
     assert t.last_fault is not None
-    cause = t.reboot_cause(_at(BOOT + 10, _xid(BOOT - 60, 13), _xid(BOOT - 30, 79)))
-    assert cause == "the previous boot ended with Xid 79 (GPU fell off the bus)"
+    cause = t.reboot_cause(_at(BOOT + 10, _xid(BOOT - 60, 13), _xid(BOOT - 30, 79)), last_ts=BOOT - 250)
+    assert cause == "the previous boot ended with Xid 79 (GPU fell off the bus), 30 s before this boot began"
 
 
 def test_reboot_cause_falls_back_to_the_last_live_fault_within_the_window():
     t = DriverTracker(TH)
     t.update(_at(BOOT - 200, _aer(BOOT - 300), boot=0.0))
-    assert t.reboot_cause(_at(BOOT + 10)) == "the previous boot ended with a PCIe AER fatal error"
+    cause = t.reboot_cause(_at(BOOT + 10), last_ts=BOOT - 250)
+    assert cause == (
+        "the previous boot ended with a PCIe AER fatal error, 50 s before the last sample before the gap"
+    )
     too_late = BOOT - 300 + TH.driver_fault_reboot_window_s + 1
-    assert t.reboot_cause(Sample(ts=too_late)) is None
+    assert t.reboot_cause(_at(too_late + 100), last_ts=too_late) is None
+    assert t.reboot_cause(_at(BOOT + 10)) is None  # no sample before the reboot: nothing measured
+
+
+def test_a_wedge_seen_live_is_the_cause_after_a_long_outage():
+    # Issue 18: NV_ERR_NO_MEMORY 20 s before the host froze, power-cycled 6 h later: the window ends at the
+    # last sample before the gap, not at the first sample after the reboot.
+    t = DriverTracker(TH)
+    t.update(_at(BOOT - 21_600, _oom(BOOT - 21_620), boot=BOOT - 40_000))
+    cause = t.reboot_cause(_at(BOOT + 60), last_ts=BOOT - 21_600)
+    assert cause == (
+        "the previous boot ended with the GPU driver out of memory (NV_ERR_NO_MEMORY), 20 s before the last "
+        "sample before the gap"
+    )
+
+
+def test_a_stale_previous_boot_line_is_not_the_cause_of_a_planned_reboot():
+    # Issue 18: a benign NV_ERR_NO_MEMORY 6 h before a `sudo reboot` was named as the reboot's cause.
+    end = BOOT - 30  # the previous boot's last journal entry (its shutdown)
+    stale = dataclasses.replace(_oom(end - 6 * 3600), boot_end_ts=end)
+    assert DriverTracker(TH).reboot_cause(_at(BOOT + 10, stale)) is None
+    fresh = dataclasses.replace(_oom(end - 20), boot_end_ts=end)
+    assert DriverTracker(TH).reboot_cause(_at(BOOT + 10, stale, fresh)) == (
+        "the previous boot ended with the GPU driver out of memory (NV_ERR_NO_MEMORY), 20 s before its last "
+        "journal entry"
+    )
+    # Without boot_end_ts (an older trace) the window ends at this boot's start.
+    assert DriverTracker(TH).reboot_cause(_at(BOOT + 10, _oom(BOOT - 6 * 3600))) is None
+
+
+def test_a_lost_gpu_is_the_cause_however_long_before_the_end():
+    end = BOOT - 30
+    old = dataclasses.replace(_xid(end - 6 * 3600, 79), boot_end_ts=end)
+    assert DriverTracker(TH).reboot_cause(_at(BOOT + 10, old)).endswith("6.0 h before its last journal entry")
 
 
 def test_a_live_fatal_xid_is_the_reboot_cause_however_long_ago():
     t = DriverTracker(TH)
     t.update(_at(BOOT + 1, _xid(BOOT + 1, 79, source="nvml")))
-    assert "Xid 79" in t.reboot_cause(Sample(ts=BOOT + 10 * TH.driver_fault_reboot_window_s))
+    late = BOOT + 10 * TH.driver_fault_reboot_window_s
+    assert "Xid 79" in t.reboot_cause(Sample(ts=late + 60), last_ts=late)
 
 
 def test_reboot_forgets_this_boots_faults():
@@ -119,15 +158,30 @@ def test_reboot_forgets_this_boots_faults():
     assert t.g3(G3_OK, BOOT + 20) is G3_OK and t.g4(HUNG, BOOT + 20) is HUNG
 
 
-def test_g3_is_critical_while_a_live_no_memory_line_is_recent_then_lets_go():
+def test_no_memory_line_is_g3_evidence_never_a_severity_of_its_own():
+    # Issue 18: healthy vLLM starts log NV_ERR_NO_MEMORY with memory to spare; G3 went critical on the keyword.
     t = DriverTracker(TH)
     t.update(_at(BOOT + 100, _oom(BOOT + 100)))
-    held = t.g3(G3_OK, BOOT + 160)
+    noted = t.g3(G3_OK, BOOT + 160)
+    assert noted.severity == "ok" and noted.advice == G3_OK.advice
+    assert noted.summary == (
+        "memory fine; NV_ERR_NO_MEMORY logged 60 s ago without exhaustion signals (recorded, not paged)"
+    )
+    assert noted.evidence == {"mem_available_kb": 1, "driver_oom_ts": BOOT + 100}
+    warn = dataclasses.replace(G3_OK, severity="warning")
+    assert t.g3(warn, BOOT + 160).severity == "warning"
+
+
+def test_no_memory_line_leads_a_g3_critical_the_memory_signals_made():
+    t = DriverTracker(TH)
+    t.update(_at(BOOT + 100, _oom(BOOT + 100)))
+    crit = dataclasses.replace(G3_OK, severity="critical", summary="pool exhausted, PSI full 30%")
+    held = t.g3(crit, BOOT + 160)
     assert held.severity == "critical" and held.summary.startswith("GPU driver out of unified memory")
     assert "60 s ago" in held.summary and held.evidence["driver_oom_ts"] == BOOT + 100
     assert held.advice == ADVICE_DRIVER_OOM + ("keep going",) and held.evidence["mem_available_kb"] == 1
-    assert t.g3(G3_OK, BOOT + 100 + TH.driver_oom_hold_s + 1) is G3_OK
-    assert t.g3(G3_OK, BOOT + 100 - 61) is G3_OK  # the clock stepped back past the line
+    assert t.g3(crit, BOOT + 100 + TH.driver_oom_hold_s + 1) is crit
+    assert t.g3(crit, BOOT + 100 - 61) is crit  # the clock stepped back past the line
 
 
 def test_g3_is_unchanged_without_a_no_memory_line():
@@ -155,6 +209,6 @@ def test_g4_ignores_old_xids_other_anomalies_and_unrelated_codes():
 def test_new_thresholds_apply_to_the_next_judgement():
     t = DriverTracker(TH)
     t.update(_at(BOOT + 100, _oom(BOOT + 100)))
-    assert t.g3(G3_OK, BOOT + 200).severity == "critical"
+    assert "driver_oom_ts" in t.g3(G3_OK, BOOT + 200).evidence
     t.set_thresholds(Thresholds(driver_oom_hold_s=50.0))
     assert t.g3(G3_OK, BOOT + 200) is G3_OK

@@ -53,7 +53,7 @@ def test_reboot_names_the_xid_79_that_ended_the_previous_boot():
     reboot = next(e for e in d.events if e.kind == "reboot")
     assert "the previous boot ended with Xid 79 (GPU fell off the bus)" in reboot.summary
     assert reboot.after_throttle is False and reboot.details["driver_cause"].endswith(
-        "(GPU fell off the bus)"
+        "(GPU fell off the bus), 2.0 min before this boot began"
     )
     shown = [e for e in d.events if e.kind == "xid"]
     assert [e.details["xid"] for e in shown] == [13, 13, 43, 79]
@@ -88,18 +88,30 @@ def test_live_xid_79_seen_before_a_reboot_is_its_cause_in_a_continuous_trace():
     assert "the previous boot ended with Xid 79 (GPU fell off the bus)" in reboot.summary
 
 
-def test_live_no_memory_line_makes_g3_critical_for_the_hold_then_lets_go():
+def test_benign_start_up_no_memory_line_is_recorded_not_paged():
+    # Issue 18: a healthy vLLM start logs NV_ERR_NO_MEMORY with 68.5 GiB available and no reclaim stalls.
+    host = Host()
+    d = Diagnoser()
+    for s in host.run(3, avail_gib=70.0):
+        d.observe(s)
+    s = host.sample(avail_gib=68.5)
+    out = d.observe(_with(s, DriverEvent(s.ts - 2, None, None, "journal", NO_MEMORY)))
+    assert [e.kind for e in out.events] == ["driver_oom"] and out.events[0].gotcha == "G3"
+    g3 = out.findings["G3"]
+    assert g3.severity == "ok" and "recorded, not paged" in g3.summary and "driver_oom_ts" in g3.evidence
+    assert {d.observe(x).findings["G3"].severity for x in host.run(25, avail_gib=68.5)} == {"ok"}
+
+
+def test_no_memory_line_under_real_pressure_leads_the_critical_g3():
     host = Host()
     d = Diagnoser()
     for s in host.run(3, avail_gib=20.0):
-        assert d.observe(s).findings["G3"].severity == "ok"
-    s = host.sample(avail_gib=6.0)
-    out = d.observe(_with(s, DriverEvent(s.ts - 2, None, None, "journal", NO_MEMORY)))
-    g3 = out.findings["G3"]
-    assert g3.severity == "critical" and "NV_ERR_NO_MEMORY" in g3.summary
-    assert [e.kind for e in out.events] == ["driver_oom"] and out.events[0].gotcha == "G3"
-    held = [d.observe(x).findings["G3"].severity for x in host.run(25, avail_gib=20.0)]  # 750 s at 30 s
-    assert held[0] == "critical" and held[-1] == "ok"
+        d.observe(s)
+    for s in host.run(2, avail_gib=1.5, psi_some=40.0, psi_full=25.0, swapout=3000.0):
+        d.observe(s)
+    s = host.sample(avail_gib=1.2, psi_some=45.0, psi_full=30.0, swapout=3000.0)
+    g3 = d.observe(_with(s, DriverEvent(s.ts - 2, None, None, "journal", NO_MEMORY))).findings["G3"]
+    assert g3.severity == "critical" and g3.summary.startswith("GPU driver out of unified memory")
 
 
 def test_hung_engine_names_a_recent_xid_43():

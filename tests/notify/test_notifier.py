@@ -243,7 +243,7 @@ def test_an_unreachable_webhook_is_retried_then_given_up_without_stopping_the_wo
         ("xid", {"xid": 79, "fatal": True}, "critical"),
         ("xid", {"xid": 13, "fatal": False}, "warning"),
         ("xid", {"xid": 79, "fatal": True, "previous_boot": True}, "warning"),
-        ("driver_oom", {}, "critical"),
+        ("driver_oom", {}, "warning"),
         ("pcie_fatal", {}, "critical"),
         ("throttle_end", {}, None),
     ],

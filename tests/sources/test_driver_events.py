@@ -171,3 +171,36 @@ def test_a_driver_that_fails_to_load_is_retried_and_watched_once_it_loads():
         _until(lambda: "watching" in src.states["nvml-events"])
     finally:
         src.close()
+
+
+def test_previous_boot_lines_carry_that_boots_last_journal_entry():
+    kernel = "\n".join(_lines("previous-boot-xid79.jsonl"))
+    shutdown = json.dumps({"__REALTIME_TIMESTAMP": "1764411000000000", "MESSAGE": "Reached target reboot"})
+
+    def run(argv, timeout):
+        out = shutdown if "-n" in argv else kernel
+        return subprocess.CompletedProcess(list(argv), 0, out, "")
+
+    src = DriverEventsSource(None, runner=run, follow=False, nvml_events=False)
+    try:
+        events = src.collect({})["driver_events"]
+        assert events and {e.boot_end_ts for e in events} == {1764411000.0}
+        assert events[-1].to_dict()["boot_end_ts"] == 1764411000.0
+    finally:
+        src.close()
+
+
+def test_previous_boot_end_falls_back_to_its_last_kernel_line():
+    kernel = _lines("previous-boot-xid79.jsonl")
+    last = int(json.loads(kernel[-1])["__REALTIME_TIMESTAMP"]) / 1e6
+
+    def run(argv, timeout):
+        if "-n" in argv:
+            raise subprocess.TimeoutExpired(list(argv), timeout)
+        return subprocess.CompletedProcess(list(argv), 0, "\n".join(kernel), "")
+
+    src = DriverEventsSource(None, runner=run, follow=False, nvml_events=False)
+    try:
+        assert {e.boot_end_ts for e in src.collect({})["driver_events"]} == {last}
+    finally:
+        src.close()

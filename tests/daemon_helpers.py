@@ -46,6 +46,7 @@ def running_daemon(
     headers: dict | None = None,
     scheme: str = "http",
     context=None,
+    preexec_fn=None,
 ):
     """Start `spark-watchd VERB --listen 127.0.0.1:PORT ARGS`, wait for a first sample, yield (proc, base_url)."""
     port = free_port()
@@ -56,6 +57,7 @@ def running_daemon(
         text=True,
         env=cli_env(env),
         cwd=str(REPO),
+        preexec_fn=preexec_fn,  # e.g. a lower RLIMIT_NOFILE for the daemon alone
     )
     base = f"{scheme}://127.0.0.1:{port}"
     try:

@@ -31,12 +31,14 @@ from spark_watchd.web.framing import Framing, FramingError, framing
 from spark_watchd.web.gate import ConnectionGate, reply
 from spark_watchd.web.hosts import HostPolicy
 from spark_watchd.web.http import Request, Response, Route, parse_listen
+from spark_watchd.web.writer import ResponseWriter
 
 _BODY_METHODS = ("POST", "PUT", "PATCH")
 _DRAIN_LIMIT = 256 * 1024  # read this much of a refused body so the client sees our answer, not a reset
 _SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 QUEUE_WAIT_S = 1.0  # a complete request waits this long for a free worker before 503
 QUEUE_MAX = 256  # complete requests waiting for a worker; beyond this the oldest get 503 at once
+_DIRECT_WRITE = 16 * 1024  # responses up to this are written by the worker; larger ones by the writer
 
 
 class _DeadlineReader(io.RawIOBase):
@@ -74,6 +76,7 @@ class _Handler(BaseHTTPRequestHandler):
     # Set per server by HttpServer (a subclass each).
     app: HttpServer
 
+    handed_off = False  # the response went to the writer, which closes the connection
     error_message_format = "%(code)d %(message)s\n"
     error_content_type = "text/plain; charset=utf-8"
 
@@ -205,9 +208,14 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Connection", "close")
             for k, v in {**extra, **resp.headers}.items():
                 self.send_header(k, v)
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(resp.body)
+            self._headers_buffer.append(b"\r\n")
+            data = b"".join(self._headers_buffer) + (resp.body if self.command != "HEAD" else b"")
+            self._headers_buffer = []
+            if len(data) <= _DIRECT_WRITE:  # fits an empty socket buffer: never blocks
+                self.wfile.write(data)
+            else:  # written as the client reads it, off this worker (web/writer.py)
+                self.app.writer.send(self.connection, data)
+                self.handed_off = True
         except OSError:
             pass  # the client went away
 
@@ -248,6 +256,7 @@ class HttpServer:
             self._sock.close()
             raise
         self._sock.listen(128)
+        self.writer = ResponseWriter(deadline_s=timeout)  # after the bind: a refused port leaves no thread
         self._sock.settimeout(0.5)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -302,9 +311,10 @@ class HttpServer:
     def _serve(self, conn: socket.socket, addr, head: bytes = b"") -> None:
         with self._open_lock:
             self._open.add(conn)
+        handler = None
         try:
             conn.settimeout(self.timeout)
-            self._handler(conn, addr, self, head)
+            handler = self._handler(conn, addr, self, head)
         except (TimeoutError, ConnectionError, ssl.SSLError):
             pass  # slow, half-open or vanished client: drop it
         except Exception as exc:
@@ -312,10 +322,11 @@ class HttpServer:
         finally:
             with self._open_lock:
                 self._open.discard(conn)
-            try:
-                conn.close()
-            except OSError:
-                pass
+            if not getattr(handler, "handed_off", False):  # else the writer closes it once written
+                try:
+                    conn.close()
+                except OSError:
+                    pass
             self._slots.release()
 
     def stop(self) -> None:
@@ -337,3 +348,4 @@ class HttpServer:
                 except OSError:
                     pass
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self.writer.close()

@@ -6,6 +6,7 @@ their answer, idle connections under a low descriptor limit, Host conformance an
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 
@@ -131,3 +132,88 @@ def test_ipv6_listen_addresses_in_brackets_serve_and_bare_ones_exit_78(tmp_path)
         )  # fmt: skip
         assert proc.returncode == 78, proc.stderr
         assert "daemon.listen" in proc.stderr and "e.g. [::1]:9761" in proc.stderr, proc.stderr
+
+
+def _slow_reader(addr, path: str) -> socket.socket:
+    """A client that asks for `path` and never reads a byte of the answer (a tiny receive window)."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(addr)
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
+    return s
+
+
+def test_clients_that_never_read_a_big_answer_hold_no_worker_and_are_dropped():
+    """8 clients that never read a 5.5 MB /api/v1/status held the workers for the whole timeout: 3 of 11
+    scrapes OK. Now the answer is written off the workers, memory held for slow readers is bounded, and a
+    client that reads nothing is dropped after the writer's idle time."""
+    from spark_watchd.web.http import Response, Route
+    from spark_watchd.web.server import HttpServer
+
+    big = b"x" * (8 << 20)
+    routes = [
+        Route("GET", "/big", lambda req: Response(200, big)),
+        Route("GET", "/metrics", lambda req: Response(200, b"up 1\n")),
+    ]
+    srv = HttpServer("127.0.0.1:0", routes, workers=2, timeout=10.0)
+    srv.writer.idle_s = 1.0
+    srv.writer.max_buffered = 3 * len(big)
+    srv.start()
+    slow = [_slow_reader(srv.address, "/big") for _ in range(8)]
+    try:
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        assert [_get(srv.address, auth=None, timeout=3) for _ in range(10)] == [200] * 10
+        assert time.monotonic() - t0 < 3
+        assert srv.writer.buffered <= srv.writer.max_buffered  # the stalest were dropped to make room
+        deadline = time.monotonic() + 5
+        while srv.writer.buffered and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert srv.writer.buffered == 0 and srv.writer.dropped == 8  # each cut, none held to the timeout
+        fast = socket.create_connection(srv.address, timeout=5)  # a client that reads gets it all
+        fast.sendall(b"GET /big HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        got = b""
+        while chunk := fast.recv(1 << 20):
+            got += chunk
+        fast.close()
+        assert got.startswith(b"HTTP/1.1 200") and got.endswith(big[-100:]) and len(got) > len(big)
+    finally:
+        for s in slow:
+            s.close()
+        srv.stop()
+
+
+def _nofile(n: int):
+    def limit() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+
+    return limit
+
+
+def test_400_idle_connections_at_ulimit_256_leave_every_scrape_answered(tmp_path):
+    """At `ulimit -n 256`, 400 idle keep-alive connections cost 2 of 19 scrapes: held connections now stay
+    clear of the limit (the oldest idle one is reaped for each newcomer), so scrapes always find a descriptor."""
+    with running_daemon(
+        "--interval", "1", "--state-dir", str(tmp_path / "s"), env={"SPARK_WATCHD_FAKE_NVML": "gb10"},
+        preexec_fn=_nofile(256),
+    ) as (proc, base):  # fmt: skip
+        addr = _addr(base)
+        idle = []
+        try:
+            for _ in range(400):
+                idle.append(socket.create_connection(addr, timeout=5))  # connect, say nothing
+            time.sleep(0.5)
+            t0 = time.monotonic()
+            statuses = []
+            for _ in range(20):
+                statuses.append(_get(addr, auth=None, timeout=5))
+                idle.append(socket.create_connection(addr, timeout=5))  # the flood goes on between scrapes
+            assert statuses == [200] * 20, statuses
+            assert time.monotonic() - t0 < 10
+            assert len(os.listdir(f"/proc/{proc.pid}/fd")) < 256
+            assert _get(addr, "/healthz", auth=None) == 200  # the daemon's sources found descriptors too
+        finally:
+            for s in idle:
+                s.close()

@@ -28,6 +28,7 @@ nvmlReturn_t shim_enter(const char *fn, nvmlDevice_t dev) {
     if (dev && (dev < shim_devices || dev >= shim_devices + gpu_count())) return NVML_ERROR_INVALID_ARGUMENT;
     return shim_guard(fn);
 }
+
 nvmlReturn_t shim_gpu_number(nvmlDevice_t dev, const char *key, unsigned long long *out) {
     char k[96], v[SHIM_VALUE_MAX];
     snprintf(k, sizeof k, "gpu%u.%s", dev ? dev->index : 0, key);

@@ -18,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # panels.py sits beside this file
 from panels import LEVELS, SEL, Layout, dashboard, m, panel, refs, threshold_steps, unit_override  # noqa: E402
+from serving import serving_panels  # noqa: E402
 from signals import board_panels, cluster_panels, link_panels  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "dashboards"
@@ -219,6 +220,7 @@ def overview() -> dict:
             min=0,
         )
     )
+    serving_panels(L)
     L.row("Driver faults")
     L.add(
         panel(

@@ -35,6 +35,7 @@ from spark_watchd.diagnose.xid import FATAL_XIDS  # noqa: E402
 FATAL_XID_RE = "|".join(str(x) for x in sorted(FATAL_XIDS))
 
 import fleet_rules  # noqa: E402 (beside this file, found through the path above)
+import serving_rules  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -139,6 +140,7 @@ def recording_rules(c: Ctx) -> list[dict]:
         ),
     ]
     rules += fleet_rules.recording_rules(c)  # Sparks grouped by their `cluster` label
+    rules += serving_rules.recording_rules(c)  # the inference servers' own telemetry
     return [{"record": name, "expr": expr} for name, expr in rules]
 
 
@@ -411,6 +413,7 @@ def alert_rules(c: Ctx) -> list[dict]:
             "the link runs at its pace: a slow peer because of the link, not heat.",
         ),
         fleet_rules.straggler_alert(c),
+        *serving_rules.alerts(c),
     ]
     out = []
     for name, severity, gotcha, for_, expr, summary, description in specs:

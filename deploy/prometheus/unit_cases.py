@@ -405,3 +405,8 @@ CASES += [
         ],
     ),
 ]
+
+# ---- serving: the inference servers' own telemetry (serving_rules.py) ----
+import serving_rules  # noqa: E402 (beside this file)
+
+CASES += serving_rules.cases(s, INST)

@@ -117,10 +117,35 @@ SPEC_METRICS = {
             "receive_bytes",
         )
     ),  # fmt: skip
+    # The inference servers' own telemetry (issue 21; README metrics table, docs/serving.md)
+    *(
+        f"sparkwatchd_serving_{k}"
+        for k in (
+            "up",
+            "requests_running",
+            "requests_waiting",
+            "kv_cache_usage_ratio",
+            "kv_cache_capacity_tokens",
+            "generation_tokens_per_second",
+            "prompt_tokens_per_second",
+            "preemptions_per_second",
+            "joules_per_token",
+            "generation_tokens_total",
+            "preemptions_total",
+            "time_to_first_token_p50_seconds",
+            "time_to_first_token_p95_seconds",
+            "inter_token_latency_p50_seconds",
+            "inter_token_latency_p95_seconds",
+            "models_loaded",
+            "model_memory_bytes",
+            "model_expiry_seconds",
+        )
+    ),  # fmt: skip
 }
-# Queries whose series exist only on a Spark with the spbm driver, an RDMA link or in a `cluster`: the replayed
-# scenarios of test_e2e_alerting.py have neither; test_e2e_fleet.py checks these on its own stack.
-FLEET_ONLY = re.compile(r"sparkwatchd_board_|sparkwatchd_link_|sparkwatchd:cluster_")
+# Queries whose series exist only on a Spark with the spbm driver, an RDMA link, an inference server or in a
+# `cluster`: the replayed scenarios of test_e2e_alerting.py have neither; test_e2e_fleet.py checks these on its
+# own stack (its traces carry board, link and serving[]).
+FLEET_ONLY = re.compile(r"sparkwatchd_board_|sparkwatchd_link_|sparkwatchd:cluster_|sparkwatchd[_:]serving_")
 
 METRIC_RE = re.compile(r"\b(sparkwatchd[:_][\w:]+|up)\{")
 

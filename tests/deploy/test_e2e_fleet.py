@@ -63,8 +63,19 @@ def _link(i: int) -> dict:
     return {"ports": [port]}
 
 
+def _serving(i: int, ts: float, hot: bool) -> list[dict]:
+    """A vLLM serving 8 requests beside the job (trace-v1 serving[]): the hot Spark decodes slower."""
+    tps = 130.0 if hot else 240.0
+    return [{"server": "vllm:8000", "kind": "vllm", "up": True, "ts": ts, "pid": 4100, "endpoint": "http://127.0.0.1:8000",
+             "model": "Qwen/Qwen3-8B", "requests_running": 8, "requests_waiting": 1, "kv_usage": 0.6,
+             "kv_capacity_tokens": 45984, "generation_tokens_total": 1e6 + tps * 30 * i, "preemptions_total": i // 20,
+             "generation_tokens_per_s": tps, "prompt_tokens_per_s": 3 * tps, "preemptions_per_s": 0.0,
+             "ttft_p50_s": 0.12, "ttft_p95_s": 0.4, "itl_p50_s": 8 / tps, "itl_p95_s": 10 / tps,
+             "joules_per_token": 95.0 / tps}]  # fmt: skip
+
+
 def write_traces(tmp: Path) -> dict[str, Path]:
-    """The throttled stretch as recorded, and the same stretch healthy; both with board telemetry."""
+    """The throttled stretch as recorded, and the same stretch healthy; both with board telemetry and a server."""
     lines = (REPO / "spark_watchd" / "scenarios" / "throttle.jsonl").read_text().splitlines()[THROTTLED_FROM:]
     out = {"hot": [], "healthy": []}
     for i, line in enumerate(lines):
@@ -77,6 +88,8 @@ def write_traces(tmp: Path) -> dict[str, Path]:
         hot["board"] = _board(True, 1e6 + 2850.0 * i)
         healthy["board"] = _board(False, 1e6 + 2850.0 * i)
         hot["link"] = healthy["link"] = _link(i)
+        hot["serving"] = _serving(i, hot["ts"], True)
+        healthy["serving"] = _serving(i, healthy["ts"], False)
         out["hot"].append(hot)
         out["healthy"].append(healthy)
     paths = {}

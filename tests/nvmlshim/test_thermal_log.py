@@ -37,3 +37,13 @@ def test_thermal_log_is_the_community_csv_through_a_lost_gpu(shim_gpu, tmp_path)
     assert "[N/A], [N/A]" in rows
     # Nothing else appears: each row is before, during or after the loss.
     assert set(rows) <= {"38, 11.17 W", "[N/A], [N/A]", "45, 16.00 W"}
+
+
+def test_thermal_log_writes_one_line_per_gpu_in_index_order(shim_gpu):
+    shim_gpu.write("gpus=2\ngpu1.temp=55\ngpu1.power_mw=NOT_SUPPORTED\n")
+    r = run_cli("thermal-log", "--count", "1", "--no-header", env=shim_gpu.env(TZ="UTC"))
+    assert r.returncode == 0, r.stderr
+    first, second = r.stdout.splitlines()
+    assert LINE.fullmatch(first) and LINE.fullmatch(second)
+    assert first.split(", ", 1) == [second.split(", ", 1)[0], "38, 11.17 W"]  # one timestamp per sample
+    assert second.endswith(", 55, [N/A]")

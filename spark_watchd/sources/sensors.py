@@ -21,30 +21,42 @@ _HWMON = re.compile(r"^hwmon(\d+)$")
 _TEMP_INPUT = re.compile(r"^temp(\d+)_input$")
 # Above this a "critical" threshold is a placeholder: many NVMe drives report 65261.85 C for "not set".
 _CRIT_SANE_MAX_C = 200.0
+# A temperature outside this range (millidegrees) is a placeholder, not a reading.
+_TEMP_SANE_MIN_MC, _TEMP_SANE_MAX_MC = -100_000, 400_000
 
 
 def _read(path: str) -> str | None:
-    try:
+    try:  # a sysfs attribute is one page at most; a link cycle (ELOOP) reads as absent
         with open(path, encoding="ascii", errors="replace") as f:
-            return f.read().strip()
+            return f.read(4096).strip()
     except OSError:
         return None
 
 
 def read_int(path: str) -> int | None:
-    """The integer a sysfs attribute holds; None when it is absent, unreadable or not a number."""
+    """The integer a sysfs attribute holds; None when it is absent, unreadable or not a number.
+
+    A number past 64 bits (a 400-digit reading) is no reading a driver makes: ValueError naming the file,
+    so the source is down with that reason (logged once) instead of failing deeper on every tick.
+    """
     text = _read(path)
     if text is None:
         return None
-    try:
-        return int(text)
-    except ValueError:
+    digits = text[1:] if text[:1] in "+-" else text
+    if not digits or not digits.isascii() or not digits.isdigit():
         return None
+    if len(digits) > 20 or not -(2**63) <= (value := int(text)) < 2**64:
+        raise ValueError(
+            f"{path}: impossible value {text[:24]}... ({len(digits)} digits), not a 64-bit number"
+        )
+    return value
 
 
 def _millideg(path: str) -> float | None:
     value = read_int(path)
-    return None if value is None else value / 1000.0
+    if value is None or not _TEMP_SANE_MIN_MC <= value <= _TEMP_SANE_MAX_MC:
+        return None  # absent, or a sensor's "not implemented" placeholder (NVMe: 65261.85 C): skipped
+    return value / 1000.0
 
 
 def _crit(value: float | None) -> float | None:

@@ -19,6 +19,8 @@ import traceback
 
 import structlog
 
+from spark_watchd.sample.text import printable
+
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 ROOT_LOGGER = "spark_watchd"  # the stdlib logger our structlog loggers write to
 
@@ -42,7 +44,8 @@ def configure_logging(level: str = "info", fmt: str = "auto", stream=None) -> No
             structlog.processors.JSONRenderer(sort_keys=False),
         ]
     else:
-        render = [structlog.dev.ConsoleRenderer(colors=_isatty(stream))]
+        # JSON escapes control and non-ASCII characters itself; text on a terminal needs printable().
+        render = [_printable_values, structlog.dev.ConsoleRenderer(colors=_isatty(stream))]
     handler = _Handler(stream)
     handler.json_mode = use_json
     handler.setFormatter(
@@ -163,6 +166,14 @@ class _Handler(logging.StreamHandler):
 
 def _logger_factory(*_args) -> logging.Logger:
     return logging.getLogger(ROOT_LOGGER)
+
+
+def _printable_values(_logger, _method, event_dict: dict) -> dict:
+    """Every string field shown with its control characters escaped (argv, job names, errors from others)."""
+    for key, value in event_dict.items():
+        if isinstance(value, str) and key not in ("exception", "stack"):
+            event_dict[key] = printable(value)
+    return event_dict
 
 
 def _stdlib_name(_logger, _method, event_dict: dict) -> dict:

@@ -168,3 +168,20 @@ def test_reset_logging_gives_the_hooks_back():
     assert threading.excepthook is not before[0]
     reset_logging()
     assert (threading.excepthook, sys.excepthook, sys.unraisablehook) == before
+
+
+def test_foreign_strings_in_log_lines_cannot_drive_the_terminal():
+    """Issue 20 §2: argv, job names and errors from other users reach log lines; an OSC window title or a
+    CSI clear-screen in them is shown escaped on a terminal, and JSON escapes them on its own."""
+    evil = "vllm\x1b]0;pwned\x07 serve\x1b[2J\u202e"
+    out = _Tty()
+    configure_logging("info", "console", stream=out)
+    get_logger("collector").warning(f"processes down: {evil}", cmdline=evil)
+    text = out.getvalue()
+    assert "\x1b]0" not in text and "\x1b[2J" not in text and "\u202e" not in text and "\x07" not in text
+    assert "\\x1b]0;pwned\\x07" in text and "\\u202e" in text
+    out = io.StringIO()
+    configure_logging("info", "json", stream=out)
+    get_logger("collector").warning(f"processes down: {evil}", cmdline=evil)
+    line = out.getvalue()
+    assert "\x1b" not in line and "\u202e" not in line and json.loads(line)["cmdline"] == evil

@@ -15,8 +15,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from spark_watchd.config import Settings
+from spark_watchd.config import Settings, load_settings
 from spark_watchd.daemon import Daemon
+from spark_watchd.diagnose.engine import Diagnoser
 from spark_watchd.diagnose.runtime import DiagnosisRuntime
 from spark_watchd.errors import ConfigError
 from spark_watchd.export.prometheus import build_registry
@@ -137,6 +138,37 @@ def build(
     if throughput is not None:
         throughput.start()  # follow the configured logs
     return daemon
+
+
+def settings_for(args: Any, overrides: dict | None = None) -> Settings:
+    """The settings every verb runs on: --config (or its default path) < environment < flags; ConfigError."""
+    return load_settings(getattr(args, "config", None), overrides)
+
+
+def diagnoser(settings: Settings) -> Diagnoser:
+    """The classifiers on the configured [thresholds] (replay judges a trace as `run --replay` would)."""
+    return Diagnoser(settings.thresholds)
+
+
+def serving_parts(settings: Settings, daemon: Daemon, reload: Callable[[], Settings]):
+    """(HTTP server, runner) for a built daemon: the web config (TLS, basic auth), the listener, the
+    scheduler with its signals and SIGHUP reload. ConfigError for a bad web config; OSError/ValueError
+    when the address cannot be listened on."""
+    from spark_watchd.daemon import Runner
+    from spark_watchd.web.auth import load_web_config
+    from spark_watchd.web.server import HttpServer
+
+    d = settings.daemon
+    web = load_web_config(d.web_config_file) if d.web_config_file else None
+    server = HttpServer(
+        d.listen,
+        daemon.routes,
+        workers=d.http_workers,
+        timeout=d.http_timeout,
+        web=web,
+        allowed_hosts=d.allowed_hosts,
+    )
+    return server, Runner(daemon, reload=reload)
 
 
 def _present(*parts: Any) -> tuple:

@@ -1,6 +1,6 @@
 """Memory plan for a training job: the UMA worksheet against today's budget and the known anchors.
 
-Exit status: 0 fits, 1 tight or unknown budget, 3 does not fit; 2 usage error.
+Exit status: 0 fits, 1 tight or unknown budget, 3 does not fit; 2 usage error; 78 bad configuration.
 """
 
 from __future__ import annotations
@@ -48,8 +48,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--budget-gib", type=float, help="GiB available to training (default: MemAvailable - reserve)"
     )
     parser.add_argument(
-        "--reserve-gib", type=float, default=hostinfo.DEFAULT_OS_RESERVE_GIB, help="OS reserve in GiB"
+        "--reserve-gib",
+        type=float,
+        help="OS reserve in GiB (default: [thresholds] os_reserve_bytes, as the daemon's budget)",
     )
+    parser.add_argument("--config", metavar="PATH", help="configuration file ([thresholds] os_reserve_bytes)")
     parser.add_argument(
         "--root", default="/", help="host root to read proc/meminfo under (tests, containers)"
     )
@@ -97,6 +100,14 @@ def render(plan: planner.Plan) -> str:
 
 def main(args: argparse.Namespace) -> int:
     """Run the worksheet and print it."""
+    from spark_watchd.app import settings_for
+    from spark_watchd.errors import EX_CONFIG, ConfigError
+
+    try:
+        settings = settings_for(args)
+    except ConfigError as exc:
+        print(f"spark-watchd plan: bad configuration: {exc}", file=sys.stderr)
+        return EX_CONFIG
     try:
         params = planner.parse_params(args.params)
         trainable = planner.parse_params(args.trainable_params) if args.trainable_params else None
@@ -113,8 +124,11 @@ def main(args: argparse.Namespace) -> int:
         budget = args.budget_gib
         note = None
         if budget is None:
+            reserve = args.reserve_gib
+            if reserve is None:  # the daemon's own reserve, from the same configuration
+                reserve = settings.thresholds.os_reserve_bytes / 2**30
             try:
-                budget = hostinfo.training_budget_gib(hostinfo.read_meminfo(args.root), args.reserve_gib)
+                budget = hostinfo.training_budget_gib(hostinfo.read_meminfo(args.root), reserve)
             except (OSError, ValueError, KeyError) as exc:
                 note = f"spark-watchd plan: no budget ({exc}); pass --budget-gib"
         plan = planner.worksheet(job, budget)

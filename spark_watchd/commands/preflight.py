@@ -1,6 +1,6 @@
 """Launch checks, one line per gotcha: `G1 PASS: ...` (G-number, then PASS/FAIL/WARN/SKIP/INFO).
 
-Exit status: 0 ready, 1 ready with warnings, 3 blocked (a FAIL); 2 usage error.
+Exit status: 0 ready, 1 ready with warnings, 3 blocked (a FAIL); 2 usage error; 78 bad configuration.
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--launch-config", metavar="FILE", help="launch script/config to check for G10")
     parser.add_argument("--root", default="/", help="host root for /proc, /.dockerenv... (tests, containers)")
     parser.add_argument(
+        "--config", metavar="PATH", help="configuration file (its [thresholds], as the daemon's)"
+    )
+    parser.add_argument(
         "--probe-timeout",
         type=float,
         default=gather.PROBE_TIMEOUT_S,
@@ -36,8 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def collect(args: argparse.Namespace, launch_text: str | None) -> list[checks.Check]:
-    """Gather every fact and run every check, in G-number order."""
+def collect(args: argparse.Namespace, launch_text: str | None, settings) -> list[checks.Check]:
+    """Gather every fact and run every check, in G-number order, on the configured thresholds."""
     probe, probe_error = gather.run_probe(args.python, timeout=args.probe_timeout)
     # The linker cache is the running system's: only meaningful when looking at this host.
     ldconfig = gather.ldconfig_cudart12() if os.path.abspath(args.root) == "/" else []
@@ -49,7 +52,9 @@ def collect(args: argparse.Namespace, launch_text: str | None) -> list[checks.Ch
     own_gpu = fake is not None or os.path.abspath(args.root) == "/"
     gpus, gpu_error = gather.nvml_snapshot(fake) if own_gpu else (None, None)
     nvml_procs = [p for g in gpus or () for p in g.get("processes", ())]
-    workloads, wl_error = gather.scan_workloads(os.path.join(args.root, "proc"), nvml_procs)
+    workloads, wl_error = gather.scan_workloads(
+        os.path.join(args.root, "proc"), nvml_procs, settings.thresholds
+    )
     out: list[checks.Check] = []
     out += checks.g1_torch_cuda(probe, ldconfig, probe_error, explicit_python=bool(args.python))
     out += checks.g2_flash_attn(probe)
@@ -67,6 +72,14 @@ def collect(args: argparse.Namespace, launch_text: str | None) -> list[checks.Ch
 
 def main(args: argparse.Namespace) -> int:
     """Run the checks, print the lines (or JSON), write the report."""
+    from spark_watchd.app import settings_for
+    from spark_watchd.errors import EX_CONFIG, ConfigError
+
+    try:
+        settings = settings_for(args)
+    except ConfigError as exc:
+        print(f"spark-watchd preflight: bad configuration: {exc}", file=sys.stderr)
+        return EX_CONFIG
     launch_text = None
     if args.launch_config:
         try:
@@ -78,7 +91,7 @@ def main(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
-    found = collect(args, launch_text)
+    found = collect(args, launch_text, settings)
     report = build_report(
         found,
         host=socket.gethostname(),

@@ -5,9 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from spark_watchd.diagnose.engine import Diagnoser
-from spark_watchd.diagnose.thresholds import Thresholds
-from spark_watchd.errors import EX_DATAERR
+from spark_watchd.errors import EX_CONFIG, EX_DATAERR
 from spark_watchd.sample.codec import dumps_compact
 from spark_watchd.sample.model import GOTCHAS, Sample
 from spark_watchd.sample.trace import TraceError, iter_trace_dicts
@@ -24,20 +22,20 @@ def add_arguments(parser):
         "--skip-bad", action="store_true", help="skip malformed lines with a warning instead of failing"
     )
     parser.add_argument("--state-dir", metavar="DIR", help="where a bare capture name is looked up")
-    parser.add_argument("--config", metavar="PATH", help="configuration file naming the state directory")
+    parser.add_argument(
+        "--config", metavar="PATH", help="configuration file: its [thresholds] and the state directory"
+    )
 
 
-def _locate(args) -> str:
+def _locate(args, settings) -> str:
     """TRACE as given, or a capture of that name in the state directory `run` uses (same rule as `runs`)."""
     if os.path.exists(args.trace) or os.sep in args.trace:
         return args.trace
     from spark_watchd.commands.statedir import resolve_state_dir
-    from spark_watchd.config import load_settings
     from spark_watchd.errors import ConfigError
 
-    overrides = {"daemon": {"state_dir": args.state_dir}} if args.state_dir else None
     try:
-        state_dir = resolve_state_dir(load_settings(args.config, overrides), create=False)
+        state_dir = resolve_state_dir(settings, create=False)
     except ConfigError:
         return args.trace
     capture = os.path.join(state_dir, "captures", args.trace)
@@ -80,7 +78,16 @@ BATCH = 256  # output lines written per write() call
 
 def main(args) -> int:
     """Replay the trace through the diagnosis engine and print jsonl or a table of changes."""
-    eng = Diagnoser(Thresholds())
+    from spark_watchd import app
+    from spark_watchd.errors import ConfigError
+
+    overrides = {"daemon": {"state_dir": args.state_dir}} if args.state_dir else None
+    try:  # the [thresholds] of --config and the environment, as `run --replay` judges with them
+        settings = app.settings_for(args, overrides)
+    except ConfigError as exc:
+        print(f"spark-watchd replay: bad configuration: {exc}", file=sys.stderr)
+        return EX_CONFIG
+    eng = app.diagnoser(settings)
     out = sys.stdout
     dumps = dumps_compact
     jsonl = args.format == "jsonl"
@@ -89,7 +96,7 @@ def main(args) -> int:
     last = {}
     n = 0
     try:
-        for sample in _samples(_locate(args), args.skip_bad):
+        for sample in _samples(_locate(args, settings), args.skip_bad):
             d = observe(sample)
             n += 1
             if jsonl:
@@ -112,6 +119,9 @@ def main(args) -> int:
                     f" after_throttle={str(e.after_throttle).lower()}" if e.after_throttle is not None else ""
                 )
                 out.write(f"{_fmt_ts(d.ts)}  {e.gotcha}  event {e.kind}{extra}: {e.summary}\n")
+    except BrokenPipeError:  # `replay ... | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except FileNotFoundError:
         print(f"spark-watchd replay: {args.trace}: no such file", file=sys.stderr)
         return EX_DATAERR

@@ -8,7 +8,7 @@ import sys
 
 from spark_watchd import __version__
 from spark_watchd.commands.statedir import is_explicit, resolve_state_dir
-from spark_watchd.config import Settings, load_settings
+from spark_watchd.config import Settings
 from spark_watchd.errors import EX_CONFIG, EX_DATAERR, EX_SOFTWARE, EX_TEMPFAIL, EX_USAGE, ConfigError
 from spark_watchd.logs import configure_logging, get_logger
 
@@ -60,8 +60,10 @@ def overrides_from(args: argparse.Namespace) -> dict:
 
 def load_or_report(args: argparse.Namespace) -> Settings | None:
     """Load settings; on a bad configuration print the reason (file, key, why) and return None."""
+    from spark_watchd.app import settings_for
+
     try:
-        settings = load_settings(args.config, overrides_from(args))
+        settings = settings_for(args, overrides_from(args))
     except ConfigError as exc:
         print(f"spark-watchd: bad configuration: {exc}", file=sys.stderr)
         return None
@@ -88,13 +90,9 @@ def serve(settings: Settings, args: argparse.Namespace, *, announce: bool = Fals
     """Start the daemon and its HTTP server; block until SIGTERM/SIGINT. Shared by run and demo."""
     from spark_watchd.sample.files import StateDirBusy, lock_state_dir
     from spark_watchd.sources.replay import ReplayFeed
-    from spark_watchd.web.auth import load_web_config
 
     log = get_logger("run")
-    web = None
     try:
-        if settings.daemon.web_config_file:
-            web = load_web_config(settings.daemon.web_config_file)
         feed = None
         if args.replay:
             if args.speed <= 0:
@@ -131,16 +129,14 @@ def serve(settings: Settings, args: argparse.Namespace, *, announce: bool = Fals
         except OSError as exc:  # a full disk: serve anyway, as with any other state write failure
             log.warning("state dir lock not taken", state_dir=state_dir, error=str(exc))
     try:
-        return _serve_locked(settings, args, feed, state_dir, web, log, announce)
+        return _serve_locked(settings, args, feed, state_dir, log, announce)
     finally:
         if lock is not None:
             os.close(lock)
 
 
-def _serve_locked(settings: Settings, args, feed, state_dir, web, log, announce: bool) -> int:
+def _serve_locked(settings: Settings, args, feed, state_dir, log, announce: bool) -> int:
     from spark_watchd import app
-    from spark_watchd.daemon import Runner
-    from spark_watchd.web.server import HttpServer
 
     # The demo verb: the status page shows a DEMO badge naming the scenario.
     demo = os.path.splitext(os.path.basename(args.replay))[0] if announce else None
@@ -151,21 +147,20 @@ def _serve_locked(settings: Settings, args, feed, state_dir, web, log, announce:
         return EX_CONFIG
     if daemon.collector is not None:
         daemon.collector.expected_down = _log_missing_sources(settings, log)
+    # The HTTP server, its web config and the runner come from the composition root like every other part.
     try:
-        server = HttpServer(
-            settings.daemon.listen,
-            daemon.routes,
-            workers=settings.daemon.http_workers,
-            timeout=settings.daemon.http_timeout,
-            web=web,
-            allowed_hosts=settings.daemon.allowed_hosts,
+        server, runner = app.serving_parts(
+            settings, daemon, reload=lambda: app.settings_for(args, overrides_from(args))
         )
+    except ConfigError as exc:  # the --web.config.file: names file, key and reason
+        daemon.close()
+        print(f"spark-watchd: bad configuration: {exc}", file=sys.stderr)
+        return EX_CONFIG
     except (OSError, ValueError) as exc:
         daemon.close()
         hint = "; pick another address with --listen HOST:PORT" if isinstance(exc, OSError) else ""
         print(f"spark-watchd: cannot listen on {settings.daemon.listen}: {exc}{hint}", file=sys.stderr)
         return EX_SOFTWARE
-    runner = Runner(daemon, reload=lambda: load_settings(args.config, overrides_from(args)))
     runner.install_signals()
     server.start()
     log.info(

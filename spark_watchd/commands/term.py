@@ -93,6 +93,12 @@ UNITLESS = frozenset((
 
 def unit_of(key: str):
     """(label, formatter) for an evidence key, or (label, None) when it names no unit."""
+    if key.endswith("bytes_per_second"):
+        return key[: -len("bytes_per_second")].replace(
+            "_", " "
+        ).strip() or "rate", lambda v: f"{human_bytes(v)}/s"
+    if key.endswith("gib_per_hour"):
+        return key[: -len("gib_per_hour")].replace("_", " ").strip() or "rate", lambda v: f"{number(v)} GiB/h"
     if key.endswith("_share"):
         return key.replace("_", " "), lambda v: f"{number(v * 100)} %"
     if key.endswith("_ratio"):
@@ -124,8 +130,13 @@ def evidence_text(key: str, value: Any) -> str:
     if isinstance(value, dict) and "kind" in value and "pid" in value:  # a workload row
         members = value.get("members") or ()
         text = f"{value['kind']} pid {value['pid']}" + (f" +{len(members) - 1}" if len(members) > 1 else "")
-        if value.get("footprint_bytes") is not None:
-            text += f" {human_bytes(value['footprint_bytes'])}"
+        for k, v in value.items():
+            if k in ("kind", "pid", "members", "name", "cap", "capped") or v is None:
+                continue
+            label = unit_of(k)[0]
+            text += (
+                f" {evidence_text(k, v)}" if label in ("footprint", "") else f" {label} {evidence_text(k, v)}"
+            )
         if value.get("capped") is not None:
             text += f" capped {value.get('cap')}" if value["capped"] else " uncapped"
         return printable(text)

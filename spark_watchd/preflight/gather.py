@@ -171,9 +171,16 @@ def _cmdline(proc_root: str, pid: int) -> list[str] | None:
         return None
 
 
-def scan_workloads(proc_root: str = "/proc", nvml_processes: Sequence[tuple[int, int | None]] = ()):
-    """([{pid, kind, capped, cap, cap_hint, gpu_memory_bytes}], None) for other GPU users, or (None, reason)."""
-    th = Thresholds()
+def scan_workloads(
+    proc_root: str = "/proc",
+    nvml_processes: Sequence[tuple[int, int | None]] = (),
+    th: Thresholds | None = None,
+):
+    """([{pid, kind, capped, cap, cap_hint, gpu_memory_bytes}], None) for other GPU users, or (None, reason).
+
+    `th`: the configured thresholds (capped_utilization_max decides what counts as capped, as in G6).
+    """
+    th = th or Thresholds()
     try:
         pids = [int(p) for p in os.listdir(proc_root) if p.isdigit()]
     except OSError as exc:

@@ -205,13 +205,14 @@
     [/_per_s$/, (v) => num(v) + "/s"], [/_w$/, (v) => num(v) + " W"], [/_c$/, (v) => num(v) + " °C"],
     [/_mhz$/, (v) => num(v, 0) + " MHz"], [/_(s|seconds)$/, (v) => num(v) + " s"], [/_ts$/, (v) => stamp(v)],
     [/_seconds_total$/, (v) => num(v) + " s"], [/^step_seconds_/, (v) => num(v) + " s"],
+    [/_?bytes_per_second$/, (v) => (Math.abs(v) >= GIB ? num(v / GIB, 1) + " GiB/s" : num(v / 1048576, 1) + " MiB/s")], [/_?gib_per_hour$/, (v) => num(v) + " GiB/h"],
   ];
   /* Process ids are names, not quantities: never "5,120". */
   const IDS = /^(pid|pids|members|gpu|index|xid)$/;
   function evidenceLabel(k) {
     if (/^step_seconds_/.test(k)) return "step time " + k.slice(13);
     const u = /_(share|ratio)$/.test(k) ? null : UNITS.find((x) => x[0].test(k));
-    return (u ? k.replace(u[0], "") : k).replace(/_/g, " ");
+    return (u ? k.replace(u[0], "") : k).replace(/_/g, " ") || "rate";
   }
   function evidenceValue(k, v) {
     if (v === null || v === undefined) return "–";

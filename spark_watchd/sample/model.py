@@ -14,8 +14,8 @@ from typing import Any
 
 from spark_watchd.sample.board import BoardReading
 from spark_watchd.sample.driver import DriverEvent
-from spark_watchd.sample.serving import ServingReading, serving_from
 from spark_watchd.sample.link import LinkReading
+from spark_watchd.sample.serving import ServingReading, serving_from
 
 TRACE_VERSION = 1
 GOTCHAS = ("G3", "G4", "G6")

@@ -112,6 +112,8 @@ def build(
     extras: tuple[tuple[str, Callable[[], Any]], ...] = ()
     if throughput is not None:
         extras += (("jobs", throughput.tracker.stats),)
+        if throughput.ledger is not None:  # J per training token and per step of each running job
+            extras += (("job_energy", throughput.ledger.running_energy),)
     if replay is not None:  # the page dates a replay by its recording and shows it as if it ended now
         extras += (("replay", replay.info),)
     if demo is not None:  # the page's DEMO badge

@@ -41,10 +41,18 @@ def _duration(s: float | None) -> str:
     return f"{h}h{m:02d}m" if h else f"{m}m{sec:02d}s"
 
 
+def _jpt(r: dict):
+    """J/token of a run: the ledger's own figure, or energy over tokens for lines written before it existed."""
+    if r.get("joules_per_token") is not None:
+        return r["joules_per_token"]
+    e, t = r.get("energy_j"), r.get("tokens")
+    return e / t if isinstance(e, (int, float)) and isinstance(t, (int, float)) and t > 0 else None
+
+
 def format_table(runs: list[dict]) -> str:
     """Human table, one row per run (throttle = seconds under thermal/slowdown reasons, power cap apart)."""
-    header = ("START (UTC)", "JOB", "DURATION", "STEPS", "TOK/S", "STEP S", "SLOWDOWN", "THERMAL S",
-              "PWRCAP S", "ENERGY KJ", "PEAK C", "MIN AVAIL GiB", "EVICT", "OOM", "END")  # fmt: skip
+    header = ("START (UTC)", "JOB", "DURATION", "STEPS", "TOKENS", "TOK/S", "STEP S", "SLOWDOWN", "THERMAL S",
+              "PWRCAP S", "ENERGY KJ", "J/TOKEN", "PEAK C", "MIN AVAIL GiB", "EVICT", "OOM", "END")  # fmt: skip
     rows = [header]
     for r in runs:
         thr = r.get("throttle_seconds") or {}
@@ -58,12 +66,14 @@ def format_table(runs: list[dict]) -> str:
             str(r.get("job", "-")),
             _duration(r.get("duration_s")),
             _fmt(r.get("steps")),
+            _fmt(r.get("tokens")),
             _fmt(r.get("mean_tokens_per_second"), ".0f"),
             _fmt(r.get("mean_step_seconds"), ".3g"),
             _fmt(r.get("max_slowdown_ratio"), ".2f"),
             f"{thermal:.0f}",
             _fmt(thr.get("power_cap"), ".0f"),
             _fmt(None if energy is None else energy / 1000, ".1f"),
+            _fmt(_jpt(r), ".3g"),
             _fmt(r.get("peak_temp_c"), ".0f"),
             _fmt(None if mem is None else mem / 2**30, ".1f"),
             _fmt(r.get("evictions")),

@@ -206,6 +206,9 @@ def _head(doc: dict[str, Any]) -> list[str]:
             parts.append(f"{t['step_seconds']:.3g} s/step")
         if t.get("tokens_per_second") is not None:
             parts.append(f"{t['tokens_per_second']:,.0f} tokens/s")
+        spent = ((doc.get("extras") or {}).get("job_energy") or {}).get(t.get("job")) or {}
+        if isinstance(spent.get("joules_per_token"), (int, float)):
+            parts.append(f"{spent['joules_per_token']:.3g} J/token")
         out.append(", ".join(parts))
     return out
 

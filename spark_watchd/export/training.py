@@ -57,6 +57,14 @@ def families(snapshot: Snapshot) -> Iterable[Metric]:
         "Unix time of the job's latest progress report.",
         ["job"],
     )
+    energy = gauge("training_energy_joules", "GPU energy since the job's run started.", ["job"])
+    jpt = gauge("training_joules_per_token", "GPU energy per training token over the run so far.", ["job"])
+    jps = gauge("training_joules_per_step", "GPU energy per training step over the run so far.", ["job"])
+    spent = (snapshot.extras or {}).get("job_energy") or {}
+    for job, e in spent.items() if isinstance(spent, dict) else ():
+        for fam, key in ((energy, "energy_j"), (jpt, "joules_per_token"), (jps, "joules_per_step")):
+            if isinstance(e, dict) and isinstance(e.get(key), (int, float)):
+                fam.add_metric([job], float(e[key]))
     for job, ts, step_s, tok_s, ratio in rows:
         last.add_metric([job], float(ts))
         if step_s is not None:
@@ -65,4 +73,4 @@ def families(snapshot: Snapshot) -> Iterable[Metric]:
             tps.add_metric([job], float(tok_s))
         if ratio is not None:
             slow.add_metric([job], float(ratio))
-    return [step, tps, slow, last]
+    return [step, tps, slow, last, energy, jpt, jps]

@@ -123,6 +123,10 @@ def _div(a: float | None, b: float) -> float | None:
     return None if a is None or b <= 0 else a / b
 
 
+def _per(energy_j: float | None, units: int | None) -> float | None:
+    return None if energy_j is None or not units or units <= 0 else energy_j / units
+
+
 def _delta(last: int | None, first: int | None) -> int | None:
     return None if last is None or first is None or last < first else last - first
 
@@ -161,6 +165,9 @@ def run_record(stats: JobStats, reason: str, totals: _Totals) -> dict[str, Any]:
         "max_slowdown_ratio": stats.max_slowdown_ratio,
         "throttle_seconds": {k: round(v, 3) for k, v in totals.throttle_s.items()},
         "energy_j": None if totals.energy_j is None else round(totals.energy_j, 3),
+        # Energy per unit of work over the same intervals (the GPU's counter over the run, shared or not).
+        "joules_per_token": _per(totals.energy_j, tokens),
+        "joules_per_step": _per(totals.energy_j, steps),
         "peak_temp_c": totals.peak_temp_c,
         "mem_available_min_bytes": None if totals.mem_min_kb is None else totals.mem_min_kb * 1024,
         "evictions": totals.evictions,
@@ -197,6 +204,7 @@ class RunLedger:
         self._open: dict[str, float] = {}  # run_id -> start ts, from the latest snapshot's jobs
         self._closing: list[RunEnd] = []
         self._write_failed = False
+        self._jobs: tuple[JobStats, ...] = ()  # the latest snapshot's running jobs (for running_energy)
 
     def observe(self, snapshot: Snapshot) -> None:
         """Subscriber: fold the snapshot's sample in and write runs that are now fully covered."""
@@ -207,9 +215,8 @@ class RunLedger:
         jobs = snapshot.extras.get("jobs") if snapshot.extras else None
         with self._lock:
             if jobs is not None:
-                self._open = {
-                    j.run_id: j.run_start_ts for j in jobs if isinstance(j, JobStats) and not j.ended
-                }
+                self._jobs = tuple(j for j in jobs if isinstance(j, JobStats) and not j.ended)
+                self._open = {j.run_id: j.run_start_ts for j in self._jobs}
             if self._prev is not None and sample.ts <= self._prev.ts:
                 # Time went back (replay --loop, clock step): start the ring over.
                 self._recent.clear()
@@ -263,6 +270,30 @@ class RunLedger:
                 if frac is not None:
                     t.add(iv, frac)
         return t
+
+    def running_energy(self) -> dict[str, dict[str, Any]]:
+        """Per running job: GPU energy since its run started, its tokens and steps, J/token and J/step so far."""
+        out: dict[str, dict[str, Any]] = {}
+        with self._lock:
+            for j in self._jobs:
+                t = _Totals()
+                old = self._folded.get(j.run_id)
+                if old is not None:
+                    t.energy_j = old.energy_j
+                for iv in self._recent:
+                    frac = iv.overlap(j.run_start_ts, j.ts)
+                    if frac is not None and iv.energy_j is not None:
+                        t.energy_j = (t.energy_j or 0.0) + iv.energy_j * frac
+                tokens = _delta(j.tokens, j.first_tokens)
+                steps = max(0, j.step - j.first_step)
+                out[j.job] = {
+                    "energy_j": t.energy_j,
+                    "tokens": tokens,
+                    "steps": steps,
+                    "joules_per_token": _per(t.energy_j, tokens),
+                    "joules_per_step": _per(t.energy_j, steps),
+                }
+        return out
 
     def _write(self, ev: RunEnd) -> None:
         record = run_record(ev.stats, ev.reason, self.totals(ev.stats))

@@ -12,6 +12,7 @@ RUN = {
     "job": "sft",
     "duration_s": 3725.4,
     "steps": 1200,
+    "tokens": 7_626_000,
     "mean_tokens_per_second": 2048.4,
     "mean_step_seconds": 3.1042,
     "max_slowdown_ratio": 1.375,
@@ -34,16 +35,18 @@ def test_table_row_shows_each_figure_in_its_unit():
     header, row = format_table([RUN]).splitlines()
     assert header.split()[:4] == ["START", "(UTC)", "JOB", "DURATION"]
     cells = row.split()
-    # 1 h 02 m; tokens/s rounded; thermal = slowdown + sw thermal (42 s), the power cap apart; kJ; GiB.
+    # 1 h 02 m; tokens/s rounded; thermal = slowdown + sw thermal (42 s), the power cap apart; kJ; J/token; GiB.
     assert cells[:4] == ["2026-11-29", "08:00:00", "sft", "1h02m"]
     assert cells[4:] == [
         "1200",
+        "7626000",
         "2048",
         "3.1",
         "1.38",
         "42",
         "600",
         "345.6",
+        "0.0453",  # 345.6 kJ over 7.626 M tokens (no joules_per_token in this older line)
         "86",
         "5.0",
         "1",
@@ -54,7 +57,25 @@ def test_table_row_shows_each_figure_in_its_unit():
 
 def test_missing_figures_are_dashes_and_short_runs_show_minutes_and_seconds():
     (row,) = format_table([{"job": "x", "duration_s": 65}]).splitlines()[1:]
-    assert row.split() == ["-", "x", "1m05s", "-", "-", "-", "-", "0", "-", "-", "-", "-", "-", "-", "-"]
+    assert row.split() == [
+        "-",
+        "x",
+        "1m05s",
+        "-",
+        "-",
+        "-",
+        "-",
+        "-",
+        "0",
+        "-",
+        "-",
+        "-",
+        "-",
+        "-",
+        "-",
+        "-",
+        "-",
+    ]
 
 
 def test_verb_filters_by_job_and_keeps_the_last_n(tmp_path):

@@ -59,6 +59,10 @@ def test_finished_run_is_written_with_its_figures(tmp_path, clock):
     assert run["start"] == "2025-11-29T08:00:30Z" and run["end"] == "2025-11-29T08:02:10Z"
     # Intervals (30,60],(60,90],(90,120] whole + 1/3 of (120,150]: 100 s at 100 W.
     assert run["energy_j"] == pytest.approx(10_000.0)
+    # J per training token and per step over the same intervals: 10 kJ / 204,800 tokens, / 50 steps.
+    assert run["joules_per_token"] == pytest.approx(10_000.0 / 204800) and run[
+        "joules_per_step"
+    ] == pytest.approx(200.0)
     # sw_thermal moved 15 s in each of (60,90], (90,120], (120,150]; the last overlaps the run by 1/3.
     assert run["throttle_seconds"]["sw_thermal"] == pytest.approx(15 + 15 + 5)
     assert run["throttle_seconds"]["power_cap"] == pytest.approx(100.0)
@@ -214,3 +218,38 @@ def test_the_ledger_reports_the_memory_view_the_tick_published(tmp_path, clock):
     (run,) = read_runs(tmp_path / "runs.jsonl")[0]
     # Intervals (30,60] .. (120,150] overlap the run: k = 1..5, the lowest published figure is k = 5's.
     assert run["mem_available_min_bytes"] == (30_000_000 - 5) * 1024
+
+
+def test_a_running_job_has_its_energy_per_token_and_per_step_so_far(tmp_path, clock):
+    from types import SimpleNamespace
+
+    from prometheus_client import generate_latest
+
+    from spark_watchd.export.prometheus import build_registry
+    from tests.daemon_helpers import samples, value
+
+    clock.t = T0 + 300
+    tp = Throughput(ProgressSettings(), tmp_path, clock)
+    for i in range(4):  # reports at T0+30 .. T0+90: 30 steps, 122,880 tokens
+        tp.tracker.report(ProgressReport(job="sft", step=10 * i, tokens=40960 * i, ts=T0 + 30 + 20 * i))
+    jobs = tp.tracker.stats()
+    energy = 1000.0
+    for k in range(0, 5):  # samples every 30 s from T0 at 100 W
+        tp.observe(snap(T0 + 30 * k, energy=energy, jobs=jobs))
+        energy += 3000.0
+    got = tp.ledger.running_energy()["sft"]
+    # The run spans T0+30 .. T0+90: 60 s at 100 W over its intervals.
+    assert got["energy_j"] == pytest.approx(6000.0)
+    assert got["tokens"] == 122880 and got["steps"] == 30
+    assert got["joules_per_token"] == pytest.approx(6000.0 / 122880) and got[
+        "joules_per_step"
+    ] == pytest.approx(200.0)
+    s = snap(T0 + 150, energy=energy, jobs=jobs)
+    s = Snapshot(s.sample, s.diagnosis, extras={"jobs": jobs, "job_energy": tp.ledger.running_energy()})
+    m = samples(
+        generate_latest(
+            build_registry(SimpleNamespace(snapshot=lambda: s, settings=None, overruns=0))
+        ).decode()
+    )
+    assert value(m, "sparkwatchd_training_joules_per_step", job="sft") == pytest.approx(200.0)
+    assert value(m, "sparkwatchd_training_energy_joules", job="sft") == pytest.approx(6000.0)

@@ -31,7 +31,9 @@ def main(args: argparse.Namespace) -> int:
     if args.interval is not None and not 0 < args.interval <= 3600:
         print("spark-watchd: --interval must be in (0, 3600]", file=sys.stderr)
         return 2
-    settings = load_or_report(args)
+    # The recording's interval may be sub-second; daemon.interval (which load_or_report would set from the same
+    # flag) starts at 1 s, so the flag stays out of the settings.
+    settings = load_or_report(argparse.Namespace(**{**vars(args), "interval": None}))
     if settings is None:
         return EX_CONFIG
     from spark_watchd import app
@@ -53,9 +55,10 @@ def main(args: argparse.Namespace) -> int:
             path=args.out,
             dropped_bytes=writer.repaired_bytes,
         )
-    # The servers' scrapers follow the daemon interval: here that is the recording's.
+    # The servers' scrapers follow the daemon interval: here that is the recording's, floored at the daemon's
+    # 1 s minimum (a sub-second recording still scrapes each server at most once a second).
     settings = settings.model_copy(
-        update={"daemon": settings.daemon.model_copy(update={"interval": interval})}
+        update={"daemon": settings.daemon.model_copy(update={"interval": max(interval, 1.0)})}
     )
     daemon = app.build(settings, state_dir=None, serve=False)  # its collector only: a trace holds samples
     collector = daemon.collector

@@ -36,6 +36,15 @@ def test_record_writes_trace_v1_line_for_line(tmp_path):
     assert ts == sorted(ts)
 
 
+def test_record_takes_a_sub_second_interval_as_its_help_says(tmp_path):
+    # --interval accepts (0, 3600]; the daemon.interval it hands the server scrapers starts at 1 s.
+    out = tmp_path / "t.jsonl"
+    res = run_cli("record", str(out), "--interval", "0.5", "--duration", "1.2", env=ENV)
+    assert res.returncode == 0, res.stderr
+    ts = [json.loads(x)["ts"] for x in out.read_text().splitlines()]
+    assert len(ts) >= 3 and all(0.3 < b - a < 0.9 for a, b in zip(ts, ts[1:], strict=False)), ts
+
+
 def test_sigkilled_recorder_leaves_a_trace_the_next_record_repairs(tmp_path):
     out = tmp_path / "t.jsonl"
     proc = subprocess.Popen(

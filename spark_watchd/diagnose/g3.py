@@ -1,5 +1,8 @@
 """G3 unified-memory pressure from /proc/meminfo, PSI and vmstat (never NVML memory: Not Supported on GB10).
 
+Three stages per sample: `signals(f, th)` reads the sample's features into a `G3Signals` record (pure);
+`G3Tracker.advance` is the only place the windows, latches and holds change and events are emitted; the
+rules in `g3_rules.RULES` then rule on the record and the state in priority order.
 `classify(window, th)` is the pure function of a window; `G3Tracker.observe` is its incremental form
 (a `diagnose.tracker.Tracker`).
 """
@@ -8,34 +11,55 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from spark_watchd.diagnose import features as feat
+from spark_watchd.diagnose.g3_rules import _BLIND, GIB, RULES, G3Now
 from spark_watchd.diagnose.steady import Dwell, Latch
-from spark_watchd.diagnose.tracker import Unpersisted, Verdict
+from spark_watchd.diagnose.tracker import Unpersisted, Verdict, judge
+from spark_watchd.diagnose.verdicts import G3State
 from spark_watchd.sample.findings import Event, Finding
 from spark_watchd.sample.model import Sample
-
-GIB = 1024**3
-
-ADVICE_LADDER = (
-    "Drop the page cache between runs: sync; echo 3 | sudo tee /proc/sys/vm/drop_caches",
-    "Then shrink the job: smaller batch, sequence packing, gradient checkpointing.",
-    "Then bf16 LoRA before QLoRA.",
-)
-ADVICE_TENANT = (
-    "Stop or cap other GPU tenants (vLLM --gpu-memory-utilization 0.5, stop Ollama) while training.",
-)
-ADVICE_THIN = (
-    "Little headroom left: fine for a capped server that is already loaded, risky before starting another job.",
-)
-ADVICE_LOAD = (
-    "A model load is filling the pool (page cache and anonymous memory climbing together, the weights "
-    "counted twice): let it finish before starting anything else, and drop caches before the next load.",
-)
 
 
 def _gib(b) -> float | None:
     return None if b is None else round(b / GIB, 2)
+
+
+class G3Signals(NamedTuple):
+    """What one sample says about the pool, read once (no state): the rules' and advance()'s input."""
+
+    ts: float
+    dt: float | None
+    avail_b: int | None  # MemAvailable (None: G3 cannot judge)
+    avail_min_b: int | None  # its lowest since the previous sample (the fast watch)
+    budget: int | None  # MemAvailable minus os_reserve_bytes
+    budget_min: int | None
+    some: float  # PSI some (avg60, or the counter's rate when higher), %
+    full: float
+    psi_some_now: float | None  # PSI over the last interval alone
+    psi_full_now: float | None
+    swo: float  # swap-out pages/s (0 when not measurable)
+    swapout_per_s: float | None
+    majfault_per_s: float | None
+    psi_some_pct: float | None
+    psi_full_pct: float | None
+    cached_b: int | None
+    anon_b: int | None
+    oom_delta: int | None  # OOM kills since the previous sample
+
+
+def signals(f: feat.Features, th) -> G3Signals:
+    """Read one sample's features into what G3 judges; pure."""
+    reserve = th.os_reserve_bytes
+    avail = f.avail_b
+    return G3Signals(
+        f.ts, f.dt, avail, f.avail_min_b,
+        None if avail is None else avail - reserve, None if avail is None else f.avail_min_b - reserve,
+        f.psi_some_pct or 0.0, f.psi_full_pct or 0.0, f.psi_some_now, f.psi_full_now,
+        f.swapout_per_s or 0.0, f.swapout_per_s, f.majfault_per_s, f.psi_some_pct, f.psi_full_pct,
+        f.cached_b, f.anon_b, f.oom_delta,
+    )  # fmt: skip
 
 
 class G3Tracker(Unpersisted):
@@ -134,8 +158,37 @@ class G3Tracker(Unpersisted):
 
     def observe(self, sample: Sample, f: feat.Features) -> Verdict:
         """Judge the newest sample (held at a severity for min_dwell_s before it may fall)."""
-        finding, events = self._judge(sample, f)
-        out = self.dwell.apply(finding, f.ts, self.th.min_dwell_s)
+        return self.advance(f, signals(f, self.th))
+
+    def advance(self, f: feat.Features, s: G3Signals) -> Verdict:
+        """The one place G3's state moves (windows, latches, holds, dwell) and its events are made."""
+        th = self.th
+        ts = s.ts
+        events: list[Event] = []
+        if s.avail_b is None:
+            self.hist.clear()
+            now = _BLIND
+        else:
+            if s.oom_delta:
+                self.oom_total += s.oom_delta
+                self.oom_hold_until = ts + th.oom_critical_hold_s
+                events.append(
+                    Event(
+                        "oom_kill",
+                        "G3",
+                        ts,
+                        f"The kernel OOM killer ran ({s.oom_delta} kill{'s' if s.oom_delta > 1 else ''}) "
+                        f"with {s.avail_b / GIB:.1f} GiB available",
+                        details={"oom_kills": s.oom_delta},
+                    )
+                )
+            now = self._now(f, s)
+        r = judge(RULES, s, now, th)
+        ev = _evidence(s, now, th) if s.avail_b is not None else {}
+        state = G3State(s.budget, s.swapout_per_s, s.majfault_per_s, s.psi_some_pct, s.psi_full_pct, now.tte)
+        out = self.dwell.apply(
+            Finding("G3", r.severity, r.summary, ev, r.advice, state=state), ts, th.min_dwell_s
+        )
         # A leaving level only holds a finding where it is: once it has fallen below a condition's
         # level, that condition must reach its entering level again.
         if out.severity != "critical":
@@ -144,43 +197,18 @@ class G3Tracker(Unpersisted):
                 self.stalls.on = self.swapping.on = self.thin.on = False
         return Verdict(out, events)
 
-    def _judge(self, sample: Sample, f: feat.Features) -> tuple[Finding, list[Event]]:
+    def _now(self, f: feat.Features, s: G3Signals) -> G3Now:
+        """Move the latches, windows and holds on this sample; what the rules read besides the signals."""
         th = self.th
-        ts = f.ts
-        events: list[Event] = []
-        if f.avail_b is None:
-            self.hist.clear()
-            return Finding(
-                "G3", "unknown", "MemAvailable not readable: memory pressure cannot be judged"
-            ), events
-        if f.oom_delta:
-            self.oom_total += f.oom_delta
-            self.oom_hold_until = ts + th.oom_critical_hold_s
-            events.append(
-                Event(
-                    "oom_kill",
-                    "G3",
-                    ts,
-                    f"The kernel OOM killer ran ({f.oom_delta} kill{'s' if f.oom_delta > 1 else ''}) "
-                    f"with {f.avail_b / GIB:.1f} GiB available",
-                    details={"oom_kills": f.oom_delta},
-                )
-            )
-        reserve = th.os_reserve_bytes
-        # CmaFree sits inside MemAvailable but no pinned GPU allocation can use it (docs/diagnosis.md).
-        cma = (f.cma_free_b or 0) if th.budget_subtracts_cma_free else 0
-        budget = f.avail_b - cma - reserve
-        budget_min = f.avail_min_b - cma - reserve
-        some = f.psi_some_pct or 0.0
-        full = f.psi_full_pct or 0.0
-        swo = f.swapout_per_s or 0.0
-        stalls = self.stalls.above(some, th.psi_some_warn_pct, th.psi_some_leave_pct, f.psi_some_now)
+        ts = s.ts
+        some, swo, budget, budget_min = s.some, s.swo, s.budget, s.budget_min
+        stalls = self.stalls.above(some, th.psi_some_warn_pct, th.psi_some_leave_pct, s.psi_some_now)
         swapping = self.swapping.above(swo, th.swapout_warn_pages_s, th.swapout_leave_pages_s)
         thin = self.thin.below(budget, th.budget_warn_bytes, th.budget_warn_leave_bytes)
         exhausted = self.exhausted.below(budget_min, th.budget_critical_bytes, th.budget_critical_leave_bytes)
-        if self.full.above(full, th.psi_full_critical_pct, th.psi_full_leave_pct, f.psi_full_now):
+        if self.full.above(s.full, th.psi_full_critical_pct, th.psi_full_leave_pct, s.psi_full_now):
             if self.full_since is None:
-                self.full_since = ts - (f.dt or 0.0)
+                self.full_since = ts - (s.dt or 0.0)
         else:
             self.full_since = None
         full_sustained = self.full_since is not None and ts - self.full_since >= th.psi_full_sustain_s
@@ -193,88 +221,33 @@ class G3Tracker(Unpersisted):
             # Falling from critical, a warning is entered afresh rather than held by its leaving level:
             # PSI avg60 takes a minute to decay after the stalls end, which is the end of the episode,
             # not reclaim beginning.
-            w_stalls = (some if f.psi_some_now is None else f.psi_some_now) >= th.psi_some_warn_pct
+            w_stalls = (some if s.psi_some_now is None else s.psi_some_now) >= th.psi_some_warn_pct
             w_swapping = swo >= th.swapout_warn_pages_s
             w_thin = budget <= th.budget_warn_bytes or budget_min <= th.budget_critical_bytes
+        return G3Now(
+            stalls, swapping, thin, exhausted, full_sustained, oom_hold,
+            tte if tte is not None else fall_tte, tte is None and fall_tte is not None,
+            w_stalls, w_swapping, w_thin,
+        )  # fmt: skip
 
-        ev = {
-            "mem_available_bytes": f.avail_b,
-            "mem_available_min_bytes": f.avail_min_b,
-            "budget_bytes": budget,
-            "os_reserve_bytes": reserve,
-            "psi_some_avg60_pct": some,
-            "psi_full_avg60_pct": full,
-            "swap_out_pages_per_s": swo,
-            "major_faults_per_s": f.majfault_per_s,
-            "cached_bytes": f.cached_b,
-            "anon_bytes": f.anon_b,
-        }
-        if f.cma_free_b is not None:
-            ev["cma_free_bytes"] = f.cma_free_b
-        if tte is not None:
-            ev["budget_exhausted_in_s"] = round(tte, 1)
-        elif fall_tte is not None:
-            ev["budget_exhausted_in_s"] = round(fall_tte, 1)
-        avail_txt = f"{f.avail_b / GIB:.1f} GiB available (min {f.avail_min_b / GIB:.1f}), budget {budget / GIB:.1f} GiB"
-        if cma >= GIB // 4:
-            avail_txt += f" ({cma / GIB:.1f} GiB CmaFree not counted)"
-        if not (stalls or swapping or full_sustained):
-            # the common, quiet case first: no stall text to format
-            if oom_hold or tte is not None or fall_tte is not None or thin or exhausted:
-                pass
-            else:
-                return Finding("G3", "ok", f"Memory OK: {avail_txt}, no reclaim stalls", ev), events
-        stall_txt = f"PSI some {some:.1f}% / full {full:.1f}%, swap-out {swo:.0f} pages/s"
 
-        if oom_hold:
-            return Finding(
-                "G3", "critical", f"The OOM killer ran: {avail_txt}", ev, ADVICE_LADDER + ADVICE_TENANT
-            ), events
-        if exhausted and (stalls or swapping):
-            return Finding(
-                "G3",
-                "critical",
-                f"Pool close to exhaustion while reclaim stalls: {avail_txt}; {stall_txt}",
-                ev,
-                ADVICE_LADDER + ADVICE_TENANT,
-            ), events
-        if full_sustained:
-            return Finding(
-                "G3",
-                "critical",
-                f"Sustained full memory stalls: {stall_txt}; {avail_txt}",
-                ev,
-                ADVICE_LADDER + ADVICE_TENANT,
-            ), events
-        if w_stalls or w_swapping:
-            return Finding(
-                "G3", "warning", f"Reclaim has begun: {stall_txt}; {avail_txt}", ev, ADVICE_LADDER
-            ), events
-        if tte is not None:
-            return Finding(
-                "G3",
-                "warning",
-                f"Model-load transient heading for the limit in {tte:.0f} s: {avail_txt}",
-                ev,
-                ADVICE_LOAD + ADVICE_LADDER[:1],
-            ), events
-        if fall_tte is not None:
-            return Finding(
-                "G3",
-                "warning",
-                f"MemAvailable falling fast, budget gone in ~{fall_tte:.0f} s at this rate: {avail_txt}",
-                ev,
-                ADVICE_LOAD + ADVICE_LADDER[:1],
-            ), events
-        if w_thin:
-            return Finding(
-                "G3",
-                "warning",
-                f"Memory budget is thin, no reclaim stalls: {avail_txt}",
-                ev,
-                ADVICE_THIN + ADVICE_LADDER[:1],
-            ), events
-        return Finding("G3", "ok", f"Memory OK: {avail_txt}, no reclaim stalls", ev), events
+def _evidence(s: G3Signals, now: G3Now, th) -> dict:
+    """The readings behind the finding, for people (code reads Finding.state)."""
+    ev = {
+        "mem_available_bytes": s.avail_b,
+        "mem_available_min_bytes": s.avail_min_b,
+        "budget_bytes": s.budget,
+        "os_reserve_bytes": th.os_reserve_bytes,
+        "psi_some_avg60_pct": s.some,
+        "psi_full_avg60_pct": s.full,
+        "swap_out_pages_per_s": s.swo,
+        "major_faults_per_s": s.majfault_per_s,
+        "cached_bytes": s.cached_b,
+        "anon_bytes": s.anon_b,
+    }
+    if now.tte is not None:
+        ev["budget_exhausted_in_s"] = round(now.tte, 1)
+    return ev
 
 
 def classify(window: Sequence[Sample], th) -> Finding:

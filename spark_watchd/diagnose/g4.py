@@ -1,42 +1,100 @@
 """G4 thermal throttling: the throttle signature, its damage, reboots, and the non-thermal look-alikes.
 
+Three stages per sample: `signals(sample, f, th)` reads the sample into a `G4Signals` record (pure);
+`G4Tracker.advance` is the only place the episode, counters, jobs and holds change and events are
+emitted; the rules in `g4_rules.RULES` then rule on the record and the state in priority order.
 `classify(window, th)` is the pure function of a window; `G4Tracker.observe` is its incremental form
-(a `diagnose.tracker.Tracker`: the engine feeds one sample at a time so nothing is recomputed over the
-whole window).
+(a `diagnose.tracker.Tracker`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from spark_watchd.diagnose import features as feat
-from spark_watchd.diagnose.anomaly import ADVICE_HUNG, ADVICE_LIMIT, ADVICE_POWER, AnomalyWatch
-from spark_watchd.diagnose.board import ADVICE_PROCHOT_COOL
+from spark_watchd.diagnose.anomaly import AnomalyWatch
+from spark_watchd.diagnose.board import BoardEvidence
 from spark_watchd.diagnose.board import evidence as board_evidence
+from spark_watchd.diagnose.g4_rules import RULES, G4Now
 from spark_watchd.diagnose.steady import Dwell
 from spark_watchd.diagnose.steps import Job, step_ratio
-from spark_watchd.diagnose.tracker import Verdict
+from spark_watchd.diagnose.tracker import Verdict, judge
+from spark_watchd.diagnose.verdicts import G4State
 from spark_watchd.sample.findings import Event, Finding
 from spark_watchd.sample.model import Sample
 
-# Each remedy appears once per finding: a critical adds why it matters to the throttle advice, never a
-# second wording of the clock cap.
-CAP_CLOCKS = "sudo nvidia-smi -lgc 0,2100"
-ADVICE_THROTTLE = (
-    "Expect the ~100 W sustained cap on GB10: flat power under the 240 W rating is normal, heat is not.",
-    "Improve cooling: clear the vents, give the unit space, lower the room temperature.",
-    f"Or lower the clock ceiling so it stops hitting the slowdown threshold: {CAP_CLOCKS}",
-)
-ADVICE_DAMAGE = ("Training is measurably slower: fix the heat (below) before long runs.",)
-ADVICE_REBOOT = (
-    "The unit rebooted after a thermal throttle: check airflow before restarting the job, "
-    f"and lower the clock ceiling for long runs: {CAP_CLOCKS}",
-)
+
+class G4Signals(NamedTuple):
+    """What one sample says about heat, read once (no state): the rules' and advance()'s input."""
+
+    ts: float
+    dt: float | None  # seconds since the previous sample (None across a gap or reboot)
+    has_gpu: bool
+    temp_c: float | None
+    util_pct: float | None
+    power_w: float | None
+    sm_clock_mhz: int | None
+    app_clock_mhz: int | None
+    slowdown_c: float | None
+    shutdown_c: float | None
+    thermal_bits: bool | None  # a thermal reason bit is set (None: no reason mask)
+    counter_share: float | None  # thermal counters' share of the interval (0..1)
+    loaded: bool  # utilisation (or, without it, power) says the GPU is working
+    near: bool  # within slowdown_margin_c of the slowdown threshold
+    at_shutdown: bool
+    moving: bool  # the thermal counters ran at least thermal_counter_rate_min
+    thermal_now: bool  # heat is signalled at this sample (mask, counters, board)
+    signature: bool  # the throttle signature: heat signalled and confirmed (starts or extends an episode)
+    reason: str | None  # G4State.reason
+    board: BoardEvidence | None
 
 
-def _n(v, fmt: str = "") -> str:
-    """Format a reading that may be missing."""
-    return "?" if v is None else format(v, fmt)
+_BLIND = dict.fromkeys(G4Signals._fields)
+
+
+def signals(sample: Sample, f: feat.Features, th) -> G4Signals:
+    """Read one sample and its features into the signature G4 judges; pure."""
+    if not f.has_gpu:
+        return G4Signals(**{**_BLIND, "ts": f.ts, "dt": f.dt, "has_gpu": False, "loaded": False,
+                            "near": False, "at_shutdown": False, "moving": False, "thermal_now": False,
+                            "signature": False})  # fmt: skip
+    temp = f.temp_c
+    util = f.util_pct
+    power = f.power_w
+    clk = f.sm_clock_mhz
+    slowdown = f.slowdown_c
+    loaded = util >= th.load_util_pct if util is not None else (power or 0) >= 0.5 * th.sustained_power_w
+    near = temp is not None and temp >= slowdown - th.slowdown_margin_c
+    at_shutdown = temp is not None and temp >= f.shutdown_c
+    clock_low = loaded and clk is not None and clk < f.app_clock_mhz * th.clock_drop_ratio
+    rate = f.thermal_rate
+    moving = rate is not None and rate >= th.thermal_counter_rate_min
+    thermal_now = bool(f.thermal_bits) or moving
+    reason = "reasons" if f.thermal_bits else "counters" if moving else None
+    if f.thermal_bits is None and f.thermal_rate is None and f.dt is not None:
+        # No reason mask nor counters: fall back to temperature at the threshold with clocks sagging.
+        signature = temp is not None and temp >= slowdown and clock_low
+        thermal_now = signature
+        reason = "temperature" if signature else None
+    else:
+        pr = f.pure_thermal_rate
+        pure = bool(f.pure_thermal_bits) or (pr is not None and pr >= th.thermal_counter_rate_min)
+        # SW/HW thermal is heat by definition (the GPU sensor may read a few C under the hotspot);
+        # HW slowdown alone needs the temperature or the clocks to agree.
+        signature = (pure and loaded) or (thermal_now and (near or clock_low))
+    if at_shutdown and not signature:
+        signature, reason = True, "shutdown"
+    b = board_evidence(sample.board, th, slowdown, loaded, temp)
+    if b is not None and b.thermal and loaded:
+        # PROCHOT or the package at Tj max is heat even when NVML's mask reads 0 (firmware clamps first).
+        if not thermal_now:
+            reason = "board"
+        signature = thermal_now = True
+    return G4Signals(
+        f.ts, f.dt, True, temp, util, power, clk, f.app_clock_mhz, slowdown, f.shutdown_c, f.thermal_bits,
+        rate, loaded, near, at_shutdown, moving, thermal_now, signature, reason, b,
+    )  # fmt: skip
 
 
 class G4Tracker:
@@ -142,68 +200,43 @@ class G4Tracker:
 
     def observe(self, sample: Sample, f: feat.Features) -> Verdict:
         """Judge the newest sample (after any reboot() call for it), held min_dwell_s before it may fall."""
-        finding, events = self._judge(sample, f)
-        return Verdict(self.dwell.apply(finding, f.ts, self.th.min_dwell_s), events)
+        return self.advance(sample, f, signals(sample, f, self.th))
 
-    def _judge(self, sample: Sample, f: feat.Features) -> tuple[Finding, list[Event]]:
+    def advance(self, sample: Sample, f: feat.Features, s: G4Signals) -> Verdict:
+        """The one place G4's state moves: episode, counters, jobs, holds; the events; then the rules rule."""
         th = self.th
-        ts = f.ts
+        ts = s.ts
         events: list[Event] = []
         hold = self.reboot_hold_until is not None and ts < self.reboot_hold_until
         if not hold:
             self.reboot_hold_until = None
-        if not f.has_gpu:
+        if not s.has_gpu:
             self.last_ts = ts
-            if hold:
-                return self._reboot_finding(ts), events
-            return Finding("G4", "unknown", "No GPU readings: thermal state cannot be judged"), events
-
-        temp = f.temp_c
-        util = f.util_pct
-        power = f.power_w
-        clk = f.sm_clock_mhz
-        slowdown = f.slowdown_c
-        loaded = util >= th.load_util_pct if util is not None else (power or 0) >= 0.5 * th.sustained_power_w
-        near = temp is not None and temp >= slowdown - th.slowdown_margin_c
-        at_shutdown = temp is not None and temp >= f.shutdown_c
-        clock_low = loaded and clk is not None and clk < f.app_clock_mhz * th.clock_drop_ratio
-        rate = f.thermal_rate
-        moving = rate is not None and rate >= th.thermal_counter_rate_min
-        thermal_now = bool(f.thermal_bits) or moving
-        if f.thermal_bits is None and f.thermal_rate is None and f.dt is not None:
-            # No reason mask nor counters: fall back to temperature at the threshold with clocks sagging.
-            signature = temp is not None and temp >= slowdown and clock_low
-            thermal_now = signature
-        else:
-            pr = f.pure_thermal_rate
-            pure = bool(f.pure_thermal_bits) or (pr is not None and pr >= th.thermal_counter_rate_min)
-            # SW/HW thermal is heat by definition (the GPU sensor may read a few C under the hotspot);
-            # HW slowdown alone needs the temperature or the clocks to agree.
-            signature = (pure and loaded) or (thermal_now and (near or clock_low))
-        signature = signature or at_shutdown
-        b = board_evidence(sample.board, th, slowdown, loaded, temp)
-        if b is not None and b.thermal and loaded:
-            # PROCHOT or the package at Tj max is heat even when NVML's mask reads 0 (firmware clamps first).
-            signature = thermal_now = True
-
-        if signature:
+            now = G4Now(self.episode, hold, False, None, None, None)
+            return self._publish(judge(RULES, s, now, th), {}, s, now, events)
+        if s.signature:
             self.last_thermal_ts = ts
             if not self.episode:
                 self.episode = True
                 self.episode_start = ts
                 self.critical = False
+                temp = s.temp_c
                 events.append(
                     Event(
                         "throttle_start",
                         "G4",
                         ts,
-                        f"Thermal throttle started at {temp:.1f} C (slowdown {slowdown:.0f} C)"
+                        f"Thermal throttle started at {temp:.1f} C (slowdown {s.slowdown_c:.0f} C)"
                         if temp is not None
                         else "Thermal throttle started",
-                        details={"temp_c": temp, "slowdown_temp_c": slowdown, "sm_clock_mhz": clk},
+                        details={
+                            "temp_c": temp,
+                            "slowdown_temp_c": s.slowdown_c,
+                            "sm_clock_mhz": s.sm_clock_mhz,
+                        },
                     )
                 )
-        elif self.episode and thermal_now:
+        elif self.episode and s.thermal_now:
             self.last_thermal_ts = ts
         if (
             self.episode
@@ -222,144 +255,57 @@ class G4Tracker:
                     details={"duration_s": dur},
                 )
             )
-        if self.episode and f.dt is not None:
-            self.throttle_s += f.dt
-
-        worst = step_ratio(self.jobs, sample, ts, self.episode, thermal_now, th)
+        if self.episode and s.dt is not None:
+            self.throttle_s += s.dt
+        worst = step_ratio(self.jobs, sample, ts, self.episode, s.thermal_now, th)
         self.last_ts = ts
-        anomaly = None if (self.episode or thermal_now) else self.anomalies.update(f, loaded)
-
-        ev = {
-            "temp_c": temp,
-            "slowdown_temp_c": slowdown,
-            "shutdown_temp_c": f.shutdown_c,
-            "power_w": power,
-            "power_rating_w": th.power_rating_w,
-            "sm_clock_mhz": clk,
-            "applications_clock_mhz": f.app_clock_mhz,
-            "util_pct": util,
-            "thermal_reasons_active": f.thermal_bits,
-            "thermal_counter_share": rate,
-            # cumulative, for sparkwatchd_throttled_seconds_total (the runtime restores it after restarts)
-            "throttled_seconds_total": self.throttle_s,
-        }
-        if b is not None:
-            ev.update(b.details())
-        if worst is not None:
-            ev["step_seconds_recent"] = worst[2]
-            ev["step_seconds_baseline"] = worst[3]
-            ev["step_time_ratio"] = worst[0]
+        anomaly = None if (self.episode or s.thermal_now) else self.anomalies.update(f, s.loaded)
+        duration = None
+        damaged = False
         if self.episode:
-            ratio = worst[0] if worst is not None else 0.0
+            ratio = worst.ratio if worst is not None else 0.0
             damaged = (
-                at_shutdown
+                s.at_shutdown
                 or ratio >= th.step_slowdown_ratio
                 or (self.critical and ratio >= th.step_recover_ratio)
             )
             self.critical = damaged
-            ev["throttle_duration_s"] = ts - self.episode_start
-            if at_shutdown:
-                return Finding(
-                    "G4",
-                    "critical",
-                    f"GPU at its shutdown threshold: {temp:.1f} C (shutdown {f.shutdown_c:.0f} C)",
-                    ev,
-                    ADVICE_THROTTLE,
-                ), events
-            if damaged:
-                return Finding(
-                    "G4",
-                    "critical",
-                    f"Thermal throttle is slowing training: step time x{ratio:.2f} of its baseline "
-                    f"({worst[1]}), {_n(temp, '.1f')} C, clocks {_n(clk)} MHz",
-                    ev,
-                    ADVICE_DAMAGE + ADVICE_THROTTLE,
-                ), events
-            if hold:
-                return self._reboot_finding(ts, ev), events
-            why = "active" if f.thermal_bits else "counters moving"
-            if not f.thermal_bits and not moving and b is not None and b.thermal:
-                why = f"mask clear but {b.why_thermal()}"
-            return Finding(
-                "G4",
-                "warning",
-                f"Thermal throttle: {_n(temp, '.1f')} C at the {slowdown:.0f} C slowdown, thermal reason "
-                f"{why}, clocks {_n(clk)} of {f.app_clock_mhz} MHz, {_n(power, '.0f')} W",
-                ev,
-                ADVICE_THROTTLE,
-            ), events
-        if hold:
-            return self._reboot_finding(ts, ev), events
-        if anomaly == "power_delivery":
-            return Finding(
-                "G4",
-                "ok",
-                f"Not thermal: clocks pinned at {clk} MHz at {temp:.0f} C and {power:.0f} W with no clock-event "
-                "reason bit (power-delivery fault"
-                + (
-                    f", confirmed by board DC input {b.dc_input_w:.0f} W)"
-                    if b is not None and b.dc_input_low
-                    else ")"
-                ),
-                ev,
-                ADVICE_POWER,
-                anomaly="power_delivery",
-            ), events
-        if anomaly == "hung_engine":
-            return Finding(
-                "G4",
-                "ok",
-                f"Not thermal: {util:.0f}% utilisation at {power:.0f} W with temperature falling (hung engine?)",
-                ev,
-                ADVICE_HUNG,
-                anomaly="hung_engine",
-            ), events
-        if b is not None and b.prochot_cool and loaded:
-            return Finding(
-                "G4",
-                "ok",
-                f"Not thermal: board PROCHOT asserted at {_n(temp, '.0f')} C, well under the {slowdown:.0f} C "
-                "slowdown: a board power or current limit, not a thermal throttle",
-                ev,
-                ADVICE_PROCHOT_COOL,
-                anomaly="power_limit",
-            ), events
-        if b is not None and b.limit is not None:
-            if worst is not None and worst[0] >= th.step_slowdown_ratio:
-                return Finding(
-                    "G4",
-                    "ok",
-                    f"Not thermal: step time x{worst[0]:.2f} of its baseline ({worst[1]}) while the firmware "
-                    f"{b.limit} power limit holds the board ({b.limit_phrase()}), with no NVML reason: "
-                    "the slowdown is that limit, not heat",
-                    ev,
-                    ADVICE_LIMIT,
-                    anomaly="power_limit",
-                ), events
-            return Finding(
-                "G4",
-                "ok",
-                f"No thermal throttle: {_n(temp, '.0f')} C at the platform power limit ({b.limit_phrase()}): "
-                "the platform cap, not heat",
-                ev,
-            ), events
-        if temp is None:
-            return Finding("G4", "ok", "No throttle signature (temperature not reported)", ev), events
-        summary = f"No thermal throttle: {temp:.0f} C"
-        if power is not None:
-            summary += f", {power:.0f} W"
-        if near:
-            summary += f" (near the {slowdown:.0f} C slowdown, no thermal reason yet)"
-        return Finding("G4", "ok", summary, ev), events
+            duration = ts - self.episode_start
+        now = G4Now(self.episode, hold, damaged, worst, anomaly, duration)
+        return self._publish(judge(RULES, s, now, th), self._evidence(s, now), s, now, events)
 
-    def _reboot_finding(self, ts, ev=None) -> Finding:
-        return Finding(
-            "G4",
-            "critical",
-            "Rebooted after a thermal throttle",
-            ev or {},
-            ADVICE_REBOOT,
-        )
+    def _evidence(self, s: G4Signals, now: G4Now) -> dict:
+        """The readings behind the finding, for people (code reads Finding.state)."""
+        th = self.th
+        ev = {
+            "temp_c": s.temp_c,
+            "slowdown_temp_c": s.slowdown_c,
+            "shutdown_temp_c": s.shutdown_c,
+            "power_w": s.power_w,
+            "power_rating_w": th.power_rating_w,
+            "sm_clock_mhz": s.sm_clock_mhz,
+            "applications_clock_mhz": s.app_clock_mhz,
+            "util_pct": s.util_pct,
+            "thermal_reasons_active": s.thermal_bits,
+            "thermal_counter_share": s.counter_share,
+            # cumulative, for sparkwatchd_throttled_seconds_total (the runtime restores it after restarts)
+            "throttled_seconds_total": self.throttle_s,
+        }
+        if s.board is not None:
+            ev.update(s.board.details())
+        w = now.step
+        if w is not None:
+            ev["step_seconds_recent"] = w.recent_s
+            ev["step_seconds_baseline"] = w.baseline_s
+            ev["step_time_ratio"] = w.ratio
+        if now.duration_s is not None:
+            ev["throttle_duration_s"] = now.duration_s
+        return ev
+
+    def _publish(self, r, ev: dict, s: G4Signals, now: G4Now, events: list[Event]) -> Verdict:
+        state = G4State(now.throttling, s.reason, s.counter_share, now.step, self.throttle_s, now.duration_s)
+        finding = Finding("G4", r.severity, r.summary, ev, r.advice, r.anomaly, state)
+        return Verdict(self.dwell.apply(finding, s.ts, self.th.min_dwell_s), events)
 
 
 def classify(window: Sequence[Sample], th) -> Finding:

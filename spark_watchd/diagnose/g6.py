@@ -1,5 +1,8 @@
 """G6 contention: heavy GPU-resident workloads sharing the one UMA pool, and evictions between them.
 
+Three stages per sample: `signals(f, th)` reads the sample's features into a `G6Signals` record (pure);
+`G6Tracker.advance` is the only place the grouping, per-process levels, latches and holds change and
+events are emitted; the rules in `g6_rules.RULES` then rule on the record and the state in priority order.
 `classify(window, th)` is the pure function of a window; `G6Tracker.observe` is its incremental form
 (a `diagnose.tracker.Tracker`).
 """
@@ -8,17 +11,42 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from spark_watchd.diagnose import features as feat
-from spark_watchd.diagnose.advice import g6_advice
+from spark_watchd.diagnose.g6_rules import GIB, RULES, G6Now, _over_share
 from spark_watchd.diagnose.steady import Dwell, Latch
-from spark_watchd.diagnose.tracker import Unpersisted, Verdict
+from spark_watchd.diagnose.tracker import Unpersisted, Verdict, judge
+from spark_watchd.diagnose.verdicts import G6State
 from spark_watchd.sample.findings import Event, Finding
 from spark_watchd.sample.groups import Grouper, Workload
 from spark_watchd.sample.model import Sample
 from spark_watchd.sample.workloads import SERVER_KINDS
 
-GIB = 1024**3
+
+class G6Signals(NamedTuple):
+    """What one sample says about pressure on the shared pool, read once (no state)."""
+
+    ts: float
+    some: float  # PSI some %, 0 when not read
+    psi_some_now: float | None
+    majfault_per_s: float | None
+    mem_total_b: int | None
+    share_max: float | None  # capped_utilization_max of the pool: more than this is not a capped share
+    pressure: bool  # stalls, swapping or a major-fault storm: evictions are looked for
+
+
+def signals(f: feat.Features, th) -> G6Signals:
+    """Read one sample's features into what G6 judges; pure (the processes are read by advance())."""
+    some = f.psi_some_pct or 0.0
+    pressure = (
+        some >= th.psi_some_warn_pct
+        or (f.swapout_per_s or 0.0) >= th.swapout_warn_pages_s
+        or (f.majfault_per_s or 0.0) >= th.majfault_storm_per_s
+    )
+    total = f.mem_total_b
+    share_max = th.capped_utilization_max * total if total else None
+    return G6Signals(f.ts, some, f.psi_some_now, f.majfault_per_s, total, share_max, pressure)
 
 
 class G6Tracker(Unpersisted):
@@ -69,21 +97,39 @@ class G6Tracker(Unpersisted):
 
     def observe(self, sample: Sample, f: feat.Features) -> Verdict:
         """Judge the newest sample (held at a severity for min_dwell_s before it may fall)."""
-        finding, events = self._judge(sample, f)
-        out = self.dwell.apply(finding, f.ts, self.th.min_dwell_s)
+        return self.advance(sample, f, signals(f, self.th))
+
+    def advance(self, sample: Sample, f: feat.Features, s: G6Signals) -> Verdict:
+        """The one place G6's state moves (grouping, per-process levels, latches, holds) and events are made."""
+        th = self.th
+        ts = s.ts
+        events = self._evictions(sample, f, s)
+        now = self._now(s)
+        r = judge(RULES, s, now, th)
+        state = G6State(len(now.heavy), now.uncapped, now.large, now.footprint_bytes, s.majfault_per_s)
+        ev = {
+            "heavy_workloads": len(now.heavy),
+            # Caps are a server notion: a lone trainer is never "uncapped"; a large one is counted apart.
+            "uncapped_workloads": now.uncapped,
+            "large_workloads": now.large,
+            "workloads_footprint_bytes": now.footprint_bytes,
+            "psi_some_avg60_pct": s.some,
+            "major_faults_per_s": s.majfault_per_s,
+            "workloads": [_row(w) for w in now.heavy],
+        }
+        out = self.dwell.apply(
+            Finding("G6", r.severity, r.summary, ev, r.advice, state=state), ts, th.min_dwell_s
+        )
         if out.severity != "critical":  # the storm latches hold a critical, never start one
             self.stalls.on = self.storm.on = False
         return Verdict(out, events, self.workloads)
 
-    def _judge(self, sample: Sample, f: feat.Features) -> tuple[Finding, list[Event]]:
+    def _evictions(self, sample: Sample, f: feat.Features, s: G6Signals) -> list[Event]:
+        """Group the processes and follow each one's level under pressure: the eviction events."""
         th = self.th
-        ts = f.ts
+        ts = s.ts
         events: list[Event] = []
-        some = f.psi_some_pct or 0.0
-        stalls = some >= th.psi_some_warn_pct
-        swapping = (f.swapout_per_s or 0.0) >= th.swapout_warn_pages_s
-        storm = (f.majfault_per_s or 0.0) >= th.majfault_storm_per_s
-        pressure = stalls or swapping or storm
+        pressure = s.pressure
         hists = self.rss
         refs = self.ref
         win = th.eviction_window_s
@@ -140,12 +186,12 @@ class G6Tracker(Unpersisted):
                 hists.pop(key, None)
                 self.fired.pop(key, None)
                 refs.pop(key, None)
-        return self._contention(wls, f, some), events
+        return events
 
-    def _contention(self, wls, f, some) -> Finding:
-        """The sharing verdict over this sample's workloads."""
+    def _now(self, s: G6Signals) -> G6Now:
+        """Who is heavy (with hysteresis), the latches and the eviction hold: what the rules read."""
         th = self.th
-        ts = f.ts
+        wls = self.workloads
         # Heavy means heavy, whatever the kind: an Ollama with no model loaded (0.5 GiB) is no co-tenant.
         # A footprint wandering at the line stays heavy until it is clearly under it.
         heavy_keys = set()
@@ -158,56 +204,19 @@ class G6Tracker(Unpersisted):
                 heavy.append(w)
                 heavy_keys.add(w.key)
         self.heavy_keys = heavy_keys
-        sharing = len(heavy) >= 2
-        stalls = self.stalls.above(some, th.psi_some_warn_pct, th.psi_some_leave_pct, f.psi_some_now)
-        storm = self.storm.above(f.majfault_per_s, th.majfault_storm_per_s, th.majfault_storm_leave_per_s)
-        share_max = th.capped_utilization_max * f.mem_total_b if f.mem_total_b else None
+        stalls = self.stalls.above(s.some, th.psi_some_warn_pct, th.psi_some_leave_pct, s.psi_some_now)
+        storm = self.storm.above(s.majfault_per_s, th.majfault_storm_per_s, th.majfault_storm_leave_per_s)
         n_uncapped = n_large = 0
         total_foot = 0
         for w in heavy:
             total_foot += w.footprint_bytes
-            if _over_share(w, share_max):
+            if _over_share(w, s.share_max):
                 n_uncapped += 1
             elif w.kind not in SERVER_KINDS and w.footprint_bytes >= th.large_trainer_bytes:
                 n_large += 1
-        near_cap = f.mem_total_b is not None and total_foot >= th.near_capacity_ratio * f.mem_total_b
-        ev = {
-            "heavy_workloads": len(heavy),
-            # Caps are a server notion: a lone trainer is never "uncapped"; a large one is counted apart.
-            "uncapped_workloads": n_uncapped,
-            "large_workloads": n_large,
-            "workloads_footprint_bytes": total_foot,
-            "psi_some_avg60_pct": some,
-            "major_faults_per_s": f.majfault_per_s,
-            "workloads": [_row(w) for w in heavy],
-        }
-        names = _names(heavy, th, share_max) if heavy else ""
-        if self.hold_until is not None and ts < self.hold_until:
-            advice = g6_advice(heavy, evicting=True)
-            return Finding("G6", "critical", f"Eviction: {self.last_eviction}", ev, advice)
-        if sharing and storm and stalls:
-            return Finding(
-                "G6",
-                "critical",
-                f"Major-fault storm ({f.majfault_per_s:.0f}/s) with memory stalls (PSI {some:.0f}%) while "
-                f"{names} share the pool",
-                ev,
-                g6_advice(heavy, evicting=True),
-            )
-        if sharing and (n_uncapped or n_large or near_cap):
-            why = ""
-            if not (n_uncapped or n_large):
-                why = f", together near capacity ({total_foot / GIB:.0f} of {f.mem_total_b / GIB:.0f} GiB)"
-            return Finding(
-                "G6",
-                "warning",
-                f"{len(heavy)} heavy GPU workloads share the pool: {names}{why}",
-                ev,
-                g6_advice(heavy, evicting=False),
-            )
-        if sharing:
-            return Finding("G6", "ok", f"{len(heavy)} GPU workloads share the pool, all capped: {names}", ev)
-        return Finding("G6", "ok", "No contention: at most one heavy GPU workload", ev)
+        near_cap = s.mem_total_b is not None and total_foot >= th.near_capacity_ratio * s.mem_total_b
+        evicted = self.last_eviction if self.hold_until is not None and s.ts < self.hold_until else None
+        return G6Now(tuple(heavy), stalls, storm, n_uncapped, n_large, total_foot, near_cap, evicted)
 
     def _eviction(self, p, key, hist, ref, gpu, ts, f, kind):
         """An eviction event when this live process lost a large share of its reference level under pressure.
@@ -269,16 +278,6 @@ class G6Tracker(Unpersisted):
         )
 
 
-def _over_share(w: Workload, share_max) -> bool:
-    """Uncapped for G6: no bounding flag, a fraction above the line, or a byte budget holding over the share."""
-    if w.capped is False:
-        return True
-    # A KV budget in bytes bounds the cache, not the weights beside it: judge what it really holds.
-    return bool(
-        w.capped and w.caps.get("kv_cache_memory_bytes") and share_max and w.footprint_bytes > share_max
-    )
-
-
 def _row(w: Workload) -> dict:
     return {
         "pid": w.pid,
@@ -289,31 +288,6 @@ def _row(w: Workload) -> dict:
         "members": list(w.members),
         "footprint_bytes": w.footprint_bytes,
     }
-
-
-def _names(heavy, th, share_max) -> str:
-    """Who shares the pool, the uncapped or large ones first: 'trainer (30 GiB, large) beside vllm (capped 0.5)'."""
-    bad, good = [], []
-    large = th.large_trainer_bytes
-    for w in heavy:
-        foot = w.footprint_bytes
-        if w.kind in SERVER_KINDS:
-            kv = w.caps.get("kv_cache_memory_bytes") if w.capped else None
-            if kv and _over_share(w, share_max):
-                bad.append(f"{w.kind} ({w.cap}, holding {foot / GIB:.0f} GiB)")
-            elif w.capped:
-                good.append(f"{w.kind} (capped {w.cap_value:g})" if not kv else f"{w.kind} (capped {w.cap})")
-            elif w.cap_value is not None:
-                bad.append(f"{w.kind} (cap {w.cap_value:g}, above {th.capped_utilization_max:g})")
-            else:
-                bad.append(f"{w.kind} (uncapped)")
-        elif foot >= large:
-            bad.append(f"{w.kind} ({foot / GIB:.0f} GiB, large)")
-        else:
-            good.append(f"{w.kind} ({foot / GIB:.0f} GiB)")
-    if bad and good:
-        return f"{' and '.join(bad)} beside {' and '.join(good)}"
-    return " and ".join(bad or good)
 
 
 def _window_reference(hist):

@@ -62,7 +62,7 @@ class Dwell:
         self.since = None
 
     def apply(self, f: Finding, ts: float, dwell_s: float) -> Finding:
-        """The finding to publish at ts: f, or f's evidence under the held severity while the dwell lasts."""
+        """The finding to publish at ts: f, or f's evidence and state under the held severity while the dwell lasts."""
         cur = self.current
         if cur is None or self.since is None or ts < self.since:
             self.current, self.since = f, ts
@@ -82,4 +82,5 @@ class Dwell:
             summary=f"{cur.summary} (easing to {f.severity}; held {left:.0f} s more so a reading at a "
             f"threshold does not flap)",
             evidence=evidence,
+            state=f.state,  # the readings are this sample's: only the severity and its words are held
         )

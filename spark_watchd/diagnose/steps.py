@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 
+from spark_watchd.diagnose.verdicts import StepRatio
 from spark_watchd.sample.model import Sample
 
 
@@ -27,8 +28,10 @@ class Job:
         self.last_report = None
 
 
-def step_ratio(jobs: dict, sample: Sample, ts: float, episode: bool, thermal_now: bool, th):
-    """(worst recent step time / its job's baseline, job, recent mean, baseline), or None without a baseline."""
+def step_ratio(
+    jobs: dict, sample: Sample, ts: float, episode: bool, thermal_now: bool, th
+) -> StepRatio | None:
+    """The job whose recent step time is furthest above its baseline, or None without a baseline."""
     worst = None
     for tp in sample.throughput:
         step = tp.step_seconds
@@ -67,6 +70,6 @@ def step_ratio(jobs: dict, sample: Sample, ts: float, episode: bool, thermal_now
         if j.baseline and j.recent:
             mean = j.recent_sum / len(j.recent)
             r = mean / j.baseline
-            if worst is None or r > worst[0]:
-                worst = (r, tp.job, mean, j.baseline)
+            if worst is None or r > worst.ratio:
+                worst = StepRatio(r, tp.job, mean, j.baseline)
     return worst

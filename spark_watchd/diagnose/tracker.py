@@ -2,13 +2,32 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, Protocol
 
 from spark_watchd.diagnose.features import Features
 from spark_watchd.diagnose.thresholds import Thresholds
 from spark_watchd.sample.findings import Event, Finding
 from spark_watchd.sample.model import Sample
+
+
+class Ruling(NamedTuple):
+    """What one rule concluded: the severity and words of a finding (its evidence and typed state come from
+    the tracker's advance(), which built the record the rule read)."""
+
+    severity: str
+    summary: str
+    advice: tuple[str, ...] = ()
+    anomaly: str | None = None  # a non-thermal G4 anomaly ("power_delivery" ...), never a throttle
+
+
+def judge(rules: tuple[Callable[..., Ruling | None], ...], *args: Any) -> Ruling:
+    """The first rule's ruling that does not pass (None): RULES are in priority order, the last never passes."""
+    for rule in rules:
+        r = rule(*args)
+        if r is not None:
+            return r
+    raise AssertionError(f"no rule ruled (the last of {rules!r} must)")
 
 
 class Verdict(NamedTuple):

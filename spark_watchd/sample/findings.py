@@ -21,6 +21,9 @@ class Finding:
     # Non-thermal anomaly reported under G4 but never called a throttle:
     # "power_delivery" or "hung_engine"; None otherwise.
     anomaly: str | None = None
+    # The classifier's typed state at this sample (diagnose/verdicts.py: G3State, G4State, G6State): what
+    # the exporter, page, API and CLI read instead of evidence keys. Not in to_dict() or equality.
+    state: Any = field(default=None, compare=False)
 
     @property
     def level(self) -> int:

@@ -1,0 +1,173 @@
+"""G3's rules, in priority order: each rules on one sample's signals and the tracker's state, or passes.
+
+A rule is `rule(s: G3Signals, now: G3Now, th) -> Ruling | None`: pure, no state, no events (those are
+`G3Tracker.advance`'s). The first rule in `RULES` that does not pass gives the finding; the last never
+passes. A new rule: read what it needs from `G3Signals` (add a field there, computed in `g3.signals`)
+or, for a latch or window, from `G3Now` (moved in `G3Tracker._now`), put its thresholds in
+`diagnose/thresholds.py` with why they have their value, and insert it in `RULES` where its priority lies.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+from spark_watchd.diagnose.tracker import Ruling
+
+if TYPE_CHECKING:
+    from spark_watchd.diagnose.g3 import G3Signals
+
+GIB = 1024**3
+
+ADVICE_LADDER = (
+    "Drop the page cache between runs: sync; echo 3 | sudo tee /proc/sys/vm/drop_caches",
+    "Then shrink the job: smaller batch, sequence packing, gradient checkpointing.",
+    "Then bf16 LoRA before QLoRA.",
+)
+ADVICE_TENANT = (
+    "Stop or cap other GPU tenants (vLLM --gpu-memory-utilization 0.5, stop Ollama) while training.",
+)
+ADVICE_THIN = (
+    "Little headroom left: fine for a capped server that is already loaded, risky before starting another job.",
+)
+ADVICE_LOAD = (
+    "A model load is filling the pool (page cache and anonymous memory climbing together, the weights "
+    "counted twice): let it finish before starting anything else, and drop caches before the next load.",
+)
+
+
+class G3Now(NamedTuple):
+    """G3's latches, windows and holds after advance() took this sample: what the rules read besides the signals."""
+
+    stalls: bool  # PSI some over psi_some_warn_pct (latched to psi_some_leave_pct)
+    swapping: bool  # swap-out over swapout_warn_pages_s (latched)
+    thin: bool  # budget under budget_warn_bytes (latched)
+    exhausted: bool  # lowest budget under budget_critical_bytes (latched)
+    full_sustained: bool  # PSI full over psi_full_critical_pct for psi_full_sustain_s
+    oom_hold: bool  # within oom_critical_hold_s of an OOM kill
+    tte: float | None  # seconds until the budget is gone: a load transient, or (falling) the fall rate
+    falling: bool  # tte comes from MemAvailable's fall rate, not a load transient
+    # The warning conditions: the latches, or entered afresh when falling from a held critical.
+    w_stalls: bool
+    w_swapping: bool
+    w_thin: bool
+
+
+_BLIND = G3Now(False, False, False, False, False, False, None, False, False, False, False)
+
+
+def _avail(s: G3Signals) -> str:
+    return f"{s.avail_b / GIB:.1f} GiB available (min {s.avail_min_b / GIB:.1f}), budget {s.budget / GIB:.1f} GiB"
+
+
+def _stall(s: G3Signals) -> str:
+    return f"PSI some {s.some:.1f}% / full {s.full:.1f}%, swap-out {s.swo:.0f} pages/s"
+
+
+def unreadable(s: G3Signals, now: G3Now, th) -> Ruling | None:
+    """No MemAvailable: unknown."""
+    if s.avail_b is None:
+        return Ruling("unknown", "MemAvailable not readable: memory pressure cannot be judged")
+    return None
+
+
+def quiet(s: G3Signals, now: G3Now, th) -> Ruling | None:
+    """No stalls, swapping, OOM, load, fall or thin budget (the common case, first): ok."""
+    if (
+        now.stalls
+        or now.swapping
+        or now.full_sustained
+        or now.oom_hold
+        or now.tte is not None
+        or now.thin
+        or now.exhausted
+    ):
+        return None
+    return Ruling("ok", f"Memory OK: {_avail(s)}, no reclaim stalls")
+
+
+def oom_killed(s: G3Signals, now: G3Now, th) -> Ruling | None:
+    """The OOM killer ran within oom_critical_hold_s: critical."""
+    if now.oom_hold:
+        return Ruling("critical", f"The OOM killer ran: {_avail(s)}", ADVICE_LADDER + ADVICE_TENANT)
+    return None
+
+
+def exhausted_stalling(s: G3Signals, now: G3Now, th) -> Ruling | None:
+    """The lowest budget under budget_critical_bytes while reclaim stalls or swaps: critical."""
+    if now.exhausted and (now.stalls or now.swapping):
+        return Ruling(
+            "critical",
+            f"Pool close to exhaustion while reclaim stalls: {_avail(s)}; {_stall(s)}",
+            ADVICE_LADDER + ADVICE_TENANT,
+        )
+    return None
+
+
+def full_stalls(s: G3Signals, now: G3Now, th) -> Ruling | None:
+    """PSI full over psi_full_critical_pct for psi_full_sustain_s: critical."""
+    if now.full_sustained:
+        return Ruling(
+            "critical",
+            f"Sustained full memory stalls: {_stall(s)}; {_avail(s)}",
+            ADVICE_LADDER + ADVICE_TENANT,
+        )
+    return None
+
+
+def reclaim(s: G3Signals, now: G3Now, th) -> Ruling | None:
+    """Reclaim stalls or swap-out past their warning levels: warning."""
+    if now.w_stalls or now.w_swapping:
+        return Ruling("warning", f"Reclaim has begun: {_stall(s)}; {_avail(s)}", ADVICE_LADDER)
+    return None
+
+
+def load_transient(s: G3Signals, now: G3Now, th) -> Ruling | None:
+    """A model load (cache and anon climbing together) heading for the limit within transient_horizon_s: warning."""
+    if now.tte is None or now.falling:
+        return None
+    return Ruling(
+        "warning",
+        f"Model-load transient heading for the limit in {now.tte:.0f} s: {_avail(s)}",
+        ADVICE_LOAD + ADVICE_LADDER[:1],
+    )
+
+
+def falling_fast(s: G3Signals, now: G3Now, th) -> Ruling | None:
+    """MemAvailable falling fast enough to empty the budget before the next sample or two: warning."""
+    if now.tte is None or not now.falling:
+        return None
+    return Ruling(
+        "warning",
+        f"MemAvailable falling fast, budget gone in ~{now.tte:.0f} s at this rate: {_avail(s)}",
+        ADVICE_LOAD + ADVICE_LADDER[:1],
+    )
+
+
+def thin_budget(s: G3Signals, now: G3Now, th) -> Ruling | None:
+    """The budget under budget_warn_bytes without stalls: warning."""
+    if now.w_thin:
+        return Ruling(
+            "warning",
+            f"Memory budget is thin, no reclaim stalls: {_avail(s)}",
+            ADVICE_THIN + ADVICE_LADDER[:1],
+        )
+    return None
+
+
+def ok(s: G3Signals, now: G3Now, th) -> Ruling:
+    """Nothing above: ok."""
+    return Ruling("ok", f"Memory OK: {_avail(s)}, no reclaim stalls")
+
+
+RULES = (
+    unreadable,
+    quiet,
+    oom_killed,
+    exhausted_stalling,
+    full_stalls,
+    reclaim,
+    load_transient,
+    falling_fast,
+    thin_budget,
+    ok,
+)

@@ -1,0 +1,220 @@
+"""G4's rules, in priority order: each rules on one sample's signals and the tracker's state, or passes.
+
+A rule is `rule(s: G4Signals, now: G4Now, th) -> Ruling | None`: pure, no state, no events (those are
+`G4Tracker.advance`'s). The first rule in `RULES` that does not pass gives the finding; the last never
+passes. A new rule: read what it needs from `G4Signals` (add a field there, computed in `g4.signals`),
+put its thresholds in `diagnose/thresholds.py` with why they have their value, and insert it in `RULES`
+where its priority lies.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+from spark_watchd.diagnose.anomaly import ADVICE_HUNG, ADVICE_LIMIT, ADVICE_POWER
+from spark_watchd.diagnose.board import ADVICE_PROCHOT_COOL
+from spark_watchd.diagnose.tracker import Ruling
+from spark_watchd.diagnose.verdicts import StepRatio
+
+if TYPE_CHECKING:
+    from spark_watchd.diagnose.g4 import G4Signals
+
+# Each remedy appears once per finding: a critical adds why it matters to the throttle advice, never a
+# second wording of the clock cap.
+CAP_CLOCKS = "sudo nvidia-smi -lgc 0,2100"
+ADVICE_THROTTLE = (
+    "Expect the ~100 W sustained cap on GB10: flat power under the 240 W rating is normal, heat is not.",
+    "Improve cooling: clear the vents, give the unit space, lower the room temperature.",
+    f"Or lower the clock ceiling so it stops hitting the slowdown threshold: {CAP_CLOCKS}",
+)
+ADVICE_DAMAGE = ("Training is measurably slower: fix the heat (below) before long runs.",)
+ADVICE_REBOOT = (
+    "The unit rebooted after a thermal throttle: check airflow before restarting the job, "
+    f"and lower the clock ceiling for long runs: {CAP_CLOCKS}",
+)
+
+
+class G4Now(NamedTuple):
+    """G4's state after advance() took this sample: what the rules read besides the signals."""
+
+    throttling: bool  # a throttle episode is on
+    hold: bool  # within reboot_critical_hold_s of a reboot that followed a throttle
+    damaged: bool  # the episode slows training (or sits at the shutdown threshold)
+    step: StepRatio | None
+    anomaly: str | None  # "power_delivery" or "hung_engine" once persisted anomaly_min_s
+    duration_s: float | None  # of the episode
+
+
+def _n(v, fmt: str = "") -> str:
+    """Format a reading that may be missing."""
+    return "?" if v is None else format(v, fmt)
+
+
+_REBOOTED = Ruling("critical", "Rebooted after a thermal throttle", ADVICE_REBOOT)
+
+
+def blind_after_reboot(s: G4Signals, now: G4Now, th) -> Ruling | None:
+    """No GPU readings within the hold after a reboot that followed a throttle: still critical."""
+    return _REBOOTED if not s.has_gpu and now.hold else None
+
+
+def blind(s: G4Signals, now: G4Now, th) -> Ruling | None:
+    """No GPU readings: unknown."""
+    if not s.has_gpu:
+        return Ruling("unknown", "No GPU readings: thermal state cannot be judged")
+    return None
+
+
+def at_shutdown(s: G4Signals, now: G4Now, th) -> Ruling | None:
+    """Throttling at the shutdown threshold: critical."""
+    if now.throttling and s.at_shutdown:
+        return Ruling(
+            "critical",
+            f"GPU at its shutdown threshold: {s.temp_c:.1f} C (shutdown {s.shutdown_c:.0f} C)",
+            ADVICE_THROTTLE,
+        )
+    return None
+
+
+def slowing_training(s: G4Signals, now: G4Now, th) -> Ruling | None:
+    """Throttling while a job's step time is step_slowdown_ratio over its baseline (until step_recover_ratio): critical."""
+    if not (now.throttling and now.damaged):
+        return None
+    w = now.step
+    return Ruling(
+        "critical",
+        f"Thermal throttle is slowing training: step time x{w.ratio:.2f} of its baseline "
+        f"({w.job}), {_n(s.temp_c, '.1f')} C, clocks {_n(s.sm_clock_mhz)} MHz",
+        ADVICE_DAMAGE + ADVICE_THROTTLE,
+    )
+
+
+def throttle_after_reboot(s: G4Signals, now: G4Now, th) -> Ruling | None:
+    """Throttling again within the hold after a reboot that followed a throttle: critical."""
+    return _REBOOTED if now.throttling and now.hold else None
+
+
+def throttle(s: G4Signals, now: G4Now, th) -> Ruling | None:
+    """Throttling, training not (measurably) slower: warning."""
+    if not now.throttling:
+        return None
+    b = s.board
+    why = "active" if s.thermal_bits else "counters moving"
+    if not s.thermal_bits and not s.moving and b is not None and b.thermal:
+        why = f"mask clear but {b.why_thermal()}"
+    return Ruling(
+        "warning",
+        f"Thermal throttle: {_n(s.temp_c, '.1f')} C at the {s.slowdown_c:.0f} C slowdown, thermal reason "
+        f"{why}, clocks {_n(s.sm_clock_mhz)} of {s.app_clock_mhz} MHz, {_n(s.power_w, '.0f')} W",
+        ADVICE_THROTTLE,
+    )
+
+
+def after_reboot(s: G4Signals, now: G4Now, th) -> Ruling | None:
+    """Within the hold after a reboot that followed a throttle: critical."""
+    return _REBOOTED if now.hold else None
+
+
+def power_delivery(s: G4Signals, now: G4Now, th) -> Ruling | None:
+    """Clocks pinned low, cool, no reason bit, for anomaly_min_s: ok, a power-delivery anomaly."""
+    if now.anomaly != "power_delivery":
+        return None
+    b = s.board
+    return Ruling(
+        "ok",
+        f"Not thermal: clocks pinned at {s.sm_clock_mhz} MHz at {s.temp_c:.0f} C and {s.power_w:.0f} W with no "
+        "clock-event reason bit (power-delivery fault"
+        + (
+            f", confirmed by board DC input {b.dc_input_w:.0f} W)"
+            if b is not None and b.dc_input_low
+            else ")"
+        ),
+        ADVICE_POWER,
+        "power_delivery",
+    )
+
+
+def hung_engine(s: G4Signals, now: G4Now, th) -> Ruling | None:
+    """Full utilisation at idle power while cooling, for anomaly_min_s: ok, a hung-engine anomaly."""
+    if now.anomaly != "hung_engine":
+        return None
+    return Ruling(
+        "ok",
+        f"Not thermal: {s.util_pct:.0f}% utilisation at {s.power_w:.0f} W with temperature falling (hung engine?)",
+        ADVICE_HUNG,
+        "hung_engine",
+    )
+
+
+def prochot_cool(s: G4Signals, now: G4Now, th) -> Ruling | None:
+    """Board PROCHOT asserted well under the slowdown line while loaded: ok, a power_limit anomaly."""
+    b = s.board
+    if b is None or not b.prochot_cool or not s.loaded:
+        return None
+    return Ruling(
+        "ok",
+        f"Not thermal: board PROCHOT asserted at {_n(s.temp_c, '.0f')} C, well under the {s.slowdown_c:.0f} C "
+        "slowdown: a board power or current limit, not a thermal throttle",
+        ADVICE_PROCHOT_COOL,
+        "power_limit",
+    )
+
+
+def power_limit_slowdown(s: G4Signals, now: G4Now, th) -> Ruling | None:
+    """Step time over step_slowdown_ratio while a firmware power limit holds the board: ok, a power_limit anomaly."""
+    b, w = s.board, now.step
+    if b is None or b.limit is None or w is None or w.ratio < th.step_slowdown_ratio:
+        return None
+    return Ruling(
+        "ok",
+        f"Not thermal: step time x{w.ratio:.2f} of its baseline ({w.job}) while the firmware "
+        f"{b.limit} power limit holds the board ({b.limit_phrase()}), with no NVML reason: "
+        "the slowdown is that limit, not heat",
+        ADVICE_LIMIT,
+        "power_limit",
+    )
+
+
+def power_limit(s: G4Signals, now: G4Now, th) -> Ruling | None:
+    """A firmware power limit holds the board: ok, the platform cap."""
+    b = s.board
+    if b is None or b.limit is None:
+        return None
+    return Ruling(
+        "ok",
+        f"No thermal throttle: {_n(s.temp_c, '.0f')} C at the platform power limit ({b.limit_phrase()}): "
+        "the platform cap, not heat",
+    )
+
+
+def no_temperature(s: G4Signals, now: G4Now, th) -> Ruling | None:
+    """No temperature reported: ok, said so."""
+    return Ruling("ok", "No throttle signature (temperature not reported)") if s.temp_c is None else None
+
+
+def cool(s: G4Signals, now: G4Now, th) -> Ruling:
+    """Nothing above: ok (noting a temperature near the slowdown)."""
+    summary = f"No thermal throttle: {s.temp_c:.0f} C"
+    if s.power_w is not None:
+        summary += f", {s.power_w:.0f} W"
+    if s.near:
+        summary += f" (near the {s.slowdown_c:.0f} C slowdown, no thermal reason yet)"
+    return Ruling("ok", summary)
+
+
+RULES = (
+    blind_after_reboot,
+    blind,
+    at_shutdown,
+    slowing_training,
+    throttle_after_reboot,
+    throttle,
+    after_reboot,
+    power_delivery,
+    hung_engine,
+    prochot_cool,
+    power_limit_slowdown,
+    power_limit,
+    no_temperature,
+    cool,
+)

@@ -1,0 +1,122 @@
+"""G6's rules, in priority order: each rules on one sample's signals and the tracker's state, or passes.
+
+A rule is `rule(s: G6Signals, now: G6Now, th) -> Ruling | None`: pure, no state, no events (those are
+`G6Tracker.advance`'s). The first rule in `RULES` that does not pass gives the finding; the last never
+passes. A new rule: read what it needs from `G6Signals` (add a field there, computed in `g6.signals`)
+or, for what depends on the workloads or a latch, from `G6Now` (built in `G6Tracker._now`), put its
+thresholds in `diagnose/thresholds.py` with why they have their value, and insert it in `RULES` where
+its priority lies.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+from spark_watchd.diagnose.advice import g6_advice
+from spark_watchd.diagnose.tracker import Ruling
+from spark_watchd.sample.groups import Workload
+from spark_watchd.sample.workloads import SERVER_KINDS
+
+if TYPE_CHECKING:
+    from spark_watchd.diagnose.g6 import G6Signals
+
+GIB = 1024**3
+
+
+class G6Now(NamedTuple):
+    """G6's state after advance() took this sample: what the rules read besides the signals."""
+
+    heavy: tuple[Workload, ...]  # GPU-resident workloads over heavy_workload_bytes (to heavy_leave_bytes)
+    stalls: bool  # PSI some latched over psi_some_warn_pct
+    storm: bool  # major faults latched over majfault_storm_per_s
+    uncapped: int  # heavy workloads holding more than a capped share
+    large: int  # heavy trainers over large_trainer_bytes
+    footprint_bytes: int  # of the heavy workloads together
+    near_capacity: bool  # they hold near_capacity_ratio of the pool
+    evicted: str | None  # the last eviction's words while eviction_hold_s lasts
+
+
+def evicted(s: G6Signals, now: G6Now, th) -> Ruling | None:
+    """An eviction within eviction_hold_s: critical."""
+    if now.evicted is not None:
+        return Ruling("critical", f"Eviction: {now.evicted}", g6_advice(now.heavy, evicting=True))
+    return None
+
+
+def fault_storm(s: G6Signals, now: G6Now, th) -> Ruling | None:
+    """Two heavy workloads sharing during a major-fault storm with memory stalls: critical."""
+    if len(now.heavy) >= 2 and now.storm and now.stalls:
+        return Ruling(
+            "critical",
+            f"Major-fault storm ({s.majfault_per_s:.0f}/s) with memory stalls (PSI {s.some:.0f}%) while "
+            f"{_names(now.heavy, th, s.share_max)} share the pool",
+            g6_advice(now.heavy, evicting=True),
+        )
+    return None
+
+
+def uncapped_sharing(s: G6Signals, now: G6Now, th) -> Ruling | None:
+    """Two heavy workloads sharing with one uncapped or large, or together near capacity: warning."""
+    if len(now.heavy) < 2 or not (now.uncapped or now.large or now.near_capacity):
+        return None
+    why = ""
+    if not (now.uncapped or now.large):
+        why = f", together near capacity ({now.footprint_bytes / GIB:.0f} of {s.mem_total_b / GIB:.0f} GiB)"
+    return Ruling(
+        "warning",
+        f"{len(now.heavy)} heavy GPU workloads share the pool: {_names(now.heavy, th, s.share_max)}{why}",
+        g6_advice(now.heavy, evicting=False),
+    )
+
+
+def capped_sharing(s: G6Signals, now: G6Now, th) -> Ruling | None:
+    """Heavy workloads sharing, all capped: ok."""
+    if len(now.heavy) >= 2:
+        return Ruling(
+            "ok",
+            f"{len(now.heavy)} GPU workloads share the pool, all capped: {_names(now.heavy, th, s.share_max)}",
+        )
+    return None
+
+
+def alone(s: G6Signals, now: G6Now, th) -> Ruling:
+    """At most one heavy workload: ok."""
+    return Ruling("ok", "No contention: at most one heavy GPU workload")
+
+
+RULES = (evicted, fault_storm, uncapped_sharing, capped_sharing, alone)
+
+
+def _over_share(w: Workload, share_max) -> bool:
+    """Uncapped for G6: no bounding flag, a fraction above the line, or a byte budget holding over the share."""
+    if w.capped is False:
+        return True
+    # A KV budget in bytes bounds the cache, not the weights beside it: judge what it really holds.
+    return bool(
+        w.capped and w.caps.get("kv_cache_memory_bytes") and share_max and w.footprint_bytes > share_max
+    )
+
+
+def _names(heavy, th, share_max) -> str:
+    """Who shares the pool, the uncapped or large ones first: 'trainer (30 GiB, large) beside vllm (capped 0.5)'."""
+    bad, good = [], []
+    large = th.large_trainer_bytes
+    for w in heavy:
+        foot = w.footprint_bytes
+        if w.kind in SERVER_KINDS:
+            kv = w.caps.get("kv_cache_memory_bytes") if w.capped else None
+            if kv and _over_share(w, share_max):
+                bad.append(f"{w.kind} ({w.cap}, holding {foot / GIB:.0f} GiB)")
+            elif w.capped:
+                good.append(f"{w.kind} (capped {w.cap_value:g})" if not kv else f"{w.kind} (capped {w.cap})")
+            elif w.cap_value is not None:
+                bad.append(f"{w.kind} (cap {w.cap_value:g}, above {th.capped_utilization_max:g})")
+            else:
+                bad.append(f"{w.kind} (uncapped)")
+        elif foot >= large:
+            bad.append(f"{w.kind} ({foot / GIB:.0f} GiB, large)")
+        else:
+            good.append(f"{w.kind} ({foot / GIB:.0f} GiB)")
+    if bad and good:
+        return f"{' and '.join(bad)} beside {' and '.join(good)}"
+    return " and ".join(bad or good)

@@ -40,7 +40,8 @@ def _families(snapshot):
     yield ev
 
     g4 = findings.get("G4")
-    secs = g4.evidence.get("throttled_seconds_total") if g4 is not None else None
+    st = g4.state if g4 is not None else None  # diagnose.verdicts.G4State
+    secs = st.throttled_seconds_total if st is not None else None
     if secs is None:
         secs = (getattr(snapshot, "extras", None) or {}).get("throttle_seconds_total")
     if secs is not None:
@@ -62,5 +63,5 @@ def _families(snapshot):
         yield gauge(
             "thermal_throttle_active",
             "1 while the G4 classifier sees a thermal throttle (warning or critical).",
-            value=1.0 if "throttle_duration_s" in g4.evidence else 0.0,
+            value=1.0 if st is not None and st.throttling else 0.0,
         )

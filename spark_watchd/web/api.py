@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
 from spark_watchd import __version__
+from spark_watchd.diagnose.verdicts import state_dict
 from spark_watchd.export.prometheus import workload_table
 from spark_watchd.snapshot import Snapshot
 from spark_watchd.web.http import Request, Response, Route
@@ -33,6 +34,14 @@ def _memory(snap: Snapshot, os_reserve_bytes: int) -> dict[str, Any]:
     if view is None:  # before the first sample: the same keys, all unknown
         return dict.fromkeys(MEMORY_KEYS) | {"os_reserve_bytes": os_reserve_bytes}
     return {k: getattr(view, k) for k in MEMORY_KEYS}
+
+
+def _finding(f) -> dict[str, Any]:
+    """A finding as the API shows it: its words and evidence, and the typed state code should read."""
+    d = f.to_dict()
+    if f.state is not None:
+        d["state"] = state_dict(f.state)
+    return d
 
 
 def status_dict(daemon) -> dict[str, Any]:
@@ -61,7 +70,7 @@ def status_dict(daemon) -> dict[str, Any]:
         "throughput": [t.to_dict() for t in s.throughput] if s is not None else [],
         "serving": [r.to_dict() for r in s.serving] if s is not None else [],
         "worst": diag.worst() if diag is not None else "unknown",
-        "findings": {g: f.to_dict() for g, f in diag.findings.items()} if diag is not None else {},
+        "findings": {g: _finding(f) for g, f in diag.findings.items()} if diag is not None else {},
         "events": [e.to_dict() for e in diag.events] if diag is not None else [],
         "recent_events": [e.to_dict() for e in snap.recent_events],
         "event_counts": dict(snap.event_counts),

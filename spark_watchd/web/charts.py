@@ -13,12 +13,11 @@ import math
 import threading
 from array import array
 from collections import deque
-from collections.abc import Mapping
 from typing import Any
 
 from spark_watchd.sample.findings import Diagnosis, Event
 from spark_watchd.sample.memory import MemoryView
-from spark_watchd.sample.model import REASON_BITS, SEVERITY_LEVEL, Sample
+from spark_watchd.sample.model import SEVERITY_LEVEL, Sample
 from spark_watchd.snapshot import Snapshot
 from spark_watchd.web.settings import WebSettings
 
@@ -54,14 +53,6 @@ _INT_FIELDS = frozenset(
 )
 _GOTCHA_FIELDS = ("G3", "G4", "G6")
 _LEVEL_SEVERITY = {v: k for k, v in SEVERITY_LEVEL.items()}
-# Thermal and power-brake reasons mark a throttle; the SW power cap (0x04) is GB10's normal state.
-_THROTTLE_MASK = (
-    REASON_BITS["hw_slowdown"]
-    | REASON_BITS["sw_thermal"]
-    | REASON_BITS["hw_thermal"]
-    | REASON_BITS["hw_power_brake"]
-)
-_THROTTLE_COUNTERS = ("hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
 _NAN = float("nan")
 # Per server in a record (the page's Serving panel); at most _SERVING_MAX servers per record.
 _SERVING_KEYS = (
@@ -140,7 +131,6 @@ class History:
         # Bumped whenever the window is cleared (time went backwards: a looping replay, a clock step),
         # so readers polling with ?since= know to start over.
         self.generation = 0
-        self._prev: tuple[float, str | None, Mapping[str, int], Mapping[str, int] | None] | None = None
 
     def __call__(self, snapshot: Snapshot) -> None:
         """Subscriber entry point: record the snapshot (never raises into the daemon's tick)."""
@@ -161,7 +151,6 @@ class History:
                 return False
             if last_ts is not None and sample.ts < last_ts:
                 self._records.clear()
-                self._prev = None
                 self.generation += 1
             rec = self._compact(sample, snapshot.diagnosis, snapshot.memory_or_default())
             self._records.append(rec)
@@ -173,28 +162,12 @@ class History:
     def _compact(self, s: Sample, diagnosis: Diagnosis | None, mem: MemoryView | None) -> _Record:
         gpu = s.gpus[0] if s.gpus else None  # GB10 has one GPU; the page charts the first
         psi = s.psi_memory or {}
-        counters = gpu.clocks_event_counters_us if gpu is not None else None
-        swap_rate = fault_rate = _NAN
-        counters_moved = False
-        if self._prev is not None:
-            p_ts, p_boot, p_vm, p_counters = self._prev
-            dt = s.ts - p_ts
-            # Counters restart at a reboot: no rate across a boot_id change or a counter going down.
-            if dt > 0 and p_boot == s.boot_id:
-                swap_rate = _rate(s.vmstat.get("pswpout"), p_vm.get("pswpout"), dt)
-                fault_rate = _rate(s.vmstat.get("pgmajfault"), p_vm.get("pgmajfault"), dt)
-                if counters and p_counters:
-                    counters_moved = any(
-                        (counters.get(k) or 0) > (p_counters.get(k) or 0) for k in _THROTTLE_COUNTERS
-                    )
-        self._prev = (s.ts, s.boot_id, s.vmstat, counters)
+        # The throttle, its reason and the rates are the classifiers' (diagnose/verdicts.py), computed once
+        # per tick: the chart shades what the G4 card and sparkwatchd_thermal_throttle_active say.
+        g4 = _state(diagnosis, "G4")
+        g3 = _state(diagnosis, "G3")
         reasons = gpu.clocks_event_reasons if gpu is not None else None
-        g4 = diagnosis.findings.get("G4") if diagnosis is not None else None
-        throttling = (
-            bool(reasons is not None and reasons & _THROTTLE_MASK)
-            or counters_moved
-            or (g4 is not None and g4.anomaly is None and g4.severity in ("warning", "critical"))
-        )
+        throttling = g4 is not None and g4.throttling
         values = array(
             "d",
             (
@@ -215,8 +188,8 @@ class History:
                 _num(getattr(mem, "swap_used_bytes", None)),
                 _num((psi.get("some") or {}).get("avg60")),
                 _num((psi.get("full") or {}).get("avg60")),
-                swap_rate,
-                fault_rate,
+                _num(g3.swapout_per_s) if g3 is not None else _NAN,
+                _num(g3.majfault_per_s) if g3 is not None else _NAN,
                 *(_level(diagnosis, g) for g in _GOTCHA_FIELDS),
             ),
         )
@@ -284,10 +257,10 @@ def _finite(v: Any) -> float | None:
     return None if math.isnan(f) or math.isinf(f) else f
 
 
-def _rate(now: Any, before: Any, dt: float) -> float:
-    if now is None or before is None or now < before:
-        return _NAN
-    return (now - before) / dt
+def _state(diagnosis: Diagnosis | None, gotcha: str) -> Any:
+    """The typed state a classifier published with its finding (None without one)."""
+    f = diagnosis.findings.get(gotcha) if diagnosis is not None else None
+    return f.state if f is not None else None
 
 
 def _level(diagnosis: Diagnosis | None, gotcha: str) -> float:

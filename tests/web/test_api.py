@@ -65,3 +65,21 @@ def test_status_document_carries_memory_budget_sources_and_findings_of_the_publi
     rank = {"unknown": -1, "ok": 0, "warning": 1, "critical": 2}
     assert set(doc["findings"]) >= {"G3", "G4", "G6"}
     assert doc["worst"] == max((f["severity"] for f in doc["findings"].values()), key=rank.__getitem__)
+
+
+def test_status_findings_carry_the_classifiers_typed_state():
+    """Code reads the verdict's state (throttling, rates, counts), never evidence key names."""
+    from spark_watchd.web.api import status_dict
+
+    reading = {"meminfo": {"MemTotal": 8 * 2**20, "MemAvailable": 6 * 2**20}}
+    daemon = build(load_settings(None, environ={}), sources=(FakeSource(reading=reading),), state_dir=None)
+    try:
+        daemon.tick()
+        doc = json.loads(json.dumps(status_dict(daemon)))
+    finally:
+        daemon.close()
+    g3, g4, g6 = (doc["findings"][g]["state"] for g in ("G3", "G4", "G6"))
+    assert g3["budget_bytes"] == 6 * 2**30 - daemon.settings.thresholds.os_reserve_bytes
+    assert g3["swapout_per_s"] is None  # one sample: no rate yet
+    assert g4["throttling"] is False and g4["reason"] is None and g4["step"] is None
+    assert g6 == {"heavy": 0, "uncapped": 0, "large": 0, "footprint_bytes": 0, "majfault_per_s": None}

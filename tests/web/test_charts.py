@@ -128,15 +128,34 @@ def test_an_overdrawn_budget_is_the_same_negative_figure_on_the_card_the_chart_a
     assert h.records()[0][0]["mem_budget_bytes"] == card == snap.memory.budget_bytes == metric
 
 
-def test_rates_come_from_counter_deltas_and_stop_at_a_reboot():
+def _judged(samples) -> list[Snapshot]:
+    """Snapshots of samples judged by the real classifiers, as the daemon publishes them."""
+    from spark_watchd.diagnose.engine import Diagnoser
+
+    eng = Diagnoser()
+    return [_snap(s, eng.observe(s)) for s in samples]
+
+
+def test_rates_are_the_classifiers_and_stop_at_a_reboot_or_a_gap():
     h = History()
-    h(_snap(_sample(0.0, pswpout=1000, pgmajfault=500)))
-    h(_snap(_sample(30.0, pswpout=4000, pgmajfault=2000)))
-    h(_snap(_sample(60.0, boot="b2", pswpout=10, pgmajfault=5)))  # counters restarted
-    h(_snap(_sample(90.0, boot="b2", pswpout=10, pgmajfault=65)))
+    snaps = _judged(
+        [
+            _sample(0.0, pswpout=1000, pgmajfault=500),
+            _sample(30.0, pswpout=4000, pgmajfault=2000),
+            _sample(60.0, boot="b2", pswpout=10, pgmajfault=5),  # counters restarted
+            _sample(90.0, boot="b2", pswpout=10, pgmajfault=65),
+            _sample(90.0 + 900, boot="b2", pswpout=910, pgmajfault=965),  # past max_gap_s: no rate
+        ]
+    )
+    for snap in snaps:
+        h(snap)
     recs, _ = h.records()
-    assert [r["swap_out_pages_per_s"] for r in recs] == [None, 100.0, None, 0.0]
-    assert [r["major_faults_per_s"] for r in recs] == [None, 50.0, None, 2.0]
+    assert [r["swap_out_pages_per_s"] for r in recs] == [None, 100.0, None, 0.0, None]
+    assert [r["major_faults_per_s"] for r in recs] == [None, 50.0, None, 2.0, None]
+    # The chart's figures are the ones G3 judged, not a second computation with its own gap rule.
+    g3 = [snap.diagnosis.findings["G3"].state for snap in snaps]
+    assert [r["swap_out_pages_per_s"] for r in recs] == [x.swapout_per_s for x in g3]
+    assert [r["major_faults_per_s"] for r in recs] == [x.majfault_per_s for x in g3]
 
 
 def test_no_gpu_and_missing_psi_serialise_as_null():
@@ -150,23 +169,38 @@ def test_no_gpu_and_missing_psi_serialise_as_null():
 
 
 @pytest.mark.parametrize(
-    ("reasons", "counters", "g4", "anomaly", "expected"),
+    ("reasons", "counters", "expected"),
     [
-        (0x04, None, "ok", None, 0),  # SW power cap alone is GB10's normal state
-        (0x40, None, "ok", None, 1),  # HW thermal slowdown
-        (0x00, {"sw_thermal": 5_000_000}, "ok", None, 1),  # mask 0 between samples, counter moved
-        (0x00, None, "warning", None, 1),
-        (0x00, None, "warning", "power_delivery", 0),  # not thermal, never shaded as a throttle
+        (0x04, None, 0),  # SW power cap alone is GB10's normal state
+        (0x40, None, 1),  # HW thermal slowdown
+        (0x00, {"sw_thermal": 5_000_000}, 1),  # mask 0 between samples, counter moved
+        (0x80, {"hw_power_brake": 5_000_000}, 0),  # the power brake is not heat: G4 says no throttle
     ],
 )
-def test_throttle_flag(reasons, counters, g4, anomaly, expected):
+def test_throttle_flag_is_the_g4_verdict(reasons, counters, expected):
+    from prometheus_client import generate_latest
+
+    from spark_watchd.export.prometheus import build_registry
+    from tests.daemon_helpers import samples, value
+
     h = History()
     base = {"sw_power_cap": 0, "hw_slowdown": 0, "sw_thermal": 0, "hw_thermal": 0, "hw_power_brake": 0}
-    h(_snap(_sample(0.0, gpu=_gpu(clocks_event_counters_us=base))))
     moved = {**base, **(counters or {})}
-    s = _sample(30.0, gpu=_gpu(clocks_event_reasons=reasons, clocks_event_counters_us=moved))
-    h(_snap(s, _diag(30.0, g4=g4, g4_anomaly=anomaly)))
+    hot = _gpu(clocks_event_reasons=reasons, clocks_event_counters_us=moved)
+    snaps = _judged([_sample(0.0, gpu=_gpu(clocks_event_counters_us=base)), _sample(30.0, gpu=hot)])
+    for snap in snaps:
+        h(snap)
+    snap = snaps[-1]
     assert h.records()[0][-1]["throttle"] == expected
+    assert snap.diagnosis.findings["G4"].state.throttling == bool(expected)
+    reg = build_registry(type("D", (), {"snapshot": lambda self: snap, "settings": None, "overruns": 0})())
+    assert value(samples(generate_latest(reg).decode()), "sparkwatchd_thermal_throttle_active") == expected
+
+
+def test_no_throttle_shaded_without_a_verdict():
+    h = History()
+    h(_snap(_sample(0.0, gpu=_gpu(clocks_event_reasons=0x40))))  # a hand-made finding carries no state
+    assert h.records()[0][-1]["throttle"] == 0
 
 
 def test_bounded_by_count_and_by_age():

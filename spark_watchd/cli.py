@@ -25,7 +25,9 @@ VERBS = (
 )
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, dict]:
+def build_parser(only: str | None = None) -> tuple[argparse.ArgumentParser, dict]:
+    """The parser of every verb, or with `only`, of that verb alone (the others listed by their help line:
+    a daemon does not import the modules of the ten verbs it is not running, about 0.7 MiB)."""
     parser = argparse.ArgumentParser(
         prog="spark-watchd", description="Monitoring daemon for NVIDIA DGX Spark (GB10)."
     )
@@ -33,6 +35,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     modules = {}
     for verb, modname, help_text in VERBS:
+        if only is not None and verb != only:
+            sub.add_parser(verb, help=help_text)
+            continue
         mod = importlib.import_module(f"spark_watchd.commands.{modname}")
         p = sub.add_parser(
             verb, help=help_text, description=(mod.__doc__ or help_text).strip().splitlines()[0]
@@ -42,8 +47,17 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
     return parser, modules
 
 
+def _verb(argv: list[str]) -> str | None:
+    """The verb argv names (the first word that is not an option), if it is one."""
+    verbs = {v for v, _m, _h in VERBS}
+    word = next((a for a in argv if not a.startswith("-")), None)
+    return word if word in verbs else None
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser, modules = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    verb = _verb(argv)
+    parser, modules = build_parser(verb) if verb is not None else build_parser()
     args = parser.parse_args(argv)
     if not args.verb:
         parser.print_help(sys.stderr)

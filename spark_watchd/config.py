@@ -7,14 +7,15 @@ and loads them. A bad value exits 78 (EX_CONFIG) naming the file, key and reason
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import stat
 import sys
+import typing
 from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from spark_watchd.diagnose.thresholds import RETIRED, Thresholds
 from spark_watchd.errors import ConfigError
@@ -113,8 +114,12 @@ class DaemonSettings(BaseModel):
         return _no_nul(v)
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid")
+class Settings(BaseModel):
+    """The root: one section per area. Validated from file, environment and flags merged by load_settings
+    (which reads the environment itself: pydantic-settings would add about 1.2 MiB and 30 modules to the
+    daemon for that)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     daemon: DaemonSettings = DaemonSettings()
     sources: SourcesSettings = SourcesSettings()
@@ -125,14 +130,65 @@ class Settings(BaseSettings):
     serving: ServingSettings = ServingSettings()
 
 
-class _Composed(Settings):
-    """Settings validated from an already merged dict: load_settings reads file and env itself to name origins."""
+def _env_settings(env: Mapping[str, str]) -> dict[str, Any]:
+    """SPARK_WATCHD_<SECTION>[__<KEY>[__<SUB>...]] as nested settings (names case-insensitive, as keys in
+    lower case): a whole section, or a key holding a list or table, is JSON; everything else a string."""
+    out: dict[str, Any] = {}
+    prefix = ENV_PREFIX.lower()
+    for var, val in env.items():
+        name = var.lower()
+        if not name.startswith(prefix):
+            continue
+        section, sep, rest = name[len(prefix) :].partition("__")
+        field = Settings.model_fields.get(section)
+        if field is None:
+            continue
+        if not sep:  # the whole section as a JSON object; its SECTION__KEY variables still win
+            value = _env_json(var, val)
+            nested = out.get(section)
+            out[section] = (
+                {**value, **nested} if isinstance(value, dict) and isinstance(nested, dict) else value
+            )
+            continue
+        *keys, last = rest.split("__")
+        node = out.setdefault(section, {})
+        model: Any = field.annotation
+        for key in keys:
+            if not isinstance(node, dict):
+                break
+            node = node.setdefault(key, {})
+            model = _sub_annotation(model, key)
+        else:
+            if isinstance(node, dict):
+                if val and _is_complex(_sub_annotation(model, last)):
+                    val = _env_json(var, val)
+                node[last] = val
+    return out
 
-    @classmethod
-    def settings_customise_sources(
-        cls, settings_cls, init_settings, **_others
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings,)
+
+def _sub_annotation(model: Any, key: str) -> Any:
+    """The annotation of `key` inside `model` (a settings section, or a table's value type); None if unknown."""
+    fields = getattr(model, "model_fields", None)
+    if fields is not None:
+        f = fields.get(key)
+        return f.annotation if f is not None else None
+    args = typing.get_args(model)
+    if typing.get_origin(model) is dict and len(args) == 2:
+        return args[1]
+    return None
+
+
+def _is_complex(annotation: Any) -> bool:
+    """A list, table or model: its environment value is JSON."""
+    origin = typing.get_origin(annotation) or annotation
+    return origin in (list, dict, tuple, set) or hasattr(annotation, "model_fields")
+
+
+def _env_json(var: str, val: str) -> Any:
+    try:
+        return json.loads(val)
+    except ValueError:
+        raise ConfigError(f"environment {var}: not valid JSON (a list or table is written as JSON)") from None
 
 
 def config_path(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> str | None:
@@ -276,17 +332,12 @@ def load_settings(
     resolved = config_path(path, env)
     if resolved:
         data = _merge(data, read_toml(resolved), origins, lambda p: resolved)
-    env_data = EnvSettingsSource(Settings, env_prefix=ENV_PREFIX, env_nested_delimiter="__")
-    env_data.env_vars = {k.lower(): v for k, v in env.items()}  # injectable environment, not os.environ
-    try:
-        env_dict = env_data()
-    except Exception as exc:  # a JSON-looking value that does not parse
-        raise ConfigError(f"environment: {exc}") from None
+    env_dict = _env_settings(env)
     data = _merge(data, env_dict, origins, lambda p: "environment " + ENV_PREFIX + "__".join(p).upper())
     if overrides:
         data = _merge(data, overrides, origins, lambda p: "command line")
     try:
-        return _Composed(**data)
+        return Settings(**data)
     except ValidationError as exc:
         lines = []
         for err in exc.errors():

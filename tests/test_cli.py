@@ -53,3 +53,33 @@ def test_a_configuration_error_deep_in_a_verb_exits_with_its_code_and_one_line(m
 def test_an_unknown_verb_is_a_usage_error_from_the_installed_entry_point():
     res = run_cli("frobnicate")
     assert res.returncode == 2 and "invalid choice: 'frobnicate'" in res.stderr
+
+
+def test_a_verb_imports_only_its_own_module_and_nothing_its_features_do_not_use():
+    """The daemon's resident memory: `run` loads neither the other verbs nor optional or unused stacks."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from spark_watchd import cli; cli.build_parser('run');"
+        "from spark_watchd import app; from spark_watchd.daemon import Runner;"
+        "print(' '.join(sorted(sys.modules)))"
+    )
+    mods = set(
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout.split()
+    )
+    assert "spark_watchd.commands.run" in mods
+    others = {f"spark_watchd.commands.{m}" for _v, m, _h in cli.VERBS} - {"spark_watchd.commands.run"}
+    assert not others & mods, others & mods
+    assert not {"pydantic_settings", "bcrypt", "yaml", "apscheduler"} & mods
+
+
+def test_help_for_one_verb_still_lists_every_verb(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["run", "--help"])
+    out = capsys.readouterr().out
+    assert "--replay" in out
+    _parser, modules = cli.build_parser("status")
+    assert list(modules) == ["status"]

@@ -102,3 +102,28 @@ def test_unwritable_default_state_dir_falls_back_per_user_but_an_explicit_one_is
         usable_state_dir(s, explicit=True)
     assert "state_dir" in s.daemon.model_fields_set  # how run tells a configured dir from the default
     assert "state_dir" not in load_settings(None, environ={}).daemon.model_fields_set
+
+
+def test_environment_lists_tables_and_whole_sections_are_json_and_keys_win_over_the_section():
+    env = {
+        "SPARK_WATCHD_DAEMON__ALLOWED_HOSTS": '["spark.example", "10.0.0.7"]',
+        "SPARK_WATCHD_NOTIFY__HEADERS": '{"X-A": "1"}',
+        "SPARK_WATCHD_NOTIFY__HEADERS__X_TOKEN": "abc",
+        "SPARK_WATCHD_PROGRESS": '{"job_expiry_s": 120}',
+        "spark_watchd_sources__proc_root": "/host/proc",  # names are case-insensitive
+        "SPARK_WATCHD_DAEMON": '{"interval": 7, "log_level": "debug"}',
+        "SPARK_WATCHD_DAEMON__INTERVAL": "9",
+    }
+    s = load_settings(None, environ=env)
+    assert s.daemon.allowed_hosts == ["spark.example", "10.0.0.7"]
+    assert s.notify.headers == {"X-A": "1", "x_token": "abc"}
+    assert s.progress.job_expiry_s == 120 and s.sources.proc_root == "/host/proc"
+    assert s.daemon.interval == 9 and s.daemon.log_level == "debug"
+
+
+def test_a_list_in_the_environment_that_is_not_json_names_the_variable():
+    with pytest.raises(ConfigError) as exc:
+        load_settings(None, environ={"SPARK_WATCHD_DAEMON__ALLOWED_HOSTS": "a,b"})
+    assert str(exc.value) == (
+        "environment SPARK_WATCHD_DAEMON__ALLOWED_HOSTS: not valid JSON (a list or table is written as JSON)"
+    )

@@ -131,9 +131,21 @@ def _jsonable(obj: Any) -> Any:
 def routes(daemon, registry: CollectorRegistry) -> list[Route]:
     """/metrics over the registry, /healthz and /api/v1/status over the daemon's published snapshot."""
 
+    # The exposition is a function of the published snapshot (and the overrun count): rendered once per
+    # tick and format, then every scrape until the next tick is served the same bytes.
+    rendered: list[tuple[Any, int, str, bytes]] = []
+
     def metrics(req: Request) -> Response:
         encoder, content_type = choose_encoder(req.headers.get("accept", ""))
-        return Response(200, encoder(registry), content_type)
+        snap, overruns = daemon.snapshot(), getattr(daemon, "overruns", 0)
+        for s, o, ct, body in rendered:
+            if s is snap and o == overruns and ct == content_type:
+                return Response(200, body, content_type)
+        body = encoder(registry)
+        rendered[:] = [e for e in rendered if e[0] is snap and e[1] == overruns][-1:] + [
+            (snap, overruns, content_type, body)
+        ]
+        return Response(200, body, content_type)
 
     def healthz(req: Request) -> Response:
         snap = daemon.snapshot()

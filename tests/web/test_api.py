@@ -83,3 +83,28 @@ def test_status_findings_carry_the_classifiers_typed_state():
     assert g3["swapout_per_s"] is None  # one sample: no rate yet
     assert g4["throttling"] is False and g4["reason"] is None and g4["step"] is None
     assert g6 == {"heavy": 0, "uncapped": 0, "large": 0, "footprint_bytes": 0, "majfault_per_s": None}
+
+
+def test_metrics_render_once_per_published_tick():
+    from spark_watchd.export.prometheus import build_registry
+    from spark_watchd.web import api
+    from spark_watchd.web.http import Request
+
+    daemon = build(load_settings(None, environ={}), sources=(FakeSource(reading=MEMINFO),), state_dir=None)
+    reg = build_registry(daemon)
+    calls = []
+    real = reg.collect
+    reg.collect = lambda: calls.append(1) or real()
+    route = next(r for r in api.routes(daemon, reg) if r.path == "/metrics")
+    req = Request("GET", "/metrics", {}, {}, b"", "127.0.0.1")
+    try:
+        daemon.tick()
+        first, second = route.handler(req).body, route.handler(req).body
+        assert first == second and len(calls) == 1  # the second scrape is served the same bytes
+        daemon.tick()
+        third = route.handler(req).body
+        assert len(calls) == 2 and b"sparkwatchd_build_info" in third
+        daemon.overruns += 1  # the one figure not on the snapshot
+        assert b"sparkwatchd_tick_overruns_total 1.0" in route.handler(req).body and len(calls) == 3
+    finally:
+        daemon.close()

@@ -10,6 +10,7 @@ reused pid). Processes that vanish or deny access mid-scan are skipped.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
@@ -26,7 +27,7 @@ from spark_watchd.sample.workloads import (
     classify,
     is_training_script,
 )
-from spark_watchd.sources.procfs import iter_root, read_argv
+from spark_watchd.sources.procfs import iter_root, read_argv, read_name
 
 # How many scans a new process's argv is read again before the cached answer is trusted.
 SETTLE_SCANS = 3
@@ -43,10 +44,14 @@ class ProcessSource:
     def __init__(
         self, process_iter: Callable[[], Iterable[psutil.Process]] | None = None, proc_root: str = "/proc"
     ):
+        # A new process's name is read straight from /proc/PID/stat (as psutil reads it) where psutil walks the
+        # real /proc: psutil's oneshot and wrappers cost as much as the read itself.
+        self._direct = False
         if process_iter is None:
             # psutil reads only the real /proc; any other root (a container's /host/proc) is read directly.
             real = os.path.realpath(proc_root) == "/proc"
             process_iter = psutil.process_iter if real else functools.partial(iter_root, proc_root)
+            self._direct = real
         self._iter = process_iter
         self.malformed = 0  # /proc/PID entries skipped because they could not be parsed
         # (pid, create_time) -> (name, argv, kind when not GPU-resident or "candidate", reads so far)
@@ -62,13 +67,20 @@ class ProcessSource:
         if hit is not None and hit[3] >= SETTLE_SCANS and not resident:
             return hit
         self.cmdline_reads += 1
-        with proc.oneshot():
+        root = getattr(proc, "root", "/proc")
+        if self._direct and hit is not None and not resident:
+            # A settling re-read: argv alone tells an exec() (or a retitle) apart; unchanged, so is the answer.
             try:
-                name = proc.name()
+                same = read_argv(root, proc.pid) == hit[1]
             except psutil.AccessDenied:
-                name = ""
+                same = hit[1] == ()
+            if same:
+                entry = self._cache[key] = (*hit[:3], hit[3] + 1)
+                return entry
+        # psutil's oneshot caches its own reads: the direct path makes none (status() only for a zombie).
+        with contextlib.nullcontext() if self._direct else proc.oneshot():
             try:  # bounded as it is read: another user's 1.9 MB argv is not kept whole (issue 20 §2)
-                argv = read_argv(getattr(proc, "root", "/proc"), proc.pid)
+                argv = read_argv(root, proc.pid)
                 zombie = (
                     not argv and isinstance(proc, psutil.Process) and proc.status() == psutil.STATUS_ZOMBIE
                 )
@@ -76,6 +88,13 @@ class ProcessSource:
                     raise psutil.ZombieProcess(proc.pid)
             except psutil.AccessDenied:
                 argv = ()
+            if self._direct:
+                name = read_name(root, proc.pid, argv)
+            else:
+                try:
+                    name = proc.name()
+                except psutil.AccessDenied:
+                    name = ""
         kind = classify(argv, name, gpu_resident=False)
         # A `python train.py` is kept before it holds GPU memory too: its model load is a G3 transient.
         if kind == "other" and is_training_script(argv):

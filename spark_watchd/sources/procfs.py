@@ -9,6 +9,7 @@ create_time is computed as psutil does (stat starttime / CLK_TCK + `btime` of RO
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import nullcontext
 from typing import NamedTuple
@@ -20,6 +21,8 @@ from spark_watchd.sample.workloads import bound_cmdline
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _U64_MAX = 2**64 - 1
+_FS_ENC, _FS_ERRS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
+_COMM_LEN = 15  # TASK_COMM_LEN - 1: the kernel truncates comm to this
 _ARGV_READ_MAX = 8 << 20  # the kernel's own bound on argv + environ is a quarter of an 8-32 MiB stack
 
 
@@ -118,6 +121,22 @@ def read_argv(root: str, pid: int) -> tuple[str, ...]:
     except PermissionError:
         raise psutil.AccessDenied(pid) from None
     return bound_cmdline(raw)
+
+
+def read_name(root: str, pid: int, argv: tuple[str, ...]) -> str:
+    """The process name exactly as psutil's name() gives it: comm from ROOT/PID/stat, or argv[0]'s basename
+    where the kernel truncated comm (15 characters) and argv[0] extends it. psutil.NoSuchProcess when gone."""
+    try:
+        with open(os.path.join(root, str(pid), "stat"), "rb") as f:
+            data = f.read(4096)
+    except (FileNotFoundError, ProcessLookupError):
+        raise psutil.NoSuchProcess(pid) from None
+    name = data[data.find(b"(") + 1 : data.rfind(b")")].decode(_FS_ENC, _FS_ERRS)
+    if len(name) >= _COMM_LEN and argv:
+        ext = os.path.basename(argv[0])
+        if ext.startswith(name):
+            name = ext
+    return name
 
 
 def iter_root(root: str) -> Iterator[ProcEntry]:

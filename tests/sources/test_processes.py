@@ -185,3 +185,31 @@ def test_no_fd_leak_across_scans(spawn):
     for _ in range(5):
         src.collect({})
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_names_read_directly_are_psutils(spawn):
+    """The scan reads a new process's name straight from /proc/PID/stat: exactly what psutil gives."""
+    from spark_watchd.sources.procfs import read_argv, read_name
+
+    spawn("a-process-with-a-long-name.py", "serve", "x y")  # comm truncated to 15 characters
+    compared = 0
+    for proc in psutil.process_iter():
+        try:
+            want = proc.name()
+            got = read_name("/proc", proc.pid, read_argv("/proc", proc.pid))
+        except psutil.Error:
+            continue
+        assert got == want, proc.pid
+        compared += 1
+    assert compared > 2
+
+
+def test_settling_scans_keep_the_answer_while_argv_is_unchanged(spawn):
+    """A settling re-read reads argv alone; the name and kind stand while argv does."""
+    p = spawn("vllm", "serve", "m")
+    src = ProcessSource()
+    first = by_pid(src.collect({}))[p.pid]
+    for _ in range(SETTLE_SCANS):
+        again = by_pid(src.collect({}))[p.pid]
+    assert (again.name, again.cmdline) == (first.name, first.cmdline)
+    assert src._cache[(p.pid, first.create_time)][3] == SETTLE_SCANS

@@ -49,17 +49,21 @@ class G3Signals(NamedTuple):
     oom_delta: int | None  # OOM kills since the previous sample
 
 
+# tuple.__new__ builds the record without NamedTuple's Python-level __new__ (once per sample per record).
+_new = tuple.__new__
+
+
 def signals(f: feat.Features, th) -> G3Signals:
     """Read one sample's features into what G3 judges; pure."""
     reserve = th.os_reserve_bytes
     avail = f.avail_b
-    return G3Signals(
+    return _new(G3Signals, (
         f.ts, f.dt, avail, f.avail_min_b,
         None if avail is None else avail - reserve, None if avail is None else f.avail_min_b - reserve,
         f.psi_some_pct or 0.0, f.psi_full_pct or 0.0, f.psi_some_now, f.psi_full_now,
         f.swapout_per_s or 0.0, f.swapout_per_s, f.majfault_per_s, f.psi_some_pct, f.psi_full_pct,
         f.cached_b, f.anon_b, f.oom_delta,
-    )  # fmt: skip
+    ))  # fmt: skip
 
 
 class G3Tracker(Unpersisted):
@@ -185,7 +189,9 @@ class G3Tracker(Unpersisted):
             now = self._now(f, s)
         r = judge(RULES, s, now, th)
         ev = _evidence(s, now, th) if s.avail_b is not None else {}
-        state = G3State(s.budget, s.swapout_per_s, s.majfault_per_s, s.psi_some_pct, s.psi_full_pct, now.tte)
+        state = _new(
+            G3State, (s.budget, s.swapout_per_s, s.majfault_per_s, s.psi_some_pct, s.psi_full_pct, now.tte)
+        )
         out = self.dwell.apply(
             Finding("G3", r.severity, r.summary, ev, r.advice, state=state), ts, th.min_dwell_s
         )
@@ -224,11 +230,11 @@ class G3Tracker(Unpersisted):
             w_stalls = (some if s.psi_some_now is None else s.psi_some_now) >= th.psi_some_warn_pct
             w_swapping = swo >= th.swapout_warn_pages_s
             w_thin = budget <= th.budget_warn_bytes or budget_min <= th.budget_critical_bytes
-        return G3Now(
+        return _new(G3Now, (
             stalls, swapping, thin, exhausted, full_sustained, oom_hold,
             tte if tte is not None else fall_tte, tte is None and fall_tte is not None,
             w_stalls, w_swapping, w_thin,
-        )  # fmt: skip
+        ))  # fmt: skip
 
 
 def _evidence(s: G3Signals, now: G3Now, th) -> dict:

@@ -51,6 +51,8 @@ class G4Signals(NamedTuple):
 
 
 _BLIND = dict.fromkeys(G4Signals._fields)
+# tuple.__new__ builds the record without NamedTuple's Python-level __new__ (once per sample per record).
+_new = tuple.__new__
 
 
 def signals(sample: Sample, f: feat.Features, th) -> G4Signals:
@@ -91,10 +93,10 @@ def signals(sample: Sample, f: feat.Features, th) -> G4Signals:
         if not thermal_now:
             reason = "board"
         signature = thermal_now = True
-    return G4Signals(
+    return _new(G4Signals, (
         f.ts, f.dt, True, temp, util, power, clk, f.app_clock_mhz, slowdown, f.shutdown_c, f.thermal_bits,
         rate, loaded, near, at_shutdown, moving, thermal_now, signature, reason, b,
-    )  # fmt: skip
+    ))  # fmt: skip
 
 
 class G4Tracker:
@@ -212,7 +214,7 @@ class G4Tracker:
             self.reboot_hold_until = None
         if not s.has_gpu:
             self.last_ts = ts
-            now = G4Now(self.episode, hold, False, None, None, None)
+            now = _new(G4Now, (self.episode, hold, False, None, None, None))
             return self._publish(judge(RULES, s, now, th), {}, s, now, events)
         if s.signature:
             self.last_thermal_ts = ts
@@ -271,7 +273,7 @@ class G4Tracker:
             )
             self.critical = damaged
             duration = ts - self.episode_start
-        now = G4Now(self.episode, hold, damaged, worst, anomaly, duration)
+        now = _new(G4Now, (self.episode, hold, damaged, worst, anomaly, duration))
         return self._publish(judge(RULES, s, now, th), self._evidence(s, now), s, now, events)
 
     def _evidence(self, s: G4Signals, now: G4Now) -> dict:
@@ -303,7 +305,9 @@ class G4Tracker:
         return ev
 
     def _publish(self, r, ev: dict, s: G4Signals, now: G4Now, events: list[Event]) -> Verdict:
-        state = G4State(now.throttling, s.reason, s.counter_share, now.step, self.throttle_s, now.duration_s)
+        state = _new(
+            G4State, (now.throttling, s.reason, s.counter_share, now.step, self.throttle_s, now.duration_s)
+        )
         finding = Finding("G4", r.severity, r.summary, ev, r.advice, r.anomaly, state)
         return Verdict(self.dwell.apply(finding, s.ts, self.th.min_dwell_s), events)
 

@@ -36,6 +36,10 @@ class G6Signals(NamedTuple):
     pressure: bool  # stalls, swapping or a major-fault storm: evictions are looked for
 
 
+# tuple.__new__ builds the record without NamedTuple's Python-level __new__ (once per sample per record).
+_new = tuple.__new__
+
+
 def signals(f: feat.Features, th) -> G6Signals:
     """Read one sample's features into what G6 judges; pure (the processes are read by advance())."""
     some = f.psi_some_pct or 0.0
@@ -46,7 +50,7 @@ def signals(f: feat.Features, th) -> G6Signals:
     )
     total = f.mem_total_b
     share_max = th.capped_utilization_max * total if total else None
-    return G6Signals(f.ts, some, f.psi_some_now, f.majfault_per_s, total, share_max, pressure)
+    return _new(G6Signals, (f.ts, some, f.psi_some_now, f.majfault_per_s, total, share_max, pressure))
 
 
 class G6Tracker(Unpersisted):
@@ -106,7 +110,9 @@ class G6Tracker(Unpersisted):
         events = self._evictions(sample, f, s)
         now = self._now(s)
         r = judge(RULES, s, now, th)
-        state = G6State(len(now.heavy), now.uncapped, now.large, now.footprint_bytes, s.majfault_per_s)
+        state = _new(
+            G6State, (len(now.heavy), now.uncapped, now.large, now.footprint_bytes, s.majfault_per_s)
+        )
         ev = {
             "heavy_workloads": len(now.heavy),
             # Caps are a server notion: a lone trainer is never "uncapped"; a large one is counted apart.
@@ -216,7 +222,7 @@ class G6Tracker(Unpersisted):
                 n_large += 1
         near_cap = s.mem_total_b is not None and total_foot >= th.near_capacity_ratio * s.mem_total_b
         evicted = self.last_eviction if self.hold_until is not None and s.ts < self.hold_until else None
-        return G6Now(tuple(heavy), stalls, storm, n_uncapped, n_large, total_foot, near_cap, evicted)
+        return _new(G6Now, (tuple(heavy), stalls, storm, n_uncapped, n_large, total_foot, near_cap, evicted))
 
     def _eviction(self, p, key, hist, ref, gpu, ts, f, kind):
         """An eviction event when this live process lost a large share of its reference level under pressure.

@@ -33,8 +33,10 @@ class G3Signals(NamedTuple):
     dt: float | None
     avail_b: int | None  # MemAvailable (None: G3 cannot judge)
     avail_min_b: int | None  # its lowest since the previous sample (the fast watch)
-    budget: int | None  # MemAvailable minus os_reserve_bytes
+    budget: int | None  # MemAvailable minus CmaFree (when subtracted) minus os_reserve_bytes
     budget_min: int | None
+    cma_free_b: int | None  # CmaFree as read
+    cma: int  # the CmaFree taken off the budget (0 unless budget_subtracts_cma_free)
     some: float  # PSI some (avg60, or the counter's rate when higher), %
     full: float
     psi_some_now: float | None  # PSI over the last interval alone
@@ -55,11 +57,14 @@ _new = tuple.__new__
 
 def signals(f: feat.Features, th) -> G3Signals:
     """Read one sample's features into what G3 judges; pure."""
-    reserve = th.os_reserve_bytes
+    # CmaFree sits inside MemAvailable but no pinned GPU allocation can use it (docs/diagnosis.md).
+    cma = (f.cma_free_b or 0) if th.budget_subtracts_cma_free else 0
+    off = th.os_reserve_bytes + cma
     avail = f.avail_b
     return _new(G3Signals, (
         f.ts, f.dt, avail, f.avail_min_b,
-        None if avail is None else avail - reserve, None if avail is None else f.avail_min_b - reserve,
+        None if avail is None else avail - off, None if avail is None else f.avail_min_b - off,
+        f.cma_free_b, cma,
         f.psi_some_pct or 0.0, f.psi_full_pct or 0.0, f.psi_some_now, f.psi_full_now,
         f.swapout_per_s or 0.0, f.swapout_per_s, f.majfault_per_s, f.psi_some_pct, f.psi_full_pct,
         f.cached_b, f.anon_b, f.oom_delta,
@@ -251,6 +256,8 @@ def _evidence(s: G3Signals, now: G3Now, th) -> dict:
         "cached_bytes": s.cached_b,
         "anon_bytes": s.anon_b,
     }
+    if s.cma_free_b is not None:
+        ev["cma_free_bytes"] = s.cma_free_b
     if now.tte is not None:
         ev["budget_exhausted_in_s"] = round(now.tte, 1)
     return ev

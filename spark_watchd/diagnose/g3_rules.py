@@ -56,7 +56,10 @@ _BLIND = G3Now(False, False, False, False, False, False, None, False, False, Fal
 
 
 def _avail(s: G3Signals) -> str:
-    return f"{s.avail_b / GIB:.1f} GiB available (min {s.avail_min_b / GIB:.1f}), budget {s.budget / GIB:.1f} GiB"
+    txt = f"{s.avail_b / GIB:.1f} GiB available (min {s.avail_min_b / GIB:.1f}), budget {s.budget / GIB:.1f} GiB"
+    if s.cma >= GIB // 4:
+        txt += f" ({s.cma / GIB:.1f} GiB CmaFree not counted)"
+    return txt
 
 
 def _stall(s: G3Signals) -> str:

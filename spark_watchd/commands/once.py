@@ -6,6 +6,7 @@ import argparse
 import json
 import re
 
+from spark_watchd.commands import term
 from spark_watchd.commands.run import add_common_arguments, load_or_report
 from spark_watchd.errors import EX_CONFIG
 
@@ -43,13 +44,14 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _human(sample, memory, diagnosis, statuses) -> str:
-    gib = 1024**3
-    lines = [f"host {sample.host}  boot {sample.boot_id or '?'}  uptime {sample.uptime_s or 0:.0f} s"]
+def _human(sample, memory, diagnosis, statuses, cols: int | None = None) -> str:
+    """The one sample as a person reads it, folded to the terminal; foreign strings made printable."""
+    hb = term.human_bytes
+    lines = [
+        f"host {sample.host}  boot {sample.boot_id or '?'}  uptime {term.human_seconds(sample.uptime_s or 0)}"
+    ]
     if memory is not None and memory.available_bytes is not None:
-        lines.append(
-            f"memory: {memory.available_bytes / gib:.1f} GiB available of {(memory.total_bytes or 0) / gib:.1f} GiB"
-        )
+        lines.append(f"memory: {hb(memory.available_bytes)} available of {hb(memory.total_bytes or 0)}")
     for g in sample.gpus:
         name = f" {g.name}" if g.name else ""  # the name call can fail alone: no "gpu 0 :"
         lines.append(
@@ -58,24 +60,27 @@ def _human(sample, memory, diagnosis, statuses) -> str:
         )
     b = sample.board
     if b is not None:  # GB10 board telemetry (community spbm driver)
+        prochot = "n/a" if b.prochot is None else term.number(b.prochot)
         lines.append(
             f"board: system {_fmt(b.avg_power_w('sys_total'), 'W')} dc_input {_fmt(b.avg_power_w('dc_input'), 'W')} "
             f"Tj {_fmt(b.temps_c.get('tj_max'), 'C')} (headroom {_fmt(b.temps_c.get('tj_max_c'), 'C')}) "
-            f"PROCHOT {_fmt(b.prochot, '')}".rstrip()
+            f"PROCHOT {prochot}"
         )
     for name, st in statuses.items():
         if not st.up:
             lines.append(f"source {name} down: {_no_retry(st.error)}")
+    out = [ln for line in lines for ln in term.wrap(line, "    ", cols=cols)]
     for gotcha, f in diagnosis.findings.items():
-        lines.append(f"{gotcha} {f.severity.upper()}: {f.summary}")
-        lines.extend(f"    advice: {a}" for a in f.advice)
+        out += term.wrap(f"{gotcha} {f.severity.upper()}: {f.summary}", "    ", cols=cols)
+        for a in f.advice:
+            out += term.wrap(a, " " * 12, first="    advice: ", cols=cols)
     for e in diagnosis.events:
-        lines.append(f"event {e.kind} ({e.gotcha}): {e.summary}")
-    return "\n".join(lines)
+        out += term.wrap(f"event {e.kind} ({e.gotcha}): {e.summary}", "    ", cols=cols)
+    return "\n".join(out)
 
 
 def _fmt(v, unit: str) -> str:
-    return "n/a" if v is None else f"{v:g} {unit}"
+    return "n/a" if v is None else f"{term.number(v)} {unit}"
 
 
 # A source's "(next retry in N s)" aside is for the daemon's loop; a one-shot command never retries.

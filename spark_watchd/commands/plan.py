@@ -8,10 +8,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import re
 import sys
 
-from spark_watchd.preflight import hostinfo, planner
+from spark_watchd.commands import term
+from spark_watchd.preflight import gather, hostinfo, planner
 
 EXIT = {"fits": 0, "tight": 1, "unknown": 1, "does not fit": 3}
 
@@ -59,8 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
 
 
-def render(plan: planner.Plan) -> str:
-    """The human worksheet table."""
+def render(plan: planner.Plan, cols: int | None = None) -> str:
+    """The human worksheet table, folded to the terminal."""
     j = plan.job
     head = (
         f"{j['params'] / 1e9:g}B {j['method']}, weights {j['dtype']}, {j['optimizer']}, "
@@ -93,9 +95,13 @@ def render(plan: planner.Plan) -> str:
         f"nearest anchor: {a['name']}: {reported}; worksheet {a['worksheet_gib']:.1f} GiB ({a['source']})"
     )
     rows.append(f"verdict: {plan.verdict}")
+    out = []
+    for row in rows:
+        lead = row[: len(row) - len(row.lstrip())]
+        out += term.wrap(row.lstrip(), lead + "    ", first=lead, cols=cols)
     for i, step in enumerate(plan.advice, 1):
-        rows.append(f"  {i}. {step}")
-    return "\n".join(rows) + "\n"
+        out += term.wrap(step, "     ", first=f"  {i}. ", cols=cols)
+    return "\n".join(out) + "\n"
 
 
 def main(args: argparse.Namespace) -> int:
@@ -131,7 +137,9 @@ def main(args: argparse.Namespace) -> int:
                 budget = hostinfo.training_budget_gib(hostinfo.read_meminfo(args.root), reserve)
             except (OSError, ValueError, KeyError) as exc:
                 note = f"spark-watchd plan: no budget ({exc}); pass --budget-gib"
-        plan = planner.worksheet(job, budget)
+        # Who holds the GPU now (none: the ladder skips "stop other residents"); not scanned: said in general.
+        residents, _ = gather.scan_workloads(os.path.join(args.root, "proc"), (), settings.thresholds)
+        plan = planner.worksheet(job, budget, residents)
     except ValueError as exc:
         print(f"spark-watchd plan: {exc}", file=sys.stderr)
         return 2

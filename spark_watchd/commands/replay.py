@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
+from spark_watchd.commands import term
 from spark_watchd.errors import EX_CONFIG, EX_DATAERR
 from spark_watchd.sample.codec import dumps_compact
 from spark_watchd.sample.model import GOTCHAS, Sample
@@ -74,6 +75,7 @@ def _replay_obj(d) -> dict:
 
 
 BATCH = 256  # output lines written per write() call
+INDENT = " " * 22  # a folded table line continues under the gotcha column
 
 
 def main(args) -> int:
@@ -93,6 +95,7 @@ def main(args) -> int:
     jsonl = args.format == "jsonl"
     observe = eng.observe
     buf: list[str] = []
+    cols = term.width()  # the table folds to the terminal; jsonl lines are never folded
     last = {}
     n = 0
     try:
@@ -112,13 +115,15 @@ def main(args) -> int:
                 if last.get(g) != key:
                     was = last.get(g, ("-",))[0]
                     tag = f" [{fnd.anomaly}]" if fnd.anomaly else ""
-                    out.write(f"{_fmt_ts(d.ts)}  {g}  {was:>8} -> {fnd.severity:<8}  {fnd.summary}{tag}\n")
+                    line = f"{_fmt_ts(d.ts)}  {g}  {was:>8} -> {fnd.severity:<8}  {fnd.summary}{tag}"
+                    out.write("\n".join(term.wrap(line, INDENT, cols=cols)) + "\n")
                     last[g] = key
             for e in d.events:
                 extra = (
                     f" after_throttle={str(e.after_throttle).lower()}" if e.after_throttle is not None else ""
                 )
-                out.write(f"{_fmt_ts(d.ts)}  {e.gotcha}  event {e.kind}{extra}: {e.summary}\n")
+                line = f"{_fmt_ts(d.ts)}  {e.gotcha}  event {e.kind}{extra}: {e.summary}"
+                out.write("\n".join(term.wrap(line, INDENT, cols=cols)) + "\n")
     except BrokenPipeError:  # `replay ... | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+from spark_watchd.commands import term
 from spark_watchd.errors import EX_CONFIG
 from spark_watchd.sample.files import StateFileError
 from spark_watchd.throughput.ledger import LEDGER_FILE, read_runs
@@ -32,13 +33,10 @@ def _fmt(v, spec: str = "", none: str = "-") -> str:
     return none if v is None else format(v, spec)
 
 
-def _duration(s: float | None) -> str:
-    if s is None:
+def _energy(j: float | None) -> str:
+    if j is None:
         return "-"
-    s = int(round(s))
-    h, rem = divmod(s, 3600)
-    m, sec = divmod(rem, 60)
-    return f"{h}h{m:02d}m" if h else f"{m}m{sec:02d}s"
+    return f"{j / 1e6:.2f} MJ" if j >= 1e6 else f"{j / 1e3:.1f} kJ"
 
 
 def _jpt(r: dict):
@@ -49,39 +47,58 @@ def _jpt(r: dict):
     return e / t if isinstance(e, (int, float)) and isinstance(t, (int, float)) and t > 0 else None
 
 
-def format_table(runs: list[dict]) -> str:
-    """Human table, one row per run (throttle = seconds under thermal/slowdown reasons, power cap apart)."""
-    header = ("START (UTC)", "JOB", "DURATION", "STEPS", "TOKENS", "TOK/S", "STEP S", "SLOWDOWN", "THERMAL S",
-              "PWRCAP S", "ENERGY KJ", "J/TOKEN", "PEAK C", "MIN AVAIL GiB", "EVICT", "OOM", "END")  # fmt: skip
-    rows = [header]
+# The columns a person reads first stay; at 80 columns the rarer ones give way (named under the table).
+COLUMNS = (
+    term.Column("START (UTC)"),
+    term.Column("JOB", flex=True, min_width=6),
+    term.Column("DURATION", ">"),
+    term.Column("STEPS", ">", drop=3),
+    term.Column("TOKENS", ">", drop=8),
+    term.Column("TOK/S", ">"),
+    term.Column("STEP S", ">", drop=4),
+    term.Column("SLOW", ">"),  # the worst step-time ratio against the run's own baseline
+    term.Column("THERMAL", ">"),
+    term.Column("PWRCAP", ">", drop=5),
+    term.Column("ENERGY", ">", drop=6),
+    term.Column("J/TOKEN", ">", drop=7),
+    term.Column("PEAK C", ">", drop=2),
+    term.Column("MIN AVAIL", ">", drop=1),
+    term.Column("EVICT", ">"),
+    term.Column("OOM", ">"),
+    term.Column("END"),
+)
+
+
+def format_table(runs: list[dict], cols: int | None = None) -> str:
+    """Human table, one row per run (thermal = time under thermal/slowdown reasons, power cap apart),
+    fitted to the terminal."""
+    rows = []
     for r in runs:
         thr = r.get("throttle_seconds") or {}
         thermal = sum(
             float(thr.get(k) or 0) for k in ("hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
         )
-        energy = r.get("energy_j")
-        mem = r.get("mem_available_min_bytes")
+        start = str(r.get("start") or "-").replace("T", " ").rstrip("Z")
         rows.append((
-            str(r.get("start", "-")).replace("T", " ").rstrip("Z"),
-            str(r.get("job", "-")),
-            _duration(r.get("duration_s")),
+            start[:16],  # to the minute
+            r.get("job"),
+            term.human_seconds(r.get("duration_s")),
             _fmt(r.get("steps")),
-            _fmt(r.get("tokens")),
-            _fmt(r.get("mean_tokens_per_second"), ".0f"),
+            term.human_count(r.get("tokens")),
+            _fmt(r.get("mean_tokens_per_second"), ",.0f"),
             _fmt(r.get("mean_step_seconds"), ".3g"),
-            _fmt(r.get("max_slowdown_ratio"), ".2f"),
-            f"{thermal:.0f}",
-            _fmt(thr.get("power_cap"), ".0f"),
-            _fmt(None if energy is None else energy / 1000, ".1f"),
+            "-" if r.get("max_slowdown_ratio") is None else f"x{r['max_slowdown_ratio']:.2f}",
+            term.human_seconds(thermal),
+            term.human_seconds(thr.get("power_cap")),
+            _energy(r.get("energy_j")),
             _fmt(_jpt(r), ".3g"),
             _fmt(r.get("peak_temp_c"), ".0f"),
-            _fmt(None if mem is None else mem / 2**30, ".1f"),
+            term.human_bytes(r.get("mem_available_min_bytes")),
             _fmt(r.get("evictions")),
             _fmt(r.get("oom_kills")),
-            str(r.get("end_reason", "-")),
+            r.get("end_reason"),
         ))  # fmt: skip
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+    return "\n".join(term.table(COLUMNS, rows, cols))
 
 
 def main(args) -> int:

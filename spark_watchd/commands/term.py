@@ -39,6 +39,16 @@ def human_bytes(n: float | None) -> str:
     return f"{n:.0f} B"
 
 
+def human_count(n: float | None) -> str:
+    """7626000 -> '7.63 M', 12400 -> '12.4 k', 950 -> '950' (tokens, steps, requests)."""
+    if n is None:
+        return "-"
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n:.0f}"
+
+
 def human_seconds(s: float | None) -> str:
     """42 -> '42 s', 754 -> '12m34s', 7380 -> '2h03m'."""
     if s is None:
@@ -138,7 +148,8 @@ def evidence_text(key: str, value: Any) -> str:
                 f" {evidence_text(k, v)}" if label in ("footprint", "") else f" {label} {evidence_text(k, v)}"
             )
         if value.get("capped") is not None:
-            text += f" capped {value.get('cap')}" if value["capped"] else " uncapped"
+            text += " capped" if value["capped"] else " uncapped"
+            text += f" {value['cap']}" if value.get("cap") else ""
         return printable(text)
     if isinstance(value, dict):
         return " ".join(
@@ -181,45 +192,66 @@ def elide(text: str, n: int) -> str:
 
 @dataclass(frozen=True)
 class Column:
-    """A table column: its title, alignment ('<' or '>'), and whether it may be elided to fit ('flex')."""
+    """A table column: its title, alignment ('<' or '>'), whether it may be elided ('flex') or left out
+    ('drop') to fit."""
 
     title: str
     align: str = "<"
     flex: bool = False
     min_width: int = 8
+    drop: int = (
+        0  # >0: may be left out when the row cannot fit otherwise, highest first (said under the table)
+    )
 
 
 def table(columns: Sequence[Column], rows: Iterable[Sequence[Any]], cols: int | None = None) -> list[str]:
-    """Rows in columns when they fit `cols` (flex columns elided first); else one wrapped block per row.
-
-    A block is the first cell as a heading and `TITLE value` pairs folded under it, so nothing is lost
-    on a narrow terminal.
+    """Rows in columns that fit `cols`: flex columns elided first (the last one first), then `drop`
+    columns left out (named on a last line); when even that does not fit, one wrapped block per row
+    (the first cell as a heading, `TITLE value` pairs folded under it), so nothing is lost.
     """
     cols = cols or width()
     cells = [[printable(c) if c not in (None, "") else "-" for c in row] for row in rows]
+    keep = list(range(len(columns)))
+    droppable = sorted((i for i, c in enumerate(columns) if c.drop), key=lambda i: -columns[i].drop)
+    while True:
+        widths = _fit([columns[i] for i in keep], [[r[i] for i in keep] for r in cells], cols)
+        if widths is not None or not droppable:
+            break
+        keep.remove(droppable.pop(0))
+    if widths is None:
+        return _blocks(columns, cells, cols)
+    shown = [columns[i] for i in keep]
+
+    def line(row):
+        parts = []
+        for c, w, col in zip(row, widths, shown, strict=True):
+            c = elide(c, w)
+            parts.append(c.rjust(w) if col.align == ">" else c.ljust(w))
+        return (" " * GAP).join(parts).rstrip()
+
+    out = [line([c.title for c in shown])] + [line([r[i] for i in keep]) for r in cells]
+    hidden = [c.title for i, c in enumerate(columns) if i not in keep]
+    if hidden:
+        out += wrap(f"(not shown at this width: {', '.join(hidden)})", cols=cols)
+    return out
+
+
+GAP = 2
+
+
+def _fit(columns: Sequence[Column], cells: list[list[str]], cols: int) -> list[int] | None:
+    """Column widths that fit `cols` after eliding flex columns, or None."""
     widths = [max([len(col.title)] + [len(r[i]) for r in cells]) for i, col in enumerate(columns)]
-    gap = 2
-    over = sum(widths) + gap * (len(widths) - 1) - cols
+    over = sum(widths) + GAP * (len(widths) - 1) - cols
     for i, col in reversed(list(enumerate(columns))):  # the last flex column gives way first
         if over <= 0:
             break
         if col.flex:
-            floor = max(col.min_width, len(col.title))
-            cut = min(over, widths[i] - floor)
+            cut = min(over, widths[i] - max(col.min_width, len(col.title)))
             if cut > 0:
                 widths[i] -= cut
                 over -= cut
-    if over > 0:
-        return _blocks(columns, cells, cols)
-
-    def line(row):
-        parts = []
-        for c, w, col in zip(row, widths, columns, strict=True):
-            c = elide(c, w)
-            parts.append(c.rjust(w) if col.align == ">" else c.ljust(w))
-        return (" " * gap).join(parts).rstrip()
-
-    return [line([c.title for c in columns])] + [line(r) for r in cells]
+    return widths if over <= 0 else None
 
 
 def _blocks(columns, cells, cols) -> list[str]:

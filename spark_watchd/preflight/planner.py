@@ -52,7 +52,7 @@ class Anchor:
     source: str
 
 
-# Figures from the project's field reports (issue 6 and docs/interfaces.md); where no peak
+# Figures from the community's field reports (docs/interfaces.md); where no peak
 # was reported the anchor says so and the worksheet's own estimate is shown next to it.
 ANCHORS = (
     Anchor(
@@ -60,13 +60,11 @@ ANCHORS = (
         70e9,
         "qlora",
         40 * GB / GIB,
-        "community field reports (issue 6)",
+        "community field reports",
     ),
-    Anchor("120B MoE NVFP4 LoRA", 120e9, "lora", 68 * GB / GIB, "community field reports (issue 6)"),
-    Anchor(
-        "27B LoRA at packing 1024", 27e9, "lora", None, "community field reports (issue 6); no peak given"
-    ),
-    Anchor("9B full fine-tune", 9e9, "full", None, "community field reports (issue 6); no peak given"),
+    Anchor("120B MoE NVFP4 LoRA", 120e9, "lora", 68 * GB / GIB, "community field reports"),
+    Anchor("27B LoRA at packing 1024", 27e9, "lora", None, "community field reports; no peak given"),
+    Anchor("9B full fine-tune", 9e9, "full", None, "community field reports; no peak given"),
 )
 
 _SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
@@ -185,7 +183,7 @@ def _lines(job: Job) -> tuple[str, float, int, int, int, dict[str, float]]:
     return dtype, trainable, hidden, layers, tokens, lines
 
 
-def worksheet(job: Job, budget_gib: float | None = None) -> Plan:
+def worksheet(job: Job, budget_gib: float | None = None, residents: list[dict] | None = None) -> Plan:
     """Fill in the worksheet for one job and judge it against the budget (GiB available to training)."""
     dtype, trainable, hidden, layers, tokens, lines = _lines(job)
     steady = sum(lines.values())
@@ -219,7 +217,7 @@ def worksheet(job: Job, budget_gib: float | None = None) -> Plan:
         budget_gib=None if budget_gib is None else round(budget_gib, 3),
         verdict=verdict,
         anchor={**asdict(anchor), "worksheet_gib": round(sum(_lines(anchor_job(anchor))[5].values()), 3)},
-        advice=oom_ladder(job, dtype) if verdict in ("tight", "does not fit") else [],
+        advice=oom_ladder(job, dtype, residents) if verdict in ("tight", "does not fit") else [],
     )
 
 
@@ -242,13 +240,29 @@ def nearest_anchor(params: float, method: str) -> Anchor:
     return min(same, key=lambda a: abs(math.log(params / a.params)))
 
 
-def oom_ladder(job: Job, dtype: str) -> list[str]:
-    """The OOM ladder, cheapest rung first, skipping rungs the job already stands on."""
+def oom_ladder(job: Job, dtype: str, residents: list[dict] | None = None) -> list[str]:
+    """The OOM ladder, cheapest rung first, skipping rungs the job already stands on.
+
+    `residents`: the GPU users found now (preflight's workload scan); [] drops the "stop other GPU
+    residents" rung, None (not scanned) keeps it in general terms.
+    """
     rungs = [
         "Drop the page cache between runs (sync; echo 3 | sudo tee /proc/sys/vm/drop_caches): cached "
         "safetensors count as available but GB10 reclaims them too slowly for cudaMalloc (G3).",
-        "Stop or cap other GPU residents first: vLLM --gpu-memory-utilization, Ollama OLLAMA_KEEP_ALIVE=0 (G6).",
     ]
+    if residents is None:
+        rungs.append(
+            "Stop or cap other GPU residents first: vLLM --gpu-memory-utilization, Ollama OLLAMA_KEEP_ALIVE=0 (G6)."
+        )
+    elif residents:
+        who = ", ".join(
+            f"{w.get('kind', 'other')} (pid {w.get('pid')}{', uncapped' if w.get('capped') is False else ''})"
+            for w in residents[:4]
+        )
+        rungs.append(
+            f"Stop or cap the GPU residents running now first: {who}; vLLM --gpu-memory-utilization, "
+            "Ollama OLLAMA_KEEP_ALIVE=0 (G6)."
+        )
     if job.batch > 1 or (job.packing or job.seq_len) > 1024:
         rungs.append(
             "Lower the micro-batch, then the packing/sequence length; raise gradient accumulation instead."

@@ -33,12 +33,16 @@ def test_once_prints_memory_gpu_down_sources_and_every_finding_for_a_person(tmp_
 
 
 def test_once_prints_the_board_line_only_with_the_spbm_driver(tmp_path):
-    env = {"SPARK_WATCHD_SOURCES__PROC_ROOT": str(VM_ROOT), "SPARK_WATCHD_FAKE_NVML": "gb10"}
+    env = {
+        "SPARK_WATCHD_SOURCES__PROC_ROOT": str(VM_ROOT),
+        "SPARK_WATCHD_FAKE_NVML": "gb10",
+        "COLUMNS": "120",
+    }
     res = run_cli(
         "once", env={**env, "SPARK_WATCHD_SOURCES__SYS_ROOT": str(FIXTURES / "hosts" / "gb10-spbm" / "sys")}
     )
     assert res.returncode == 0, res.stderr
-    assert "board: system 128.41 W dc_input 135.62 W Tj 72.5 C (headroom 13.5 C) PROCHOT 0" in res.stdout
+    assert "board: system 128.4 W dc_input 135.6 W Tj 72.5 C (headroom 13.5 C) PROCHOT 0" in res.stdout
     res = run_cli("once", env={**env, "SPARK_WATCHD_SOURCES__SYS_ROOT": str(tmp_path)})
     assert res.returncode == 0 and "board:" not in res.stdout
 

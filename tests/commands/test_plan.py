@@ -51,3 +51,18 @@ def test_plan_refuses_zero_and_negative_sizes_clearly(text):
     assert proc.returncode == 2
     assert f"parameter count '{text}' must be positive" in proc.stderr
     assert proc.stdout == ""
+
+
+def test_the_ladder_names_the_gpu_residents_running_now_and_skips_the_rung_when_there_are_none(tmp_path):
+    from tests.preflight.test_gather import _proc_tree
+
+    def advice(root):
+        p = run_cli("plan", "--params", "70B", "--method", "full", "--root", str(root), "--json")
+        assert p.returncode == 3, p.stderr
+        return " ".join(json.loads(p.stdout)["advice"])
+
+    assert "GPU residents" not in advice(GB10_BARE)  # nothing else on the GPU: no "stop the residents"
+    host = tmp_path / "host"
+    _proc_tree(host, {4101: ["/opt/vllm/bin/python3", "/opt/vllm/bin/vllm", "serve", "Qwen/Qwen3-32B"]})
+    (host / "proc" / "meminfo").write_text((GB10_BARE / "proc" / "meminfo").read_text())
+    assert "Stop or cap the GPU residents running now first: vllm (pid 4101, uncapped)" in advice(host)

@@ -36,7 +36,7 @@ def core_families(snapshot: Snapshot, daemon_info: dict | None = None) -> Iterat
     yield from (up, dur, errs)
     if snapshot.sample is not None:
         last = gauge("last_sample_timestamp_seconds", "Unix time of the latest sample.")
-        last.add_metric([], snapshot.sample.ts)
+        last.add_metric([], snapshot.sample.ts + snapshot.wall_shift())  # a replay dated by the wall clock
         yield last
     if daemon_info:
         overruns = counter("tick_overruns", "Ticks skipped because the previous one was still running.")

@@ -65,8 +65,9 @@ def families(snapshot: Snapshot) -> Iterable[Metric]:
         for fam, key in ((energy, "energy_j"), (jpt, "joules_per_token"), (jps, "joules_per_step")):
             if isinstance(e, dict) and isinstance(e.get(key), (int, float)):
                 fam.add_metric([job], float(e[key]))
+    shift = snapshot.wall_shift()  # a replayed report dated by the same clock as the sample
     for job, ts, step_s, tok_s, ratio in rows:
-        last.add_metric([job], float(ts))
+        last.add_metric([job], float(ts) + shift)
         if step_s is not None:
             step.add_metric([job], float(step_s))
         if tok_s is not None:

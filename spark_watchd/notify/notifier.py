@@ -150,6 +150,7 @@ class TransitionTracker:
             return []
         self.last_ts = d.ts
         host = (snap.sample.host if snap.sample else None) or socket.gethostname()
+        shift = snap.wall_shift()  # a replay's times dated by the wall clock, as on the page and /metrics
         out = []
         for gotcha, f in sorted(d.findings.items()):
             # Unknown (no data) is neither a problem nor a recovery: keep the last known level.
@@ -165,7 +166,15 @@ class TransitionTracker:
                 continue
             out.append(
                 Notification(
-                    "finding", gotcha, gotcha, f.severity, prev, f.summary, host, d.ts, tuple(f.advice)
+                    "finding",
+                    gotcha,
+                    gotcha,
+                    f.severity,
+                    prev,
+                    f.summary,
+                    host,
+                    d.ts + shift,
+                    tuple(f.advice),
                 )
             )
         if self.settings.events:
@@ -183,7 +192,7 @@ class TransitionTracker:
                         None,
                         e.summary,
                         host,
-                        e.ts,
+                        e.ts + shift,
                         event=name,
                     )
                 )

@@ -42,6 +42,17 @@ class Snapshot:
     # The memory view of `sample` with the configured reserve, computed once by the daemon's tick.
     memory: MemoryView | None = None
 
+    def wall_shift(self) -> float:
+        """Seconds to add to this snapshot's sample and event times to date them by the wall clock.
+
+        0 live. A replay serves recorded spacing faster than real time (a demo at 60x runs hours ahead
+        of the clock): the one replay clock shows the newest sample at the moment it was published, and
+        every output (API, metrics, CLI, page, webhooks) dates its times with this same shift.
+        """
+        if self.mode != "replay" or self.sample is None or not self.published_at:
+            return 0.0
+        return self.published_at - self.sample.ts
+
     def memory_or_default(self) -> MemoryView | None:
         """`memory`, or the view with no reserve for a snapshot built by hand (tests, tools)."""
         if self.memory is not None or self.sample is None:

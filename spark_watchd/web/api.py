@@ -92,7 +92,8 @@ def replay_clock(snap: Snapshot) -> dict[str, Any] | None:
     """For a replay: when the newest sample was recorded, and the shift that shows it as now.
 
     A replay at 60x serves trace time 60 times faster than the wall clock, so its sample times run hours
-    ahead; pages add `shift_s` to every time they print, so the newest sample reads as now (issue 14.7).
+    ahead; pages add `shift_s` to every time they print, so the newest sample reads as when it was
+    published (issue 14.7); /metrics, `status` and webhooks use the same shift (Snapshot.wall_shift).
     """
     info = (snap.extras or {}).get("replay")
     s = snap.sample
@@ -102,7 +103,7 @@ def replay_clock(snap: Snapshot) -> dict[str, Any] | None:
         "trace": info.get("trace"),
         "speed": info.get("speed"),
         "recorded_ts": s.ts - float(info.get("offset_s") or 0.0),
-        "shift_s": round(time.time() - s.ts, 3),
+        "shift_s": round(snap.wall_shift(), 3),
     }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
@@ -140,6 +141,17 @@ def _replayed_metrics(name: str, tmp_path) -> str:
         text = generate_latest(build_registry(daemon)).decode()
     finally:
         daemon.close()
+    # A replay is dated by the wall clock (one replay clock): the newest sample is when it was published.
+    last = re.search(r"^sparkwatchd_last_sample_timestamp_seconds (\S+)$", text, re.M)
+    assert last and abs(float(last.group(1)) - time.time()) < 60, "a replay's sample time runs off the clock"
+    # Times relative to it, so the golden file holds what does not vary: 0 for the sample, -0.05 s for a report.
+    now = float(last.group(1))
+    text = re.sub(
+        r"^(sparkwatchd_\w*timestamp_seconds(?:\{[^}]*\})?) (\S+)$",
+        lambda m: f"{m.group(1)} {round(float(m.group(2)) - now, 3)}",
+        text,
+        flags=re.M,
+    )
     # Timing is the only thing that varies between runs.
     return re.sub(r"^(sparkwatchd_source_duration_seconds\{[^}]*\}) .*$", r"\1 0.0", text, flags=re.M)
 

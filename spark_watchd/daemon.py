@@ -193,6 +193,9 @@ class Daemon:
             out["xid_counts"] = self._guard("extras xid", self.runtime.xid_error_counts)
         if hasattr(self.runtime, "link_status"):  # the ConnectX-7 verdict (diagnose/link.py)
             out["link"] = self._guard("extras link", self.runtime.link_status)
+        for src in self.collector.sources if self.collector is not None else ():
+            if hasattr(src, "feed_status"):  # the driver-events feeds (sparkwatchd_driver_feed_state)
+                out["driver_feeds"] = self._guard("extras driver feeds", src.feed_status)
         out.update((k, self._guard(f"extras {k}", fn)) for k, fn in self.extras)
         return out
 

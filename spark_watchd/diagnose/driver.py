@@ -59,22 +59,28 @@ def fault_text(ev: DriverEvent) -> str | None:
 
 def _event(ev: DriverEvent, prev_boot: bool) -> Event | None:
     kind = event_kind(ev)
-    details: dict = {"source": ev.source, "text": ev.text}
+    details: dict = {"source": ev.source, "text": ev.text, "pci": ev.pci, "count": ev.count}
     if prev_boot:
         details["previous_boot"] = True
     when = "Previous boot: " if prev_boot else ""
+    lines = f" ({ev.count} lines)" if ev.count > 1 else ""
     if kind == "xid":
         info = describe(ev.xid)
         on = f" on GPU {ev.gpu}" if ev.gpu is not None else ""
+        at = f" ({ev.pci})" if ev.pci is not None else ""
         details.update(
-            xid=ev.xid, gpu=ev.gpu, fatal=info.fatal, meaning=info.meaning, next_step=info.next_step
+            xid=ev.xid,
+            gpu=ev.gpu,
+            fatal=info.fatal,
+            meaning=info.meaning,
+            next_step=info.next_step,
         )
         fatal = " (fatal)" if info.fatal else ""
         return Event(
             "xid",
             "driver",
             ev.ts,
-            f"{when}Xid {ev.xid}{on}: {info.meaning}{fatal}. {info.next_step}",
+            f"{when}Xid {ev.xid}{on}{at}: {info.meaning}{fatal}{lines}. {info.next_step}",
             details=details,
         )
     if kind == "driver_oom":
@@ -82,12 +88,17 @@ def _event(ev: DriverEvent, prev_boot: bool) -> Event | None:
             "driver_oom",
             "G3",
             ev.ts,
-            f"{when}GPU driver out of unified memory (NV_ERR_NO_MEMORY)",
+            f"{when}GPU driver out of unified memory (NV_ERR_NO_MEMORY){lines}",
             details=details,
         )
     if kind == "pcie_fatal":
+        at = f" at {ev.pci}" if ev.pci is not None else ""
         return Event(
-            "pcie_fatal", "driver", ev.ts, f"{when}PCIe AER fatal error: {PCIE_HINT}", details=details
+            "pcie_fatal",
+            "driver",
+            ev.ts,
+            f"{when}PCIe AER fatal error{at}{lines}: {PCIE_HINT}",
+            details=details,
         )
     return None
 
@@ -149,7 +160,7 @@ class DriverTracker:
             out.append(e)
             if prev:
                 continue
-            if ev.xid is not None:
+            if e.kind == "xid":
                 self.recent.append((ev.ts, ev.xid))
             if e.kind == "driver_oom":
                 self.last_oom_ts = ev.ts

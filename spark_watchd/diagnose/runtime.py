@@ -133,7 +133,7 @@ class DiagnosisRuntime:
             elif e.kind == "xid":
                 gpu = e.details.get("gpu")
                 key = f"{gpu if gpu is not None else 'unknown'}:{xid_label(e.details.get('xid'))}"
-                self.xid_counts[key] = self.xid_counts.get(key, 0) + 1
+                self.xid_counts[key] = self.xid_counts.get(key, 0) + int(e.details.get("count") or 1)
             keep.append(e)
         if len(keep) == len(d.events):
             return d

@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from spark_watchd.sample.driverlines import kernel_line_kind, parse_kernel_line
+
+__all__ = [
+    "DRIVER_EVENT_SOURCES",
+    "DRIVER_FEEDS",
+    "FEED_STATES",
+    "LINE_FEEDS",
+    "DriverEvent",
+    "event_kind",
+    "kernel_line_kind",
+]
+
 DRIVER_EVENT_SOURCES = ("nvml", "journal")
+# The driver-events source's feeds and what each can be doing: the bounded labels of
+# sparkwatchd_driver_feed_state{feed,state} and sparkwatchd_driver_lines_rejected_total{feed}.
+DRIVER_FEEDS = ("nvml-events", "previous-boot", "kernel-log")
+LINE_FEEDS = ("previous-boot", "kernel-log")
+FEED_STATES = ("watching", "read", "not supported", "unreadable", "restarting", "off")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,30 +79,13 @@ class DriverEvent:
         )
 
 
-# What a kernel log line says, for the lines worth a driver event. NV_ERR_NO_MEMORY is the driver failing
-# to allocate from the unified pool (owners report a silent whole-host wedge right after it under memory
-# pressure); AER fatal errors are PCIe links going down (a dual-Spark pair's ConnectX-7 can soft-lock the host).
-_XID = re.compile(r"NVRM: Xid \((?P<pci>[^)]*)\): (?P<xid>\d+)\b")
-_NO_MEMORY = re.compile(r"NVRM: .*\[NV_ERR_NO_MEMORY\]")
-_AER_FATAL = re.compile(r"AER: .*Uncorrect\w* \(Fatal\)|severity=Uncorrect\w* \(Fatal\)")
-
-
-def kernel_line_kind(text: str) -> tuple[str, int | None] | None:
-    """("xid", code), ("driver_oom", None) or ("pcie_fatal", None) for a kernel log line; None for the rest."""
-    if "NVRM" in text:
-        m = _XID.search(text)
-        if m:
-            return "xid", int(m.group("xid"))
-        if _NO_MEMORY.search(text):
-            return "driver_oom", None
-    if "Fatal" in text and _AER_FATAL.search(text):
-        return "pcie_fatal", None
-    return None
-
-
 def event_kind(ev: DriverEvent) -> str:
-    """xid, driver_oom, pcie_fatal, or other: what a recorded driver event is."""
-    if ev.xid is not None:
-        return "xid"
-    k = kernel_line_kind(ev.text)
-    return k[0] if k else "other"
+    """xid, driver_oom, pcie_fatal, or other: what a recorded driver event is.
+
+    A kernel-log event counts only when its text is still a driver line by the trust rule
+    (sample/driverlines.py): a trace written by an older release may hold forged lines, which are "other".
+    """
+    if ev.source == "nvml":
+        return "xid" if ev.xid is not None else "other"
+    k = parse_kernel_line(ev.text)
+    return k.kind if k is not None else "other"

@@ -1,16 +1,59 @@
-"""Pure parsers of kernel log text into driver events: `journalctl -o json` output and single messages."""
+"""Pure readers of the kernel log (`journalctl -k -o json`): which lines the kernel spoke, and what they say.
+
+A journal line counts only with kernel provenance (`trusted()`): `_TRANSPORT=kernel` (journald sets it; no
+client can) with facility 0 and the identifier `kernel`, so a user space write to /dev/kmsg (facility user,
+its own identifier) never counts. Its MESSAGE then goes through each kernel-line parser in turn.
+
+Adding a kind of kernel line (the OOM killer's report, say): write a pure parser
+`parse(ts: float, text: str, ctx: dict) -> record | None` (`ctx` is one dict per feed, kept between lines,
+for a report that spans several entries), and add `KernelLineKind("<trace-v1 key>", parse)` to
+KERNEL_LINE_KINDS. `read_journal` hands back `{key: [records]}`; the driver-events source returns each key
+from collect() (add the key to sample/model.py as a Sample field). Parsers see only trusted, length-capped
+lines, must never raise (a raise is counted as a rejected line), and should test a cheap substring first.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple
 
-from spark_watchd.sample.driver import DriverEvent, kernel_line_kind
+from spark_watchd.sample.driver import DriverEvent
+from spark_watchd.sample.driverlines import parse_kernel_line
 
 # A long previous boot can hold thousands of Xid lines (a looping fault): keep the latest of them.
 MAX_EVENTS_PER_READ = 200
 # journald caps a kernel message near 8 KiB (LINE_MAX); a JSON entry with its fields stays well under this.
 MAX_LINE_CHARS = 64 * 1024
+MAX_TEXT_CHARS = 500
+# __REALTIME_TIMESTAMP is microseconds since the epoch: 16 digits today, 20 at most in 64 bits.
+_MAX_TS_DIGITS = 20
+# Identical faults (kind, code, PCI address) within this are one event with a count (a storm).
+FOLD_S = 60.0
+_FOLD_KEYS_MAX = 256
+
+
+class KernelLineKind(NamedTuple):
+    """A kind of kernel line: the trace-v1 key its records go to and its pure parser."""
+
+    key: str
+    parse: Callable[[float, str, dict], Any]
+
+
+def driver_event(ts: float, text: str, ctx: dict) -> DriverEvent | None:
+    """A DriverEvent for an Xid, GPU-lost, NV_ERR_NO_MEMORY or PCIe AER fatal line, else None."""
+    if "NVRM" not in text and "Fatal" not in text:
+        return None
+    k = parse_kernel_line(text, ctx, ts)
+    if k is None:
+        return None
+    return DriverEvent(
+        ts=ts, gpu=None, xid=k.xid, source="journal", text=text.strip()[:MAX_TEXT_CHARS], pci=k.pci
+    )
+
+
+KERNEL_LINE_KINDS: tuple[KernelLineKind, ...] = (KernelLineKind("driver_events", driver_event),)
 
 
 def message_text(value: object) -> str | None:
@@ -22,46 +65,175 @@ def message_text(value: object) -> str | None:
     return None
 
 
-def event_from_message(ts: float, text: str, source: str = "journal") -> DriverEvent | None:
-    """A DriverEvent when the kernel message is an Xid, NV_ERR_NO_MEMORY or PCIe AER fatal line, else None."""
-    kind = kernel_line_kind(text)
-    if kind is None:
+def trusted(obj: dict) -> bool:
+    """Whether a journal entry is the kernel's own message (not a user space write to /dev/kmsg)."""
+    return (
+        obj.get("_TRANSPORT") == "kernel"
+        and obj.get("SYSLOG_FACILITY", "0") == "0"
+        and obj.get("SYSLOG_IDENTIFIER", "kernel") == "kernel"
+    )
+
+
+def entry_ts(obj: dict) -> float | None:
+    """__REALTIME_TIMESTAMP in seconds, or None when it is not a plain microsecond count."""
+    us = obj.get("__REALTIME_TIMESTAMP")
+    if not isinstance(us, str) or not us.isdigit() or len(us) > _MAX_TS_DIGITS:
         return None
-    return DriverEvent(ts=ts, gpu=None, xid=kind[1], source=source, text=text.strip()[:500])
+    return int(us) / 1e6
 
 
-def parse_journal_json(lines: Iterable[str], limit: int = MAX_EVENTS_PER_READ) -> list[DriverEvent]:
-    """Driver events in `journalctl -k -o json` output (one object per line); other and bad lines skipped."""
-    out: list[DriverEvent] = []
+@dataclass
+class JournalRead:
+    """What a batch of journal lines held: records per trace key, and how many lines were rejected."""
+
+    records: dict[str, list] = field(default_factory=dict)
+    rejected: int = 0
+    untrusted: int = 0  # driver text from outside the kernel (counted apart: it is not a bad line)
+
+
+def _relevant(line: str) -> bool:
+    # Cheap test first: a week's boot is mostly lines that name neither (a byte-list MESSAGE has "[").
+    return "NVRM" in line or "Fatal" in line or "[" in line or "Out of memory" in line
+
+
+def read_journal(
+    lines: Iterable[str],
+    kinds: tuple[KernelLineKind, ...] = KERNEL_LINE_KINDS,
+    ctx: dict | None = None,
+    *,
+    relevant: Callable[[str], bool] = _relevant,
+) -> JournalRead:
+    """Records in `journalctl -k -o json` output (one object per line); bad lines skipped and counted."""
+    out = JournalRead({k.key: [] for k in kinds})
+    ctx = {} if ctx is None else ctx
     for line in lines:
+        if len(line) > MAX_LINE_CHARS:
+            out.rejected += 1
+            continue
         line = line.strip()
-        # Cheap test first: a week's boot is mostly lines that name neither (a byte-list MESSAGE has "[").
-        if not line.startswith("{") or ("NVRM" not in line and "Fatal" not in line and "[" not in line):
+        if not line:
+            continue
+        if not line.startswith("{"):
+            out.rejected += 1
+            continue
+        if not relevant(line):
             continue
         try:
             obj = json.loads(line)
-            ts = int(obj["__REALTIME_TIMESTAMP"]) / 1e6
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, RecursionError):
+            out.rejected += 1
             continue
-        text = message_text(obj.get("MESSAGE"))
-        if text is None:
+        if not isinstance(obj, dict):
+            out.rejected += 1
             continue
-        ev = event_from_message(ts, text)
-        if ev is not None:
-            out.append(ev)
-    return out[-limit:]
+        ts, text = entry_ts(obj), message_text(obj.get("MESSAGE"))
+        if ts is None or text is None:
+            out.rejected += 1
+            continue
+        if not trusted(obj):
+            out.untrusted += "NVRM" in text
+            continue
+        for kind in kinds:
+            try:
+                rec = kind.parse(ts, text, ctx)
+            except Exception:  # a parser's bug costs one line, never the feed
+                out.rejected += 1
+                continue
+            if rec is not None:
+                out.records[kind.key].append(rec)
+    return out
+
+
+def parse_journal_json(lines: Iterable[str], limit: int = MAX_EVENTS_PER_READ) -> list[DriverEvent]:
+    """Driver events in a batch of journal lines (a previous boot): storms folded, the latest `limit` kept."""
+    return fold_all(read_journal(lines).records["driver_events"])[-limit:]
+
+
+def fold_all(events: list[DriverEvent], window_s: float = FOLD_S) -> list[DriverEvent]:
+    """A batch with each storm folded: identical faults within window_s of the first are one event, its
+    count the lines, its time the last line's (the fault was still going on then), its text the first's."""
+    out: list[DriverEvent] = []
+    open_: dict[tuple, tuple[int, float]] = {}  # key -> (index in out, the window's first line time)
+    for ev in events:
+        key = fold_key(ev)
+        got = open_.get(key)
+        if got is not None and 0 <= ev.ts - got[1] <= window_s:
+            i = got[0]
+            out[i] = replace(out[i], ts=max(out[i].ts, ev.ts), count=out[i].count + ev.count)
+            continue
+        open_[key] = (len(out), ev.ts)
+        out.append(ev)
+    return sorted(out, key=lambda e: e.ts)
+
+
+def fold_key(ev: DriverEvent) -> tuple:
+    return (ev.xid, ev.pci, ev.gpu, "xid" if ev.xid is not None else ev.text[:40])
+
+
+class StormFolder:
+    """Identical faults within FOLD_S of the first are one event with a count: at most two per window.
+
+    `add(ev)` returns the event to record now (the first of its kind in a window) or None (folded; the
+    caller may `absorb` it into that first event while it is still queued); `flush(now)` returns one event
+    per window that has ended with lines folded and not absorbed (now None: every window), `count` the
+    lines it stands for. Keyed on (code, PCI address, GPU): bounded at _FOLD_KEYS_MAX keys. Pure: the clock is
+    the lines' own time and `now`.
+    """
+
+    def __init__(self, window_s: float = FOLD_S):
+        self.window_s = window_s
+        self._open: dict[tuple, tuple[float, DriverEvent | None, int]] = {}  # key -> (start, last, n)
+        self._pending: list[DriverEvent] = []  # summaries of windows a new line closed
+        self.folding_started = False
+
+    def add(self, ev: DriverEvent) -> DriverEvent | None:
+        key = fold_key(ev)
+        got = self._open.get(key)
+        self.folding_started = False
+        if got is not None and 0 <= ev.ts - got[0] <= self.window_s:
+            self.folding_started = got[2] == 0  # the first line folded: a storm begins (log it once)
+            self._open[key] = (got[0], ev, got[2] + ev.count)
+            return None
+        if got is not None and got[1] is not None:
+            self._pending.append(self._summary(got))
+        if len(self._open) >= _FOLD_KEYS_MAX and key not in self._open:
+            self._open.pop(next(iter(self._open)))
+        self._open[key] = (ev.ts, None, 0)
+        return ev
+
+    def absorb(self, ev: DriverEvent) -> None:
+        """The lines just folded for ev's key went into an event not yet handed over: nothing left to flush."""
+        key = fold_key(ev)
+        if (got := self._open.get(key)) is not None:
+            self._open[key] = (got[0], None, 0)
+
+    @staticmethod
+    def _summary(got: tuple[float, DriverEvent | None, int]) -> DriverEvent:
+        _, last, n = got
+        assert last is not None
+        return replace(last, count=n)
+
+    def flush(self, now: float | None) -> list[DriverEvent]:
+        out, self._pending = self._pending, []
+        for key, got in list(self._open.items()):
+            if now is None or now - got[0] > self.window_s:
+                if got[1] is not None:
+                    out.append(self._summary(got))
+                del self._open[key]
+        return out
 
 
 def last_entry_ts(lines: list[str]) -> float | None:
     """The `__REALTIME_TIMESTAMP` of the last well-formed entry among the last few lines, in seconds."""
     for line in reversed(lines[-8:]):
-        try:
-            obj = json.loads(line[:MAX_LINE_CHARS])
-            us = obj["__REALTIME_TIMESTAMP"]
-            if isinstance(us, str) and us.isdigit() and len(us) <= 20:
-                return int(us) / 1e6
-        except (ValueError, KeyError, TypeError, RecursionError):
+        if len(line) > MAX_LINE_CHARS:
             continue
+        try:
+            obj = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(obj, dict) and (ts := entry_ts(obj)) is not None:
+            return ts
     return None
 
 

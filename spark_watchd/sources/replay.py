@@ -100,6 +100,12 @@ class ReplayFeed:
             uptime_s=sample.uptime_s + uptime_shift if sample.uptime_s is not None else None,
             throughput=tuple(dataclasses.replace(t, ts=t.ts + offset) for t in sample.throughput),
             # Shifted with the sample: a fault's place before or after the boot must not change.
-            driver_events=tuple(dataclasses.replace(e, ts=e.ts + offset) for e in sample.driver_events),
+            driver_events=tuple(_shift_driver(e, offset) for e in sample.driver_events),
             serving=tuple(shift_serving(r, offset) for r in sample.serving),
         )
+
+
+def _shift_driver(e, offset: float):
+    """A driver event moved with its sample, the end of its boot with it (the reboot-cause window)."""
+    end = e.boot_end_ts + offset if e.boot_end_ts is not None else None
+    return dataclasses.replace(e, ts=e.ts + offset, boot_end_ts=end)

@@ -83,6 +83,8 @@ def status_dict(daemon) -> dict[str, Any]:
             }
             for name, st in snap.sources.items()
         },
+        # Each driver-events feed: state (watching, read, not supported, unreadable, restarting, off), lines rejected.
+        "driver_feeds": _jsonable((snap.extras or {}).get("driver_feeds") or {}),
         "extras": _jsonable(snap.extras),
         "replay": replay_clock(snap),
     }

@@ -56,7 +56,8 @@ def test_reboot_names_the_xid_79_that_ended_the_previous_boot():
         "(GPU fell off the bus), 2.0 min before this boot began"
     )
     shown = [e for e in d.events if e.kind == "xid"]
-    assert [e.details["xid"] for e in shown] == [13, 13, 43, 79]
+    assert [(e.details["xid"], e.details["count"]) for e in shown] == [(13, 2), (43, 1), (79, 2)]
+    assert shown[-1].details["pci"] == "000f:01:00.0" and "(2 lines)" in shown[-1].summary
     assert all(e.details["previous_boot"] and e.summary.startswith("Previous boot: ") for e in shown)
     assert d.findings["G3"].severity != "critical"  # a previous boot's out-of-memory is not this boot's G3
 
@@ -146,7 +147,7 @@ def test_runtime_counts_live_xids_per_gpu_and_never_recounts_the_previous_boot(t
     counts = rt.xid_error_counts()
     assert {k: v for k, v in counts.items() if v} == {"0:79": 1, "0:other": 1}
     assert set(counts) == {f"0:{x}" for x in xid.XID_LABELS}  # every code at 0: increase() sees the first
-    assert rt.event_counts()["xid"] == 2 and len([e for e in d.events if e.kind == "xid"]) == 6
+    assert rt.event_counts()["xid"] == 2 and len([e for e in d.events if e.kind == "xid"]) == 5  # 3 folded
     rt.close()
     # A restart in the same boot reads the same previous boot again: shown once, counted never.
     rt2 = DiagnosisRuntime(state_dir=tmp_path)

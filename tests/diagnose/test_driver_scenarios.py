@@ -52,3 +52,10 @@ def test_prochot_at_a_cool_temperature_is_named_a_board_power_limit():
     g4 = [o["findings"]["G4"] for o in out[25:]]
     assert {f["severity"] for f in g4} == {"ok"}
     assert all("board power or current limit" in f["summary"] for f in g4)
+
+
+def test_a_forged_line_an_older_release_recorded_is_no_driver_fault():
+    out = _replay("forged_kernel_line_45s")
+    kinds = {e["kind"] for o in out for e in o["events"]}
+    assert not kinds & {"xid", "driver_oom", "pcie_fatal"}
+    assert {o["findings"][g]["severity"] for o in out for g in ("G3", "G4", "G6")} == {"ok"}

@@ -47,3 +47,23 @@ def test_the_exposition_names_the_counter_with_total():
 def test_a_broken_snapshot_gives_no_family_instead_of_breaking_the_scrape():
     assert driver.families(_snap({"0:79": "many"})) == []
     assert driver.families(_snap(["0:79"])) == []
+
+
+def test_driver_feeds_give_the_rejected_lines_counter_and_one_state_per_feed():
+    feeds = {
+        "kernel-log": {"state": "restarting", "detail": "follower exited 1", "lines_rejected": 3},
+        "previous-boot": {"state": "read", "detail": "read: 2", "lines_rejected": 1},
+        "nvml-events": {"state": "not supported", "detail": "x", "lines_rejected": 0},
+    }
+    fams = {
+        f.name: f for f in driver.families(SimpleNamespace(extras={"xid_counts": {}, "driver_feeds": feeds}))
+    }
+    rejected = {s.labels["feed"]: s.value for s in fams["sparkwatchd_driver_lines_rejected"].samples}
+    assert rejected == {"previous-boot": 1.0, "kernel-log": 3.0}
+    on = {
+        (s.labels["feed"], s.labels["state"])
+        for s in fams["sparkwatchd_driver_feed_state"].samples
+        if s.value
+    }
+    assert on == {("kernel-log", "restarting"), ("previous-boot", "read"), ("nvml-events", "not supported")}
+    assert len(fams["sparkwatchd_driver_feed_state"].samples) == 3 * 6  # bounded: every feed x every state

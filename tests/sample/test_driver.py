@@ -90,9 +90,12 @@ def test_kernel_line_kind_names_xids_driver_oom_and_fatal_aer_only(text, kind):
     assert kernel_line_kind(text) == kind
 
 
-def test_event_kind_trusts_the_recorded_xid_over_the_text():
+def test_event_kind_trusts_nvml_and_reads_a_journal_events_text_by_the_trust_rule():
     assert event_kind(DriverEvent(1.0, 0, 79, "nvml", "Xid 79 (NVML event)")) == "xid"
-    assert event_kind(DriverEvent(1.0, None, 31, "journal", NO_MEMORY)) == "xid"
+    assert event_kind(DriverEvent(1.0, None, 31, "journal", NO_MEMORY)) == "driver_oom"
+    # A trace an older release wrote may hold a forged line recorded as Xid 79: it is no fault.
+    forged = "tmpfs: Unknown parameter 'NVRM: Xid (PCI:0000:01:00): 79, GPU has fallen off the bus.'"
+    assert event_kind(DriverEvent(1.0, None, 79, "journal", forged)) == "other"
 
 
 def test_event_kind_reads_the_text_when_there_is_no_xid():

@@ -15,6 +15,7 @@ from spark_watchd.testing import FakeNvml
 from tests.conftest import FIXTURES
 
 JOURNAL = FIXTURES / "journal"
+KERNEL = {"_TRANSPORT": "kernel", "SYSLOG_FACILITY": "0", "SYSLOG_IDENTIFIER": "kernel"}
 
 
 def _lines(name: str) -> list[str]:
@@ -51,7 +52,12 @@ def test_first_collect_hands_over_the_previous_boot_then_only_new_events():
         assert [e.xid for e in first][-1] == 79
         assert run.calls[0][0] == ["journalctl", "-k", "-b", "-1", "-o", "json", "--no-pager", "-q"]
         assert src.collect({})["driver_events"] == []
-        assert src.states["previous-boot"] == "read: 5 driver fault line(s)"
+        assert src.states["previous-boot"] == "read: 4 driver fault(s) from 6 line(s)"
+        assert src.feed_status()["previous-boot"] == {
+            "state": "read",
+            "detail": "read: 4 driver fault(s) from 6 line(s)",
+            "lines_rejected": 0,
+        }
     finally:
         src.close()
 
@@ -122,7 +128,7 @@ def test_lost_gpu_stops_the_watch_and_it_comes_back_after_recovery():
 def _follower(messages: list[str]) -> list[str]:
     """A stand-in for `journalctl -k -f -o json`: prints the messages as journal JSON, then waits."""
     lines = [
-        json.dumps({"__REALTIME_TIMESTAMP": str(1764400000000000 + i), "MESSAGE": m})
+        json.dumps({"__REALTIME_TIMESTAMP": str(1764400000000000 + i), **KERNEL, "MESSAGE": m})
         for i, m in enumerate(messages)
     ]
     code = f"import sys, time\nsys.stdout.write({chr(10).join(lines) + chr(10)!r})\nsys.stdout.flush()\ntime.sleep(60)\n"
@@ -144,7 +150,7 @@ def test_live_kernel_log_gives_xid_lines_when_nvml_events_are_off():
         assert [(event_kind(e), e.xid) for e in got] == [("xid", 109), ("driver_oom", None)]
     finally:
         src.close()
-    assert src._proc.poll() is not None  # the follower is stopped with the source
+    assert src._follower.proc.poll() is not None  # the follower is stopped with the source
 
 
 def test_live_kernel_xid_is_not_recorded_twice_while_nvml_delivers_it():
@@ -202,5 +208,136 @@ def test_previous_boot_end_falls_back_to_its_last_kernel_line():
     src = DriverEventsSource(None, runner=run, follow=False, nvml_events=False)
     try:
         assert {e.boot_end_ts for e in src.collect({})["driver_events"]} == {last}
+    finally:
+        src.close()
+
+
+# ---- issue 18: feeds that never die silently ---------------------------------------------------------------
+XID_79 = "NVRM: Xid (PCI:000f:01:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+
+
+def _raw_follower(raw: str) -> list[str]:
+    """A follower that writes the line `raw` (a Python expression) then a real Xid 79 line, then waits."""
+    good = json.dumps({"__REALTIME_TIMESTAMP": "1764400009000000", **KERNEL, "MESSAGE": XID_79})
+    code = (
+        "import sys, time\n"
+        f"sys.stdout.write({raw})\nsys.stdout.write({chr(10) + good + chr(10)!r})\n"
+        "sys.stdout.flush()\ntime.sleep(60)\n"
+    )
+    return [sys.executable, "-c", code]
+
+
+MALFORMED = [
+    repr(json.dumps({"__REALTIME_TIMESTAMP": "9" * 400, **KERNEL, "MESSAGE": XID_79})),  # 400-digit timestamp
+    repr(
+        json.dumps(
+            {"__REALTIME_TIMESTAMP": "1", **KERNEL, "MESSAGE": "NVRM: Xid (PCI:000f:01:00): " + "7" * 5000}
+        )
+    ),
+    '\'{"__REALTIME_TIMESTAMP": "1", "MESSAGE": "NVRM", "x": \' + \'[\' * 50000 + \']\' * 50000 + \'}\'',
+    repr("{not json NVRM"),
+    "'x' * (3 * 1024 * 1024)",  # 3 MiB with no newline until the end
+]
+
+
+@pytest.mark.parametrize("raw", MALFORMED, ids=["ts400", "code5000", "nested", "notjson", "nonewline"])
+def test_a_malformed_live_line_is_skipped_and_counted_and_the_next_xid_79_still_arrives(raw):
+    src = DriverEventsSource(None, runner=_runner(), nvml_events=False, follow_argv=_raw_follower(raw))
+    try:
+        src.collect({})
+        got = _until(lambda: src.collect({})["driver_events"], timeout=15)
+        assert [(e.xid, e.pci) for e in got] == [(79, "000f:01:00.0")]
+        assert src.feed_status()["kernel-log"]["state"] == "watching"
+        assert src.feed_status()["kernel-log"]["lines_rejected"] == (0 if "7" * 5000 in raw else 1)
+        assert src.states["kernel-log"] == "following"  # the same follower: it never died
+    finally:
+        src.close()
+
+
+def test_a_line_with_no_newline_is_not_buffered_without_bound():
+    raw = "'y' * (32 * 1024 * 1024)"  # issue 18: 32 MiB cost 8 CPU-s and 80 MB RSS
+    src = DriverEventsSource(None, runner=_runner(), nvml_events=False, follow_argv=_raw_follower(raw))
+    try:
+        src.collect({})
+        assert _until(lambda: src.collect({})["driver_events"], timeout=30)[0].xid == 79
+        assert src.rejected["kernel-log"] == 1
+    finally:
+        src.close()
+
+
+def test_a_follower_that_fails_restarts_with_backoff_and_says_so(monkeypatch):
+    from spark_watchd.sources import kernel_follow
+
+    real = kernel_follow.read_journal
+    calls = {"n": 0}
+
+    def flaky(lines, **kw):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("a parser bug")
+        return real(lines, **kw)
+
+    monkeypatch.setattr(kernel_follow, "read_journal", flaky)
+    monkeypatch.setattr(kernel_follow, "BACKOFF_FIRST_S", 0.05)
+    src = DriverEventsSource(None, runner=_runner(), nvml_events=False, follow_argv=_follower([XID_79]))
+    try:
+        src.collect({})
+        _until(lambda: src.feed_status()["kernel-log"]["state"] == "restarting")
+        assert "failed (RuntimeError)" in src.states["kernel-log"]
+        got = _until(lambda: src.collect({})["driver_events"], timeout=10)
+        assert got[0].xid == 79 and src.feed_status()["kernel-log"]["state"] == "watching"
+    finally:
+        src.close()
+
+
+def test_a_previous_boot_that_cannot_be_read_never_keeps_the_live_feed_from_starting():
+    def run(argv, timeout):
+        raise RuntimeError("journalctl answered something no one foresaw")
+
+    src = DriverEventsSource(None, runner=run, nvml_events=False, follow_argv=_follower([XID_79]))
+    try:
+        assert src.collect({}) == {"driver_events": []}
+        assert src.feed_status()["previous-boot"]["state"] == "unreadable"
+        assert _until(lambda: src.collect({})["driver_events"])[0].xid == 79
+    finally:
+        src.close()
+
+
+def test_a_live_storm_is_one_event_with_a_count():
+    lines = [XID_79.replace("79", "13", 1)] * 500
+    src = DriverEventsSource(None, runner=_runner(), nvml_events=False, follow_argv=_follower(lines))
+    try:
+        src.collect({})
+        time.sleep(1.0)
+        got = _until(lambda: src.collect({})["driver_events"])
+        assert len(got) == 1 and got[0].xid == 13 and got[0].count == 500
+    finally:
+        src.close()
+
+
+def test_feed_status_names_every_feed_with_a_bounded_state():
+    src = DriverEventsSource(None, journalctl=None, follow=False, nvml_events=False)
+    try:
+        src.collect({})
+        status = src.feed_status()
+        assert set(status) == {"nvml-events", "previous-boot", "kernel-log"}
+        assert {s["state"] for s in status.values()} == {"off"}
+    finally:
+        src.close()
+
+
+def test_a_kernel_line_names_its_gpu_through_the_nvidia_device_under_sys_bus_pci(tmp_path):
+    for name, vendor, cls in (("000f:01:00.0", "0x10de", "0x030200"), ("0000:00:01.0", "0x8086", "0x060400")):
+        d = tmp_path / "bus" / "pci" / "devices" / name
+        d.mkdir(parents=True)
+        (d / "vendor").write_text(vendor + "\n")
+        (d / "class").write_text(cls + "\n")
+    src = DriverEventsSource(
+        None, runner=_runner(), nvml_events=False, follow_argv=_follower([XID_79]), sys_root=str(tmp_path)
+    )
+    try:
+        src.collect({})
+        (ev,) = _until(lambda: src.collect({})["driver_events"])
+        assert (ev.gpu, ev.pci, ev.xid) == (0, "000f:01:00.0", 79)
     finally:
         src.close()

@@ -42,5 +42,17 @@ def test_running_daemon_counts_an_xid_the_driver_reports_and_lists_the_event(tmp
         xids = [e for e in doc["recent_events"] if e["kind"] == "xid"]
         assert xids and xids[0]["details"]["xid"] == 79 and xids[0]["details"]["fatal"] is True
         assert "GPU fell off the bus" in xids[0]["summary"]
+        # Issue 18: each feed's state on /api/v1/status and /metrics (the page renders the same document).
+        feeds = doc["driver_feeds"]
+        assert feeds["nvml-events"]["state"] == "watching" and feeds["kernel-log"]["state"] == "off"
+        assert feeds["previous-boot"] == {
+            "state": "off",
+            "detail": "off (no journalctl configured)",
+            "lines_rejected": 0,
+        }
+        got = samples(text)
+        assert value(got, "sparkwatchd_driver_feed_state", feed="nvml-events", state="watching") == 1
+        assert value(got, "sparkwatchd_driver_feed_state", feed="kernel-log", state="watching") == 0
+        assert value(got, "sparkwatchd_driver_lines_rejected_total", feed="kernel-log") == 0
         proc.terminate()
         assert proc.wait(timeout=15) == 0

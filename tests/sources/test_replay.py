@@ -61,6 +61,15 @@ def test_throughput_readings_move_with_the_sample_time(tmp_path):
     assert sample.ts == 1100.0 and sample.throughput[0].ts == 1099.0  # still 1 s before its sample
 
 
+def test_driver_events_and_the_end_of_their_boot_move_with_the_sample_time(tmp_path):
+    ev = {"ts": 40.0, "xid": None, "source": "journal", "text": "NVRM: x [NV_ERR_NO_MEMORY]", "boot_end_ts": 60.0}
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(json.dumps({"v": 1, "ts": 100.0, "uptime_s": 30.0, "driver_events": [ev]}) + "\n")
+    ((sample, _),) = list(ReplayFeed(str(trace), clock=lambda: 1100.0))
+    (got,) = sample.driver_events
+    assert (got.ts, got.boot_end_ts) == (1040.0, 1060.0)  # still 20 s before that boot's end
+
+
 @pytest.mark.parametrize("speed", [0, -1])
 def test_speed_must_be_positive(tmp_path, speed):
     with pytest.raises(ValueError, match="speed must be positive"):

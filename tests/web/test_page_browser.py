@@ -200,6 +200,17 @@ def test_live_daemon_without_a_gpu_says_nvml_is_down_and_why(browser, daemons):
         # The reason as the daemon gives it (its retry countdown may have moved on since).
         assert down.inner_text().startswith("nvml down: " + error.split("(")[0].strip())
         assert page.locator("#sources li.up").count() >= 1  # /proc is read all the same
+        # Issue 18: each driver-events feed's state under its source, as /api/v1/status gives it.
+        feeds = _get(origin + "/api/v1/status")["driver_feeds"]
+        assert set(feeds) == {"nvml-events", "previous-boot", "kernel-log"}
+        for name in feeds:
+            li = page.wait_for_selector(f'#sources li[data-feed="{name}"]')
+            assert li.inner_text().startswith(f"\u2514 {name}: ")
+        assert (
+            page.locator('#sources li[data-feed="nvml-events"]')
+            .inner_text()
+            .startswith("\u2514 nvml-events: " + feeds["nvml-events"]["state"])
+        )
         assert _severity(page, "G4") == "unknown"
         # Not "No data yet" forever: the GPU charts say why they are empty (issue 14.8).
         for chart in ("power", "temp", "clock"):

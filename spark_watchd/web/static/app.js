@@ -104,6 +104,7 @@
     out.replay = s.replay && typeof s.replay.shift_s === "number" ? s.replay : null;
     out.gpus = Array.isArray(s.gpus) ? s.gpus : null;
     out.serving = Array.isArray(s.serving) ? s.serving : [];
+    out.driverFeeds = s.driver_feeds && typeof s.driver_feeds === "object" ? s.driver_feeds : {};
     return out;
   }
 
@@ -116,7 +117,7 @@
     if (st) {
       renderHeader(st);
       renderFindings(st.findings);
-      renderSources(st.sources);
+      renderSources(st.sources, st.driverFeeds);
     }
     renderCharts();
     renderEvents();
@@ -230,7 +231,10 @@
     return String(v);
   }
 
-  function renderSources(sources) {
+  /* The driver-events feeds (kernel log, previous boot, NVML events): what each is doing, lines rejected. */
+  const FEED_OK = { watching: true, read: true, off: true, "not supported": true };
+
+  function renderSources(sources, feeds) {
     const ul = $("sources");
     ul.textContent = "";
     if (!sources.length) { ul.appendChild(h("li", "up", "no source status yet")); return; }
@@ -239,6 +243,16 @@
       const li = h("li", up ? "up" : "down", s.name + (up ? " up" : " down" + (s.error ? ": " + s.error : "")));
       li.dataset.source = s.name;
       ul.appendChild(li);
+      if (s.name !== "driver_events") continue;
+      for (const name of Object.keys(feeds || {}).sort()) {
+        const f = feeds[name] || {};
+        const n = Number(f.lines_rejected) || 0;
+        const text = "\u2514 " + name + ": " + String(f.state || "off") + (f.detail ? " (" + f.detail + ")" : "") +
+          (n ? ", " + n + " line" + (n === 1 ? "" : "s") + " rejected" : "");
+        const fi = h("li", FEED_OK[f.state] ? "up" : "down", text);
+        fi.dataset.feed = name;
+        ul.appendChild(fi);
+      }
     }
   }
 

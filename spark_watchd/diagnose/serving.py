@@ -30,9 +30,13 @@ class ServingThresholds:
     recover_ratio: float = 1.25
     # Comparable load: the baseline only counts intervals whose running requests were within 35 % of now.
     load_tolerance: float = 0.35
-    baseline_min_points: int = 4
-    # Bursty: a per-request rate varying more than this (coefficient of variation) has no baseline.
-    baseline_max_cv: float = 0.3
+    baseline_min_points: int = 6
+    # The baseline is the server's last baseline_max_points intervals outside a throttle (idle ones included).
+    baseline_max_points: int = 120
+    # Bursty: idle in more than this share of those intervals, or a rate per request varying more than
+    # baseline_max_cv (coefficient of variation) at the load of now: no baseline, so no damage.
+    baseline_max_idle_share: float = 0.2
+    baseline_max_cv: float = 0.25
     recent_points: int = 2  # consecutive throttled intervals before the cut counts
     min_tokens_per_s: float = 1.0
     history_s: float = 1800.0
@@ -77,27 +81,30 @@ def _cv(vals: Sequence[float]) -> float:
     return var**0.5 / m
 
 
+def _busy(p: Point, th: ServingThresholds) -> bool:
+    return p.per_request is not None and p.tps >= th.min_tokens_per_s
+
+
 def decode_damage(
-    points: Sequence[Point], th: ServingThresholds, ratio_needed: float
+    recent: Sequence[Point], baseline: Sequence[Point], th: ServingThresholds, ratio_needed: float
 ) -> dict[str, Any] | None:
-    """Evidence that the latest throttled intervals cut the decode rate below the baseline at comparable load."""
-    if len(points) < th.recent_points:
+    """Evidence that the latest throttled intervals cut the decode rate below the baseline at comparable load.
+
+    `baseline` holds the server's intervals outside a throttle (idle ones too); `recent` its latest ones.
+    """
+    if len(recent) < th.recent_points or len(baseline) < th.baseline_min_points:
         return None
-    recent = points[-th.recent_points :]
-    if not all(p.throttled and p.per_request is not None and p.tps >= th.min_tokens_per_s for p in recent):
+    recent = recent[-th.recent_points :]
+    if not all(p.throttled and _busy(p, th) for p in recent):
         return None
+    idle = sum(not _busy(p, th) for p in baseline)
+    if idle > th.baseline_max_idle_share * len(baseline):
+        return None  # a server idle between bursts: its rate per request is no baseline
     running = _median([p.running for p in recent])
     lo, hi = running * (1 - th.load_tolerance), running * (1 + th.load_tolerance)
-    base = [
-        p.per_request
-        for p in points[: -th.recent_points]
-        if not p.throttled
-        and p.per_request is not None
-        and lo <= p.running <= hi
-        and p.tps >= th.min_tokens_per_s
-    ]
+    base = [p.per_request for p in baseline if _busy(p, th) and lo <= p.running <= hi]
     if len(base) < th.baseline_min_points or _cv(base) > th.baseline_max_cv:
-        return None  # no baseline at this load, or a server too bursty to have one
+        return None  # no baseline at this load, or a rate too variable to have one
     now = [p.per_request for p in recent]
     if _cv(now) > th.baseline_max_cv:
         return None
@@ -179,6 +186,7 @@ class ServingWatch:
     def __init__(self, th: ServingThresholds | None = None):
         self.th = th or ServingThresholds()
         self.points: dict[str, deque[Point]] = {}
+        self.base: dict[str, deque[Point]] = {}  # per server, its latest intervals outside a throttle
         self.damaged: set[str] = set()
         self.kv_high: dict[tuple[str, int | None], float] = {}
         self.last: dict[str, ServingReading] = {}
@@ -187,6 +195,7 @@ class ServingWatch:
 
     def forget(self) -> None:
         self.points.clear()
+        self.base.clear()
         self.damaged.clear()
         self.last.clear()
 
@@ -212,16 +221,14 @@ class ServingWatch:
             sts = r.ts if r.ts is not None else ts
             if pts and pts[-1].ts >= sts:
                 continue
-            pts.append(
-                Point(
-                    sts,
-                    r.generation_tokens_per_s,
-                    r.requests_running,
-                    r.kv_usage,
-                    r.preemptions_total,
-                    throttled,
-                )
+            pt = Point(
+                sts, r.generation_tokens_per_s, r.requests_running, r.kv_usage, r.preemptions_total, throttled
             )
+            pts.append(pt)
+            if prev is not None and prev.pid != r.pid:
+                self.base.pop(r.server, None)  # a restarted server (another model, other flags) starts over
+            if not throttled:
+                self.base.setdefault(r.server, deque(maxlen=th.baseline_max_points)).append(pt)
             while pts and sts - pts[0].ts > th.history_s:
                 pts.popleft()
 
@@ -230,7 +237,9 @@ class ServingWatch:
         out = []
         for server, pts in self.points.items():
             need = self.th.recover_ratio if server in self.damaged else self.th.damage_ratio
-            ev = decode_damage(list(pts), self.th, need)
+            ev = decode_damage(
+                list(pts)[-self.th.recent_points :], list(self.base.get(server, ())), self.th, need
+            )
             if ev is None:
                 self.damaged.discard(server)
                 continue

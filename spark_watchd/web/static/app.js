@@ -123,6 +123,15 @@
     renderEvents();
     renderServing();
     renderWorkloads();
+    for (const t of document.querySelectorAll("table.workloads")) labelCells(t);
+  }
+
+  /* Each cell carries its column's name, so a narrow screen can show rows as cards ("Kind vllm"). */
+  function labelCells(table) {
+    const heads = Array.from(table.querySelectorAll("thead th")).map((th) => th.textContent);
+    for (const tr of table.querySelectorAll("tbody tr")) {
+      Array.from(tr.children).forEach((c, i) => { if (heads[i] && c.colSpan === 1) c.dataset.label = heads[i]; });
+    }
   }
 
   function renderHeader(st) {

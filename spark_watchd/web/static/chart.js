@@ -114,6 +114,35 @@
     return null;
   }
 
+  /* The empty-chart message folded into lines that fit the chart (a long reason on a phone is not cut off). */
+  function nodata(svg, message, W, H) {
+    const text = el("text", { x: W / 2, y: H / 2, "text-anchor": "middle", class: "nodata" }, svg);
+    const lines = [];
+    let line = null;
+    for (const word of String(message).split(/\s+/)) {
+      const next = line === null ? word : line.textContent + " " + word;
+      if (line === null) {
+        line = el("tspan", { x: W / 2 }, text);
+        line.textContent = next;
+        lines.push(line);
+        continue;
+      }
+      line.textContent = next;
+      if (line.getComputedTextLength() > W - 24) {
+        line.textContent = next.slice(0, next.length - word.length - 1);
+        line = el("tspan", { x: W / 2 }, text);
+        line.textContent = word;
+        lines.push(line);
+      }
+    }
+    const lh = 16;
+    lines.forEach((t, i) => {
+      t.setAttribute("y", H / 2 + (i - (lines.length - 1) / 2) * lh);
+      if (i < lines.length - 1) t.textContent += " ";  // the text still reads as one sentence
+    });
+    return text;
+  }
+
   function draw(figure, opts) {
     let svg = figure.querySelector("svg");
     if (!svg) {
@@ -143,7 +172,7 @@
 
     const hasData = series.some((s) => s.points.some((p) => p[1] !== null && isFinite(p[1])));
     if (!hasData || !left) {
-      el("text", { x: W / 2, y: H / 2, "text-anchor": "middle", class: "nodata" }, svg).textContent = opts.empty || "No data yet";
+      nodata(svg, opts.empty || "No data yet", W, H);
       title.textContent = caption + ": no data";
       svg.setAttribute("aria-label", title.textContent);
       renderLegend(figure, series, null);

@@ -1,0 +1,140 @@
+"""The page at 1400, 820 and 390 px in headless Chromium, checked on screenshots and on the laid-out boxes.
+
+Two real daemons: one replaying the eviction scenario to where G6 is critical (two workloads in the
+table, events, every chart drawn), one sampling this machine live with an NVML that cannot initialise
+(the GPU charts say why they are empty). At every width: nothing wider than the window, no table cell
+drawn over another or its text spilling out, every empty-chart message inside its chart (issue 19 §4).
+"""
+
+from __future__ import annotations
+
+import struct
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import require_binary
+from tests.web.browser import launch, open_page
+from tests.web.test_page_browser import CUTS, LIVE_SAMPLES, _get, _start
+
+pytestmark = pytest.mark.e2e
+WIDTHS = (1400, 820, 390)
+SHOTS = Path(tempfile.gettempdir()) / "sw-page-shots"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    require_binary("chromium")
+    with launch() as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def origins(tmp_path_factory):
+    import time
+
+    wanted = {"eviction": CUTS["eviction"], "live": LIVE_SAMPLES}
+    started = {name: _start(name, n, tmp_path_factory.mktemp(name)) for name, n in wanted.items()}
+    try:
+        deadline = time.monotonic() + 60
+        pending = dict(wanted)
+        while pending and time.monotonic() < deadline:
+            for name in list(pending):
+                proc, origin = started[name]
+                body = _get(origin + "/api/v1/history?limit=1")
+                if body and body["held"] >= pending[name]:
+                    del pending[name]
+                assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            time.sleep(0.1)
+        assert not pending, f"daemons did not serve all samples in time: {sorted(pending)}"
+        yield {name: origin for name, (_, origin) in started.items()}
+    finally:
+        for proc, _ in started.values():
+            proc.terminate()
+        for proc, _ in started.values():
+            proc.wait(10)
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", head[16:24])
+
+
+# Per table row: the cells' boxes, and any cell whose content is wider than its box (an ellipsis is allowed
+# on the command line, which shows its whole text on hover).
+_TABLE_BOXES = """
+rows => rows.filter(r => r.parentElement.getBoundingClientRect().width > 1)  // a head kept for screen readers only
+  .map(r => Array.from(r.children).filter(c => c.getClientRects().length).map(c => {
+  const b = c.getBoundingClientRect();
+  return {x: b.left, y: b.top, w: b.width, h: b.height, text: c.innerText.slice(0, 40),
+          spills: c.scrollWidth > c.clientWidth + 1 && !c.classList.contains("cmd")};
+}))
+"""
+
+
+def _overlap(a, b) -> float:
+    w = min(a["x"] + a["w"], b["x"] + b["w"]) - max(a["x"], b["x"])
+    h = min(a["y"] + a["h"], b["y"] + b["h"]) - max(a["y"], b["y"])
+    return max(0.0, w) * max(0.0, h)
+
+
+def _check_tables(page, width: int) -> None:
+    for row in page.locator("table.workloads tr").evaluate_all(_TABLE_BOXES):
+        for i, a in enumerate(row):
+            assert not a["spills"], f"at {width} px '{a['text']}' spills out of its cell"
+            assert a["x"] >= -1 and a["x"] + a["w"] <= width + 1, f"at {width} px '{a['text']}' is off screen"
+            for b in row[i + 1 :]:
+                assert _overlap(a, b) < 2, f"at {width} px '{a['text']}' is drawn over '{b['text']}'"
+
+
+def _shoot(page, name: str, width: int) -> Path:
+    SHOTS.mkdir(exist_ok=True)
+    path = SHOTS / f"{name}-{width}.png"
+    page.screenshot(path=str(path), full_page=True)
+    w, h = _png_size(path)
+    assert w == width, f"the {width} px page is {w} px wide in its screenshot"  # nothing pushed it wider
+    assert h > 400 and path.stat().st_size > 10_000
+    return path
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_eviction_replay_fits_every_width(browser, origins, width):
+    with open_page(browser, origins["eviction"], width=width, height=900) as (page, log):
+        page.wait_for_selector('#workloads tr[data-kind="vllm"]')
+        page.wait_for_selector('.finding[data-gotcha="G6"][data-severity="critical"]')
+        page.wait_for_timeout(300)  # charts drawn at this width
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        _check_tables(page, width)
+        vllm = page.locator('#workloads tr[data-kind="vllm"]')
+        assert "vllm" in vllm.inner_text() and "GiB" in vllm.inner_text()
+        if width < 640:  # a row is a card: each value named by its column
+            assert vllm.locator("td").first.get_attribute("data-label") == "Kind"
+        for card in page.locator(".finding").all():
+            box = card.bounding_box()
+            assert box["x"] >= 0 and box["x"] + box["width"] <= width + 1
+        _shoot(page, "eviction", width)
+        assert log.errors == []
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_live_page_without_a_gpu_keeps_every_chart_message_inside_its_chart(browser, origins, width):
+    with open_page(browser, origins["live"], width=width, height=900) as (page, log):
+        page.wait_for_selector("#chart-power .nodata")
+        page.wait_for_timeout(300)
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        msgs = page.locator(".chart .nodata").evaluate_all(
+            """ts => ts.map(t => {
+                 const b = t.getBoundingClientRect(), s = t.ownerSVGElement.getBoundingClientRect();
+                 return {text: t.textContent, inside: b.left >= s.left - 1 && b.right <= s.right + 1,
+                         chart: t.closest("figure").id};
+               })"""
+        )
+        gpu = [m for m in msgs if m["chart"] in ("chart-power", "chart-temp", "chart-clock")]
+        assert len(gpu) == 3 and all(m["text"].startswith("No GPU readings: NVML missing (") for m in gpu)
+        for m in msgs:
+            assert m["inside"], f"at {width} px the {m['chart']} message is cut off: {m['text']}"
+        _check_tables(page, width)
+        _shoot(page, "live", width)
+        assert log.errors == []

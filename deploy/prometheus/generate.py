@@ -32,7 +32,8 @@ sys.path.insert(
 
 from spark_watchd.diagnose.xid import FATAL_XIDS  # noqa: E402
 
-FATAL_XID_RE = "|".join(str(x) for x in sorted(FATAL_XIDS))
+# An Xid outside the table (xid="other") is possibly fatal: it pages with the fatal codes.
+FATAL_XID_RE = "|".join([*(str(x) for x in sorted(FATAL_XIDS)), "other"])
 
 import fleet_rules  # noqa: E402 (beside this file, found through the path above)
 import serving_rules  # noqa: E402
@@ -334,9 +335,10 @@ def alert_rules(c: Ctx) -> list[dict]:
             "0s",
             _xids(c, "=~", 900),
             "GPU {{ $labels.gpu }} on {{ $labels.instance }} reported fatal Xid {{ $labels.xid }}",
-            "The GPU driver reported an Xid after which the GPU needs a reset, a reboot or a power cycle "
-            "(79: fell off the bus; 119/120: GSP firmware; 48/95: uncorrectable memory errors). The event "
-            "on the status page names the fault and the next step.",
+            "The GPU driver reported an Xid whose resolution in NVIDIA's Xid catalog is a GPU reset or a "
+            "node reboot (79: fell off the bus; 119/120: GSP firmware; 48/95: uncorrectable memory errors), or "
+            'a code outside the table (xid="other": possibly fatal). The event on the status page names the '
+            "fault and the next step.",
         ),
         (
             "SparkWatchdGpuXid",
@@ -345,8 +347,8 @@ def alert_rules(c: Ctx) -> list[dict]:
             "0s",
             _xids(c, "!~", 900),
             "GPU {{ $labels.gpu }} on {{ $labels.instance }} reported Xid {{ $labels.xid }}",
-            "The GPU driver reported an Xid that is usually one application's fault (13, 31, 43: a kernel "
-            "crashed or a context died; 109: an engine stopped responding). The GPU keeps working.",
+            "The GPU driver reported an Xid whose resolution is none or restarting the application (13, 31: "
+            "a kernel crashed; 43: a context died). The GPU keeps working.",
         ),
         (
             "SparkWatchdDriverOutOfMemory",

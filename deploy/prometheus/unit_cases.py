@@ -301,6 +301,20 @@ CASES = [
         ],
     ),
     (
+        "driver_xid_unknown",
+        # An Xid outside the table (xid="other") and Xid 109 (the catalog: reset the GPU) page as fatal.
+        {
+            s("sparkwatchd_gpu_xid_errors_total", 'gpu="0", xid="other"'): "0x5 1x40",
+            s("sparkwatchd_gpu_xid_errors_total", 'gpu="0", xid="109"'): "0x19 1x26",
+        },
+        [
+            (8, "SparkWatchdGpuXidFatal", [{**INST, "gpu": "0", "xid": "other"}]),
+            (8, "SparkWatchdGpuXid", quiet),
+            (22, "SparkWatchdGpuXidFatal", [{**INST, "gpu": "0", "xid": "109"}]),
+            (22, "SparkWatchdGpuXid", quiet),
+        ],
+    ),
+    (
         "driver_oom_and_pcie",
         {s(EV, 'kind="driver_oom"'): "0x9 1x40", s(EV, 'kind="pcie_fatal"'): "0x19 1x30"},
         [

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 
-from spark_watchd.diagnose.xid import FATAL_XIDS, HUNG_ENGINE_XIDS, describe
+from spark_watchd.diagnose.xid import HUNG_ENGINE_XIDS, describe
 from spark_watchd.sample.driver import DriverEvent, event_kind
 from spark_watchd.sample.findings import Event, Finding
 from spark_watchd.sample.model import Sample
@@ -48,7 +48,7 @@ def previous_boot(ev: DriverEvent, sample: Sample) -> bool:
 def fault_text(ev: DriverEvent) -> str | None:
     """The words a reboot event uses for a fault that can end a boot; None for faults that cannot."""
     kind = event_kind(ev)
-    if kind == "xid" and ev.xid in FATAL_XIDS:
+    if kind == "xid" and describe(ev.xid).fatal:  # an unknown code is possibly fatal
         return f"Xid {ev.xid} ({describe(ev.xid).meaning})"
     if kind == "driver_oom":
         return "the GPU driver out of memory (NV_ERR_NO_MEMORY)"

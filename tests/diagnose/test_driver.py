@@ -212,3 +212,11 @@ def test_new_thresholds_apply_to_the_next_judgement():
     assert "driver_oom_ts" in t.g3(G3_OK, BOOT + 200).evidence
     t.set_thresholds(Thresholds(driver_oom_hold_s=50.0))
     assert t.g3(G3_OK, BOOT + 200) is G3_OK
+
+
+@pytest.mark.parametrize("code", [46, 109, 110, 136, 140, 143, 151, 155, 156, 158, 4242])
+def test_a_reset_or_reboot_xid_or_an_unknown_one_is_named_as_the_fault_that_ended_a_boot(code):
+    end = BOOT - 30
+    ev = dataclasses.replace(_xid(end - 20, code), boot_end_ts=end)
+    cause = DriverTracker(TH).reboot_cause(_at(BOOT + 10, ev))
+    assert cause is not None and cause.startswith(f"the previous boot ended with Xid {code} (")

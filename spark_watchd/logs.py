@@ -83,6 +83,15 @@ def reset_logging() -> None:
     structlog.reset_defaults()
 
 
+def report(message: str, component: str = "run") -> None:
+    """A message for the operator on stderr (why the daemon exits): a JSON line at error when logging is
+    configured for JSON, plain text otherwise (a terminal, or before logging is configured)."""
+    if _handler is not None and getattr(_handler, "json_mode", False):
+        get_logger(component).error(message)
+    else:
+        print(message, file=sys.stderr)
+
+
 def get_logger(name: str = "spark_watchd"):
     """A structlog logger bound to a component name."""
     return structlog.get_logger(component=name)

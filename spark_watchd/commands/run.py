@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 from spark_watchd import __version__
 from spark_watchd.commands.statedir import is_explicit, resolve_state_dir
 from spark_watchd.config import Settings
 from spark_watchd.errors import EX_CONFIG, EX_DATAERR, EX_SOFTWARE, EX_TEMPFAIL, EX_USAGE, ConfigError
-from spark_watchd.logs import configure_logging, get_logger
+from spark_watchd.logs import configure_logging, get_logger, report
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -65,7 +64,7 @@ def load_or_report(args: argparse.Namespace) -> Settings | None:
     try:
         settings = settings_for(args, overrides_from(args))
     except ConfigError as exc:
-        print(f"spark-watchd: bad configuration: {exc}", file=sys.stderr)
+        report(f"spark-watchd: bad configuration: {exc}")
         return None
     configure_logging(settings.daemon.log_level, settings.daemon.log_format)
     return settings
@@ -96,14 +95,14 @@ def serve(settings: Settings, args: argparse.Namespace, *, announce: bool = Fals
         feed = None
         if args.replay:
             if args.speed <= 0:
-                print("spark-watchd: --speed must be positive", file=sys.stderr)
+                report("spark-watchd: --speed must be positive")
                 return EX_USAGE
             try:
                 feed = ReplayFeed(
                     args.replay, speed=args.speed, loop=args.loop, on_bad_line=_bad_line_logger(log)
                 )
             except (OSError, ValueError) as exc:
-                print(f"spark-watchd: cannot replay {args.replay}: {exc}", file=sys.stderr)
+                report(f"spark-watchd: cannot replay {args.replay}: {exc}")
                 return EX_DATAERR
             if getattr(args, "state_dir", None):
                 # An explicit --state-dir keeps the replay's state there (soak and crash tests restart on it).
@@ -114,17 +113,17 @@ def serve(settings: Settings, args: argparse.Namespace, *, announce: bool = Fals
             # Set by file, environment or flag: the user meant it, so no silent fallback.
             state_dir = usable_state_dir(settings, explicit=is_explicit(settings))
     except ConfigError as exc:
-        print(f"spark-watchd: bad configuration: {exc}", file=sys.stderr)
+        report(f"spark-watchd: bad configuration: {exc}")
         return EX_CONFIG
     lock = None
     if state_dir is not None:  # one daemon per state dir, taken before any state file is opened
         try:
             lock = lock_state_dir(state_dir)
         except StateDirBusy as exc:
-            print(f"spark-watchd: {exc}", file=sys.stderr)
+            report(f"spark-watchd: {exc}")
             return EX_TEMPFAIL
         except ConfigError as exc:  # DIR/lock is a link or a FIFO
-            print(f"spark-watchd: bad configuration: {exc}", file=sys.stderr)
+            report(f"spark-watchd: bad configuration: {exc}")
             return EX_CONFIG
         except OSError as exc:  # a full disk: serve anyway, as with any other state write failure
             log.warning("state dir lock not taken", state_dir=state_dir, error=str(exc))
@@ -143,7 +142,7 @@ def _serve_locked(settings: Settings, args, feed, state_dir, log, announce: bool
     try:
         daemon = app.build(settings, replay=feed, state_dir=state_dir, demo=demo)
     except ConfigError as exc:  # e.g. --record /var/lib/... as an unprivileged user: say so, no traceback
-        print(f"spark-watchd: bad configuration: {exc}", file=sys.stderr)
+        report(f"spark-watchd: bad configuration: {exc}")
         return EX_CONFIG
     if daemon.collector is not None:
         daemon.collector.expected_down = _log_missing_sources(settings, log)
@@ -154,12 +153,12 @@ def _serve_locked(settings: Settings, args, feed, state_dir, log, announce: bool
         )
     except ConfigError as exc:  # the --web.config.file: names file, key and reason
         daemon.close()
-        print(f"spark-watchd: bad configuration: {exc}", file=sys.stderr)
+        report(f"spark-watchd: bad configuration: {exc}")
         return EX_CONFIG
     except (OSError, ValueError) as exc:
         daemon.close()
         hint = "; pick another address with --listen HOST:PORT" if isinstance(exc, OSError) else ""
-        print(f"spark-watchd: cannot listen on {settings.daemon.listen}: {exc}{hint}", file=sys.stderr)
+        report(f"spark-watchd: cannot listen on {settings.daemon.listen}: {exc}{hint}")
         return EX_SOFTWARE
     runner.install_signals()
     server.start()

@@ -3,6 +3,7 @@ through a link or a FIFO. Real `spark-watchd run` subprocesses on loopback, each
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -35,6 +36,7 @@ def test_a_second_daemon_or_replay_on_the_same_state_dir_exits_naming_the_holder
             assert f"{state} is in use by another spark-watchd (pid {first.pid}" in second.stderr, (
                 second.stderr
             )
+            assert all(json.loads(line)["level"] for line in second.stderr.splitlines())  # JSON off a tty
         assert http_get(base + "/healthz")[0] == 200  # the holder is untouched
         os.kill(first.pid, signal.SIGKILL)  # the kernel drops an flock however its holder dies
         first.wait(timeout=10)

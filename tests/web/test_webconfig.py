@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import string
 
 import bcrypt
@@ -98,7 +99,8 @@ def test_run_exits_78_naming_the_key(tmp_path, pem, case, capsys):
         == 78
     )
     err = capsys.readouterr().err
-    assert key in err and "Traceback" not in err
+    events = [json.loads(line)["event"] for line in err.splitlines()]  # JSON mode: every line one object
+    assert any(key in e for e in events) and "Traceback" not in err, events
 
 
 def test_a_good_file_still_loads(tmp_path, pem):

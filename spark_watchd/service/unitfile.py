@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 import sys
 
-DEFAULT_PYTHON = "/usr/bin/python3"
+# The venv the README installs into: the shipped unit runs as written after the by-hand steps there.
+DEFAULT_PYTHON = "/opt/spark-watchd/bin/python"
 DEFAULT_USER = "spark-watchd"
 DEFAULT_CONFIG = "/etc/spark-watchd/config.toml"
 DEFAULT_INTERVAL_S = 30.0

@@ -191,6 +191,10 @@ class Daemon:
             out["throttle_seconds_total"] = self._guard("extras throttle", self.runtime.throttle_seconds)
         if hasattr(self.runtime, "xid_error_counts"):  # sparkwatchd_gpu_xid_errors_total (export/driver.py)
             out["xid_counts"] = self._guard("extras xid", self.runtime.xid_error_counts)
+        if hasattr(
+            self.runtime, "workload_exit_counts"
+        ):  # sparkwatchd_workload_exits_total (export/runway.py)
+            out["exit_counts"] = self._guard("extras exits", self.runtime.workload_exit_counts)
         if hasattr(self.runtime, "link_status"):  # the ConnectX-7 verdict (diagnose/link.py)
             out["link"] = self._guard("extras link", self.runtime.link_status)
         for src in self.collector.sources if self.collector is not None else ():

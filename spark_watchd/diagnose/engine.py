@@ -7,6 +7,7 @@ from typing import Any
 
 from spark_watchd.diagnose import features as feat
 from spark_watchd.diagnose.driver import DriverTracker
+from spark_watchd.diagnose.exits import ExitTracker, name_oom_event
 from spark_watchd.diagnose.g3 import G3Tracker
 from spark_watchd.diagnose.g4 import G4Tracker
 from spark_watchd.diagnose.g6 import G6Tracker
@@ -30,6 +31,7 @@ class Diagnoser:
         self.driver = DriverTracker(self.th)
         self.link = LinkWatch(self.th)  # the ConnectX-7 ports: evidence beside the findings, not a gotcha
         self.runway = RunwayTracker(self.th)
+        self.exits = ExitTracker(self.th)
         self._prev: feat.Features | None = None
         self._restored: Mapping[str, Any] | None = None
 
@@ -56,6 +58,7 @@ class Diagnoser:
         self.driver.set_thresholds(th)
         self.link.set_thresholds(th)
         self.runway.set_thresholds(th)
+        self.exits.set_thresholds(th)
         for t in self.trackers:
             t.set_thresholds(th)
 
@@ -87,12 +90,14 @@ class Diagnoser:
             self.driver.reboot()
             self.link.reboot()
             self.runway.forget()
+            self.exits.forget()
             for t in self.trackers:
                 events.extend(t.reboot(sample.ts, sample.boot_id, cause))
         elif prev is not None and sample.ts < prev.ts:
             # The clock stepped back (NTP, a hand-edited trace): windows keyed on time would never
             # expire, so start them afresh; episodes and counters carry on.
             self.runway.forget()
+            self.exits.forget()
             for t in self.trackers:
                 t.time_jump(sample.ts)
         events.extend(self.driver.update(sample) if sample.driver_events else ())
@@ -105,6 +110,9 @@ class Diagnoser:
         self.link.observe(sample)
         if f.oom_delta:
             self.runway.forget()  # a kill frees memory: the trend before it is not the one after
+        if sample.oom_kills:
+            events = [name_oom_event(e, sample.oom_kills) if e.kind == "oom_kill" else e for e in events]
+        events.extend(self.exits.update(sample, f.oom_delta, workloads))
         rw = self.runway.update(sample.ts, _budget(f, self.th), workloads)
         findings["G3"] = self.runway.annotate(findings["G3"], sample.ts, rw) if rw.known else findings["G3"]
         findings["G3"] = self.driver.g3(findings["G3"], sample.ts)

@@ -53,6 +53,7 @@ class Features:
         "swapout_per_s",
         "majfault_per_s",
         "oom_delta",
+        "oom_memcg",
     )
     _RAW = (
         "boot_id",
@@ -98,6 +99,7 @@ class Features:
         self.swapout_per_s = None
         self.majfault_per_s = None
         self.oom_delta = None
+        self.oom_memcg = False  # every kernel kill report of this sample was at a cgroup's own limit
         self.boot_id = None
         self.uptime_s = None
         self.c_pure = None
@@ -210,6 +212,9 @@ def compute(prev: Features | None, cur: Sample, th) -> Features:
         b = prev.pgmajfault
         if maj is not None and b is not None and maj >= b:
             f.majfault_per_s = (maj - b) / dt
+    if cur.oom_kills:
+        kernel = [k for k in cur.oom_kills if k.killer == "kernel"]
+        f.oom_memcg = bool(kernel) and all(k.scope == "memcg" for k in kernel)
     if prev is not None and not f.reboot:
         b = prev.oom_kill
         if oom is not None and b is not None and oom > b:

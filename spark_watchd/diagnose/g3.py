@@ -49,6 +49,7 @@ class G3Signals(NamedTuple):
     cached_b: int | None
     anon_b: int | None
     oom_delta: int | None  # OOM kills since the previous sample
+    oom_memcg: bool  # every kill the kernel reported this sample was at a cgroup's own limit
 
 
 # tuple.__new__ builds the record without NamedTuple's Python-level __new__ (once per sample per record).
@@ -67,7 +68,7 @@ def signals(f: feat.Features, th) -> G3Signals:
         f.cma_free_b, cma,
         f.psi_some_pct or 0.0, f.psi_full_pct or 0.0, f.psi_some_now, f.psi_full_now,
         f.swapout_per_s or 0.0, f.swapout_per_s, f.majfault_per_s, f.psi_some_pct, f.psi_full_pct,
-        f.cached_b, f.anon_b, f.oom_delta,
+        f.cached_b, f.anon_b, f.oom_delta, f.oom_memcg,
     ))  # fmt: skip
 
 
@@ -180,7 +181,9 @@ class G3Tracker(Unpersisted):
         else:
             if s.oom_delta:
                 self.oom_total += s.oom_delta
-                self.oom_hold_until = ts + th.oom_critical_hold_s
+                # A container at its own memory limit is not the pool running out: the event, no critical hold.
+                if not s.oom_memcg:
+                    self.oom_hold_until = ts + th.oom_critical_hold_s
                 events.append(
                     Event(
                         "oom_kill",
@@ -188,7 +191,7 @@ class G3Tracker(Unpersisted):
                         ts,
                         f"The kernel OOM killer ran ({s.oom_delta} kill{'s' if s.oom_delta > 1 else ''}) "
                         f"with {s.avail_b / GIB:.1f} GiB available",
-                        details={"oom_kills": s.oom_delta},
+                        details={"oom_kills": s.oom_delta, "scope": "memcg" if s.oom_memcg else "global"},
                     )
                 )
             now = self._now(f, s)

@@ -43,6 +43,8 @@ class DiagnosisRuntime:
         self.counts = dict.fromkeys(COUNTED_EVENT_KINDS, 0)
         # sparkwatchd_gpu_xid_errors_total{gpu,xid}: "GPU:XID" -> count (bounded labels, see diagnose.xid)
         self.xid_counts: dict[str, int] = {}
+        # sparkwatchd_workload_exits_total{kind,cause}: "KIND:CAUSE" -> count (diagnose/exits.py)
+        self.exit_counts: dict[str, int] = {}
         self._xid_gpus: set[int] = set()
         self._recent: deque[Event] = deque(maxlen=recent)
         self.state_dir = Path(state_dir) if state_dir is not None else None
@@ -71,6 +73,9 @@ class DiagnosisRuntime:
             for k, v in (st.get("event_counts") or {}).items():
                 if k in self.counts and isinstance(v, int):
                     self.counts[k] = v
+            for k, v in (st.get("exit_counts") or {}).items():
+                if isinstance(k, str) and k.count(":") == 1 and isinstance(v, int):
+                    self.exit_counts[k] = v
             for k, v in (st.get("xid_counts") or {}).items():
                 if isinstance(k, str) and k.count(":") == 1 and isinstance(v, int):
                     self.xid_counts[k] = v
@@ -105,6 +110,9 @@ class DiagnosisRuntime:
         if sample.driver_events:
             d = self._driver_events(d)
         for e in d.events:
+            if e.kind == "workload_exit" and not e.details.get("follows"):
+                key = f"{e.details.get('workload_kind', 'other')}:{e.details.get('cause', 'exit')}"
+                self.exit_counts[key] = self.exit_counts.get(key, 0) + 1
             if e.kind in self.counts and not e.details.get("previous_boot"):
                 self.counts[e.kind] += 1
             if e.kind == "reboot" and e.after_throttle:
@@ -148,6 +156,7 @@ class DiagnosisRuntime:
             st["reboot_hold_until"],
             tuple(self.counts.values()),
             tuple(self.xid_counts.values()),
+            tuple(self.exit_counts.values()),
         )
         if key == self._saved_key and self._saved_ts is not None and ts - self._saved_ts < STATE_REFRESH_S:
             return
@@ -158,6 +167,7 @@ class DiagnosisRuntime:
                 "engine": st,
                 "event_counts": dict(self.counts),
                 "xid_counts": dict(self.xid_counts),
+                "exit_counts": dict(self.exit_counts),
             },
         )
         self._saved_key = key
@@ -171,6 +181,10 @@ class DiagnosisRuntime:
     def event_counts(self) -> dict[str, int]:
         """Cumulative counts per kind for sparkwatchd_events_total (carried across restarts)."""
         return dict(self.counts)
+
+    def workload_exit_counts(self) -> dict[str, int]:
+        """Cumulative workload exits per "KIND:CAUSE" for sparkwatchd_workload_exits_total (across restarts)."""
+        return dict(self.exit_counts)
 
     def xid_error_counts(self) -> dict[str, int]:
         """Cumulative Xid counts per "GPU:XID" for sparkwatchd_gpu_xid_errors_total (carried across restarts)."""

@@ -235,6 +235,14 @@ class Thresholds(BaseModel):
         2700.0, description="A runway warning ends once the runway is longer than this, seconds."
     )
 
+    # ---- exits ---------------------------------------------------------------------------------
+    # The kernel log reaches the daemon through the journal follower, a tick after the process is gone at
+    # worst: a process that left the table waits this long for the report that names its killer.
+    exit_grace_s: Delay = Field(
+        60.0,
+        description="How long a vanished process waits for a kill report before it counts as an exit, s.",
+    )
+
     # ---- G6 contention -------------------------------------------------------------------------
     # "A LoRA under 4 GB beside a vLLM capped at 0.5 is ok": smaller GPU-resident jobs are not heavy.
     heavy_workload_bytes: int = Field(

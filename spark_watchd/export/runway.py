@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import math
 
-from spark_watchd.export.families import gauge
+from spark_watchd.diagnose.exits import EXIT_CAUSES
+from spark_watchd.export.families import counter, gauge
 from spark_watchd.sample.workloads import KINDS as WORKLOAD_KINDS
 
 
 def families(snapshot):
-    """sparkwatchd_memory_runway_seconds, _memory_cma_free_bytes, _workload_growth_bytes_per_second."""
+    """sparkwatchd_memory_runway_seconds, _memory_cma_free_bytes, _workload_growth_bytes_per_second and
+    _workload_exits_total."""
     diag = getattr(snapshot, "diagnosis", None)
     g3 = diag.findings.get("G3") if diag is not None else None
     ev = g3.evidence if g3 is not None else {}
@@ -47,3 +49,14 @@ def families(snapshot):
     for key, rate in rates.items():
         growth.add_metric(list(key), rate)
     yield growth
+    exits = counter(
+        "workload_exits",
+        "Workloads that left the table, by kind and cause (kernel OOM killer global or at a cgroup's limit, "
+        "systemd-oomd, earlyoom, the driver out of memory, or an exit); carried across restarts.",
+        ["kind", "cause"],
+    )
+    counts = (getattr(snapshot, "extras", None) or {}).get("exit_counts") or {}
+    for kind in WORKLOAD_KINDS:
+        for cause in EXIT_CAUSES:
+            exits.add_metric([kind, cause], float(counts.get(f"{kind}:{cause}", 0)))
+    yield exits

@@ -14,6 +14,7 @@ from typing import Any
 
 from spark_watchd.sample.board import BoardReading
 from spark_watchd.sample.driver import DriverEvent
+from spark_watchd.sample.kills import KillReport, kills_from
 from spark_watchd.sample.link import LinkReading
 from spark_watchd.sample.serving import ServingReading, serving_from
 
@@ -144,19 +145,9 @@ class GpuReading:
 
 
 _GPU_OPTIONAL = (
-    "power_w",
-    "temp_c",
-    "sm_clock_mhz",
-    "clocks_event_reasons",
-    "clocks_event_counters_us",
-    "applications_clock_mhz",
-    "slowdown_temp_c",
-    "shutdown_temp_c",
-    "energy_j",
-    "util_pct",
-    "mem_used_bytes",
-    "mem_total_bytes",
-)
+    "power_w", "temp_c", "sm_clock_mhz", "clocks_event_reasons", "clocks_event_counters_us", "applications_clock_mhz",
+    "slowdown_temp_c", "shutdown_temp_c", "energy_j", "util_pct", "mem_used_bytes", "mem_total_bytes",
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,10 +293,13 @@ class Sample:
     driver_events: tuple[DriverEvent, ...] = ()  # optional in trace-v1 (added 2026-12)
     serving: tuple[ServingReading, ...] = ()  # optional in trace-v1: inference servers' own telemetry
     link: LinkReading | None = None  # optional: hosts with an RDMA NIC (the Sparks' ConnectX-7)
+    oom_kills: tuple[
+        KillReport, ...
+    ] = ()  # optional: kill reports (kernel OOM killer, systemd-oomd, earlyoom)
 
     def to_dict(self) -> dict[str, Any]:
-        """The trace-v1 object: every key present, null where not supported; `board`, `driver_events` and `link`
-        only when there is something (older traces round-trip line for line)."""
+        """The trace-v1 object: every key present, null where not supported; the optional keys only when there
+        is something (older traces round-trip line for line)."""
         d: dict[str, Any] = {
             "v": TRACE_VERSION,
             "ts": self.ts,
@@ -329,6 +323,8 @@ class Sample:
             d["serving"] = [r.to_dict() for r in self.serving]
         if self.link is not None:
             d["link"] = self.link.to_dict()
+        if self.oom_kills:
+            d["oom_kills"] = [k.to_dict() for k in self.oom_kills]
         return d
 
     @classmethod
@@ -385,6 +381,7 @@ class Sample:
             tuple([DriverEvent.from_dict(x) for x in dev]) if dev else (),
             serving_from(d.get("serving")),
             LinkReading.from_dict(k) if (k := d.get("link")) is not None else None,
+            kills_from(d.get("oom_kills")),
         )
 
 

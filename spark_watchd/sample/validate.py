@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from spark_watchd.sample.kills import KillReport
 from spark_watchd.sample.serving import ServingReading
 
 _I = (int,)
@@ -212,6 +213,22 @@ def check_sample(d: Mapping[str, Any]) -> None:
                 )
     if (v := get("serving")) is not None:
         _serving(v)
+    if (v := get("oom_kills")) is not None:
+        _oom_kills(v)
+
+
+def _oom_kills(v: Any) -> None:
+    if type(v) is not list:
+        raise FieldError("oom_kills", f"must be a list, got {type(v).__name__}")
+    for i, item in enumerate(v):
+        if type(item) is not dict:
+            raise FieldError(f"oom_kills[{i}]", f"must be an object, got {type(item).__name__}")
+        if "ts" not in item:
+            raise FieldError(f"oom_kills[{i}].ts", "missing")
+        try:
+            KillReport.from_dict(item)
+        except (TypeError, ValueError) as exc:
+            raise FieldError(f"oom_kills[{i}]", str(exc).removeprefix("oom_kills: ")) from None
 
 
 def _serving(v: Any) -> None:

@@ -1,0 +1,215 @@
+"""Who killed it: every process that leaves the workload table gets a cause when one can be known.
+
+Pure: the samples' processes, their `oom_kills` reports (kernel OOM killer, systemd-oomd, earlyoom) and
+`driver_events`, and the vmstat oom_kill delta. A process gone from the table is matched, within
+`exit_grace_s` (a journal line can land a tick after the process is gone), to:
+- a kernel OOM report for its pid: global pressure (`CONSTRAINT_NONE`) or its cgroup's own limit (memcg);
+- an earlyoom report for its pid, or a systemd-oomd kill of a cgroup in the same interval;
+- the driver out of memory (NV_ERR_NO_MEMORY) just before it went;
+- the kernel's oom_kill counter rising with no readable report (the kill is known, the victim is not);
+- otherwise an exit: a normal exit or a signal from a user (the two look alike from outside the process).
+One event per workload (a launcher and its children go together); a member that follows a killed sibling
+within the grace is named in the same words but counted once.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from spark_watchd.sample.driver import event_kind
+from spark_watchd.sample.findings import Event
+from spark_watchd.sample.kills import KillReport
+from spark_watchd.sample.model import ProcessInfo, Sample
+
+GIB = 1024**3
+# sparkwatchd_workload_exits_total{kind,cause}: the cause label's values
+EXIT_CAUSES = (
+    "oom_kill_global",
+    "oom_kill_memcg",
+    "oom_kill",
+    "systemd_oomd",
+    "earlyoom",
+    "driver",
+    "exit",
+)
+_ALERTING = {"oom_kill_global", "oom_kill_memcg", "oom_kill", "systemd_oomd", "earlyoom", "driver"}
+
+
+@dataclass
+class _Gone:
+    """A workload's members that left the table, waiting for their cause."""
+
+    key: tuple
+    kind: str
+    workload: str
+    since: float
+    procs: list[ProcessInfo] = field(default_factory=list)
+    oom_rose: bool = False
+
+
+def _who(p: ProcessInfo) -> str:
+    gib = max(p.rss_bytes, p.gpu_mem_bytes or 0) / GIB
+    return f"{p.name} (pid {p.pid}, {gib:.1f} GiB resident)"
+
+
+def _words(cause: str, victim: ProcessInfo, report: KillReport | None, g: _Gone) -> str:
+    who = _who(victim)
+    if report is not None and report.rss_bytes:
+        who = f"{victim.name} (pid {victim.pid}, {report.rss_bytes / GIB:.1f} GiB resident)"
+    others = [p for p in g.procs if p is not victim]
+    tail = f"; {', '.join(f'{p.name} (pid {p.pid})' for p in others)} went with it" if others else ""
+    if cause == "oom_kill_global":
+        return f"The kernel OOM killer killed {who} under global memory pressure{tail}"
+    if cause == "oom_kill_memcg":
+        where = report.oom_memcg or report.task_memcg or "its cgroup"
+        return (
+            f"The kernel OOM killer killed {who} at its own memory limit ({where}), not global pressure{tail}"
+        )
+    if cause == "oom_kill":
+        return f"{who} was gone when the kernel OOM killer ran (its report was not readable){tail}"
+    if cause == "systemd_oomd":
+        return f"systemd-oomd killed {who} with its cgroup {report.cgroup} under memory pressure{tail}"
+    if cause == "earlyoom":
+        return f"earlyoom killed {who} to keep memory free{tail}"
+    if cause == "driver":
+        return f"{who} died right after the GPU driver ran out of memory (NV_ERR_NO_MEMORY){tail}"
+    return f"{who} exited (no OOM kill or driver fault seen: a normal exit or a signal){tail}"
+
+
+class ExitTracker:
+    """Incremental exit attribution: feed each sample (oldest first) with its workload table."""
+
+    def __init__(self, th):
+        self.th = th
+        self.table: dict[
+            tuple, tuple[ProcessInfo, tuple, str, str]
+        ] = {}  # proc key -> (proc, wl key, kind, name)
+        self.pending: list[_Gone] = []
+        self.reports: deque[KillReport] = deque(maxlen=200)
+        self.driver_oom_ts: float | None = None
+        self.recent: dict[tuple, tuple[float, str]] = {}  # workload key -> (ts, cause) of its last kill
+
+    def set_thresholds(self, th) -> None:
+        """Judge with reloaded thresholds from the next sample on."""
+        self.th = th
+
+    def forget(self) -> None:
+        """A reboot or a clock step back: the table is not this boot's (the reboot event says why)."""
+        self.table.clear()
+        self.pending.clear()
+        self.recent.clear()
+        self.driver_oom_ts = None
+
+    def update(self, sample: Sample, oom_delta: int | None, workloads: tuple[Any, ...]) -> list[Event]:
+        """The exit events this sample settles."""
+        ts = sample.ts
+        grace = self.th.exit_grace_s
+        self.reports.extend(sample.oom_kills)
+        while self.reports and self.reports[0].ts < ts - 2 * grace - 600:
+            self.reports.popleft()
+        if any(event_kind(e) == "driver_oom" for e in sample.driver_events):
+            self.driver_oom_ts = ts
+        of: dict[int, tuple[tuple, str, str]] = {}
+        for w in workloads:
+            for pid in w.members:
+                of[pid] = (w.key, w.kind, w.name)
+        cur = {}
+        for p in sample.processes:
+            if p.pid in of:
+                wk, kind, name = of[p.pid]
+                cur[p.key] = (p, wk, kind, name)
+        groups: dict[tuple, _Gone] = {}
+        for key, (p, wk, kind, name) in self.table.items():
+            if key not in cur:
+                g = groups.get(wk) or groups.setdefault(wk, _Gone(wk, kind, name, ts))
+                g.procs.append(p)
+        for g in groups.values():
+            g.oom_rose = bool(oom_delta)
+            self.pending.append(g)
+        self.table = cur
+        events = []
+        keep = []
+        for g in self.pending:
+            ev = self._settle(g, ts, grace)
+            if ev is None:
+                keep.append(g)
+            else:
+                events.append(ev)
+        self.pending = keep
+        return events
+
+    def _match(self, g: _Gone) -> tuple[str, ProcessInfo, KillReport | None] | None:
+        pids = {p.pid: p for p in g.procs}
+        for r in reversed(self.reports):
+            if r.pid in pids and r.killer in ("kernel", "earlyoom"):
+                cause = "earlyoom" if r.killer == "earlyoom" else f"oom_kill_{r.scope or 'global'}"
+                return cause, pids[r.pid], r
+        for r in reversed(self.reports):
+            if (
+                r.killer == "systemd-oomd"
+                and g.since - self.th.exit_grace_s <= r.ts <= g.since + self.th.exit_grace_s
+            ):
+                return "systemd_oomd", _biggest(g), r
+        return None
+
+    def _settle(self, g: _Gone, ts: float, grace: float) -> Event | None:
+        found = self._match(g)
+        if found is None:
+            if ts - g.since < grace:
+                return None  # a report may still land
+            victim = _biggest(g)
+            d = self.driver_oom_ts
+            if d is not None and g.since - self.th.driver_oom_hold_s <= d <= g.since:
+                found = ("driver", victim, None)
+            elif g.oom_rose:
+                found = ("oom_kill", victim, None)
+            else:
+                found = ("exit", victim, None)
+        cause, victim, report = found
+        follows = None
+        last = self.recent.get(g.key)
+        if cause in ("exit", "oom_kill") and last is not None and g.since - last[0] <= grace:
+            follows = last[1]
+        if cause in _ALERTING:
+            self.recent[g.key] = (g.since, cause)
+        details: dict[str, Any] = {
+            "cause": follows or cause,
+            "workload_kind": g.kind,
+            "workload": g.workload,
+            "pid": victim.pid,
+            "name": victim.name,
+            "pids": [p.pid for p in g.procs],
+            "resident_bytes": max(victim.rss_bytes, victim.gpu_mem_bytes or 0),
+        }
+        if report is not None:
+            details["report"] = report.to_dict()
+        summary = _words(cause, victim, report, g)
+        if follows:
+            details["follows"] = True
+            summary = f"{summary}, after its workload's {follows.replace('_', ' ')}"
+        return Event("workload_exit", "G3" if cause in _ALERTING else "", ts, summary, details=details)
+
+
+def _biggest(g: _Gone) -> ProcessInfo:
+    return max(g.procs, key=lambda p: max(p.rss_bytes, p.gpu_mem_bytes or 0))
+
+
+def name_oom_event(event: Event, reports: tuple[KillReport, ...]) -> Event:
+    """G3's oom_kill event with the victims the kernel named in this sample's reports."""
+    named = [r for r in reports if r.killer == "kernel" and r.pid is not None]
+    if not named:
+        return event
+    parts = []
+    for r in named:
+        rss = f", {r.rss_bytes / GIB:.1f} GiB resident" if r.rss_bytes else ""
+        where = (
+            f"at its cgroup's own limit ({r.oom_memcg or r.task_memcg})"
+            if r.scope == "memcg"
+            else "under global memory pressure"
+        )
+        parts.append(f"{r.name} (pid {r.pid}{rss}) {where}")
+    details = dict(event.details)
+    details["victims"] = [r.to_dict() for r in named]
+    return replace(event, summary=f"The kernel OOM killer killed {'; '.join(parts)}", details=details)

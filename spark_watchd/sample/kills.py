@@ -1,0 +1,195 @@
+"""trace-v1 `oom_kills[]`: who killed a process, as the killer itself reported it, and the pure parsers.
+
+Three killers write a report an owner can trust:
+- the kernel OOM killer (kernel log, `_TRANSPORT=kernel` only): the one-line summary
+  `oom-kill:constraint=...,global_oom|oom_memcg=...,task_memcg=...,task=NAME,pid=N,uid=N` and the
+  `Out of memory: Killed process N (NAME) total-vm:..kB, anon-rss:..kB, file-rss:..kB, shmem-rss:..kB, ...`
+  line (`Memory cgroup out of memory: ...` when a container's own limit was hit), formats of mm/oom_kill.c
+  as the 6.8-7.0 kernels DGX OS and Ubuntu 24.04 ship print them;
+- systemd-oomd (its own unit's journal entries): `Killed CGROUP due to memory pressure for ...` (systemd 255,
+  Ubuntu 24.04) or `Marked CGROUP for killing due to ...` (newer);
+- earlyoom (its own unit's entries): `sending SIGTERM|SIGKILL to process PID uid UID "NAME": ..., VmRSS N MiB`.
+The journal's trusted fields (`_TRANSPORT`, `_SYSTEMD_UNIT`, `_COMM`, set by journald, not by the writer)
+decide which killer a line is from; a message any user can log (`logger "Out of memory: ..."`) is never one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+KILLERS = ("kernel", "systemd-oomd", "earlyoom")
+_INT_KEYS = ("pid", "anon_rss_kb", "file_rss_kb", "shmem_rss_kb")
+_STR_KEYS = ("name", "scope", "constraint", "oom_memcg", "task_memcg", "cgroup")
+
+
+@dataclass(frozen=True, slots=True)
+class KillReport:
+    """One kill as its killer reported it; None where the report does not say."""
+
+    ts: float
+    killer: str  # "kernel", "systemd-oomd", "earlyoom"
+    pid: int | None = None
+    name: str | None = None
+    scope: str | None = None  # kernel: "global" (pool exhausted) or "memcg" (a cgroup's own limit)
+    constraint: str | None = None  # CONSTRAINT_NONE, CONSTRAINT_MEMCG, CONSTRAINT_CPUSET...
+    oom_memcg: str | None = None  # the cgroup whose limit was hit (memcg kills)
+    task_memcg: str | None = None  # the victim's cgroup
+    cgroup: str | None = None  # systemd-oomd: the cgroup it killed
+    anon_rss_kb: int | None = None
+    file_rss_kb: int | None = None
+    shmem_rss_kb: int | None = None
+    text: str = ""
+
+    @property
+    def rss_bytes(self) -> int | None:
+        """Resident at the kill (anon + file + shmem), bytes."""
+        parts = (self.anon_rss_kb, self.file_rss_kb, self.shmem_rss_kb)
+        return None if self.anon_rss_kb is None else sum(p or 0 for p in parts) * 1024
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"ts": self.ts, "killer": self.killer}
+        for key in (*_INT_KEYS, *_STR_KEYS):
+            if (v := getattr(self, key)) is not None:
+                d[key] = v
+        d["text"] = self.text
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> KillReport:
+        """Build from a trace object; raises ValueError naming the key that is wrong."""
+        killer = d.get("killer")
+        if killer not in KILLERS:
+            raise ValueError(f"oom_kills: 'killer' must be one of {', '.join(KILLERS)}, got {killer!r}")
+        kw: dict[str, Any] = {}
+        for key in _INT_KEYS:
+            v = d.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+                raise ValueError(f"oom_kills: '{key}' must be an integer or null, got {v!r}")
+            kw[key] = v
+        for key in _STR_KEYS:
+            v = d.get(key)
+            kw[key] = None if v is None else str(v)
+        return cls(float(d["ts"]), killer, text=str(d.get("text") or "")[:500], **kw)
+
+
+def kills_from(value: Any) -> tuple[KillReport, ...]:
+    """The `oom_kills` of a trace sample (optional: absent in older traces)."""
+    if not value:
+        return ()
+    if not isinstance(value, list):
+        raise TypeError(f"'oom_kills' must be a list, got {type(value).__name__}")
+    return tuple(KillReport.from_dict(x) for x in value)
+
+
+# --- the kernel OOM killer -------------------------------------------------------------------------------
+_SUMMARY = re.compile(r"^oom-kill:constraint=(?P<body>.*)$")
+_KILLED = re.compile(
+    r"^(?P<why>Out of memory|Memory cgroup out of memory): Killed process (?P<pid>\d+) \((?P<name>.*)\)"
+    r"(?P<rest>.*)$"
+)
+_RSS = re.compile(r"\b(anon|file|shmem)-rss:(\d+)kB")
+
+
+def _fields(body: str) -> dict[str, str]:
+    """`CONSTRAINT_NONE,nodemask=(null),cpuset=/,...,global_oom,task_memcg=/x,task=y,pid=1,uid=0` as a dict
+    (bare words such as `global_oom` map to ""); the task name may hold commas, so it is read last."""
+    out: dict[str, str] = {}
+    head, sep, tail = body.partition(",task=")
+    parts = head.split(",")
+    out["constraint"] = parts[0]
+    for p in parts[1:]:
+        k, _, v = p.partition("=")
+        out[k] = v
+    if sep:
+        m = re.match(r"(?P<task>.*),pid=(?P<pid>\d+),uid=(?P<uid>\d+)\s*$", tail)
+        if m:
+            out.update(task=m["task"], pid=m["pid"], uid=m["uid"])
+    return out
+
+
+def parse_kernel_oom(lines: Iterable[tuple[float, str]]) -> list[KillReport]:
+    """Kernel OOM kills in (ts, message) kernel-log lines, oldest first: each `Killed process` line, with
+    the `oom-kill:` summary before it for the same pid where there is one. Other lines are skipped."""
+    out: list[KillReport] = []
+    summary: dict[str, str] | None = None
+    for ts, raw in lines:
+        text = raw.strip()
+        if text.startswith("oom-kill:"):
+            m = _SUMMARY.match(text)
+            summary = _fields(m["body"]) if m else None
+            continue
+        if "Killed process" not in text:
+            continue
+        m = _KILLED.match(text)
+        if m is None:
+            continue
+        pid = int(m["pid"])
+        s = summary if summary is not None and summary.get("pid") == str(pid) else {}
+        summary = None
+        rss = {k: int(v) for k, v in _RSS.findall(m["rest"])}
+        memcg = m["why"].startswith("Memory cgroup") or s.get("constraint") == "CONSTRAINT_MEMCG"
+        out.append(
+            KillReport(
+                ts,
+                "kernel",
+                pid,
+                m["name"],
+                "memcg" if memcg else "global",
+                s.get("constraint"),
+                s.get("oom_memcg") or None,
+                s.get("task_memcg") or None,
+                None,
+                rss.get("anon"),
+                rss.get("file"),
+                rss.get("shmem"),
+                text[:500],
+            )
+        )
+    return out
+
+
+# --- user-space killers, by their own units' trusted journal fields --------------------------------------
+_OOMD = re.compile(r"^(?:Killed (?P<killed>\S+)|Marked (?P<marked>\S+) for killing) due to (?P<why>.*)$")
+_EARLYOOM = re.compile(
+    r'^sending SIG(?:TERM|KILL) to process (?P<pid>\d+)(?: uid \d+)? "(?P<name>[^"]*)":.*?VmRSS (?P<mib>\d+) MiB'
+)
+# (trusted _SYSTEMD_UNIT, trusted _COMM) of each user-space killer's own unit
+TRUSTED_KILLER_UNITS = {
+    "systemd-oomd": ("systemd-oomd.service", "systemd-oomd"),
+    "earlyoom": ("earlyoom.service", "earlyoom"),
+}
+
+
+def killer_of(entry: Mapping[str, Any]) -> str | None:
+    """Which user-space killer a `journalctl -o json` entry comes from, by its trusted fields only."""
+    unit, comm = entry.get("_SYSTEMD_UNIT"), entry.get("_COMM")
+    for killer, (u, c) in TRUSTED_KILLER_UNITS.items():
+        if unit == u and comm == c and entry.get("_TRANSPORT") in ("journal", "stdout", "syslog"):
+            return killer
+    return None
+
+
+def parse_killer_entry(entry: Mapping[str, Any]) -> KillReport | None:
+    """The KillReport in one journal entry of systemd-oomd or earlyoom (by trusted fields), else None."""
+    killer = killer_of(entry)
+    text = entry.get("MESSAGE")
+    if killer is None or not isinstance(text, str):
+        return None
+    try:
+        ts = int(entry["__REALTIME_TIMESTAMP"]) / 1e6
+    except (KeyError, TypeError, ValueError):
+        return None
+    text = text.strip()
+    if killer == "systemd-oomd":
+        m = _OOMD.match(text)
+        if m is None:
+            return None
+        cgroup = m["killed"] or m["marked"]
+        return KillReport(ts, killer, name=cgroup.rsplit("/", 1)[-1], cgroup=cgroup, text=text[:500])
+    m = _EARLYOOM.match(text)
+    if m is None:
+        return None
+    return KillReport(ts, killer, int(m["pid"]), m["name"], anon_rss_kb=int(m["mib"]) * 1024, text=text[:500])

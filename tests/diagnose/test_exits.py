@@ -1,0 +1,138 @@
+"""Who killed it: each vanished workload gets the cause its killer reported, in words, counted by kind."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from spark_watchd.diagnose.engine import Diagnoser
+from spark_watchd.diagnose.runtime import DiagnosisRuntime
+from spark_watchd.diagnose.thresholds import Thresholds
+from spark_watchd.sample.driver import DriverEvent
+from spark_watchd.sample.kills import KillReport, parse_kernel_oom
+from tests.diagnose.diag_builders import Host, proc
+from tests.sample.test_kills import kernel_lines
+
+VLLM = ["vllm", "serve", "Qwen/Qwen3-32B"]
+TRAINER = ["python3", "train.py", "--config", "qlora.yaml"]
+
+
+def _run(steps, th=None):
+    """steps: list of (processes, extra Sample fields, oom delta); the events of every sample."""
+    h = Host()
+    d = Diagnoser(th or Thresholds())
+    out = []
+    for procs, extra, oom in steps:
+        s = h.sample(processes=procs, oom=oom, avail_gib=40.0)
+        if extra:
+            s = dataclasses.replace(s, **{k: (v(s.ts) if callable(v) else v) for k, v in extra.items()})
+        out.append(d.observe(s))
+    return [e for x in out for e in x.events if e.kind in ("workload_exit", "oom_kill")]
+
+
+def _vllm():
+    return [
+        proc(4100, VLLM, 1.8, 0.0, resident=False, create_time=900.0, ppid=1),
+        proc(4121, ["VLLM::EngineCore"], 1.2, 61.0, create_time=901.0, ppid=4100),
+    ]
+
+
+def _kernel(pid, name, scope="global", memcg=None):
+    return lambda ts: (
+        KillReport(
+            ts, "kernel", pid, name, scope, "CONSTRAINT_MEMCG" if scope == "memcg" else "CONSTRAINT_NONE",
+            memcg, memcg, None, 64_172_032, 1234, 0, "Out of memory: Killed process ...",
+        ),
+    )  # fmt: skip
+
+
+def test_a_global_kill_names_the_victim_its_resident_memory_and_global_pressure():
+    events = _run([(_vllm(), None, 0)] * 3 + [([], {"oom_kills": _kernel(4121, "VLLM::EngineCor")}, 1)])
+    oom, exit_ = events
+    assert oom.kind == "oom_kill"
+    assert oom.summary.startswith(
+        "The kernel OOM killer killed VLLM::EngineCor (pid 4121, 61.2 GiB resident)"
+    )
+    assert exit_.kind == "workload_exit" and exit_.gotcha == "G3"
+    assert exit_.details["cause"] == "oom_kill_global" and exit_.details["workload_kind"] == "vllm"
+    assert exit_.summary == (
+        "The kernel OOM killer killed VLLM::EngineCore (pid 4121, 61.2 GiB resident) under global memory "
+        "pressure; vllm (pid 4100) went with it"
+    )
+
+
+def test_a_container_at_its_own_limit_is_a_memcg_kill_not_global_pressure():
+    cg = "/system.slice/docker-3f2a.scope"
+    trainer = [proc(5200, TRAINER, 30.0, 20.0, create_time=800.0, ppid=1)]
+    events = _run([(trainer, None, 0)] * 3 + [([], {"oom_kills": _kernel(5200, "python3", "memcg", cg)}, 1)])
+    (exit_,) = [e for e in events if e.kind == "workload_exit"]
+    assert exit_.details["cause"] == "oom_kill_memcg"
+    assert f"at its own memory limit ({cg}), not global pressure" in exit_.summary
+
+
+def test_a_report_that_lands_a_tick_late_still_names_the_killer():
+    late = {"oom_kills": _kernel(4121, "VLLM::EngineCor")}
+    events = _run([(_vllm(), None, 0)] * 3 + [([], None, 1), ([], late, 0)])
+    (exit_,) = [e for e in events if e.kind == "workload_exit"]
+    assert exit_.details["cause"] == "oom_kill_global"
+
+
+def test_systemd_oomd_and_earlyoom_are_named_from_their_reports():
+    trainer = [proc(5200, TRAINER, 30.0, 20.0, create_time=800.0, ppid=1)]
+    oomd = {
+        "oom_kills": lambda ts: (
+            KillReport(ts, "systemd-oomd", name="trainer.service", cgroup="/system.slice/trainer.service"),
+        )
+    }
+    (e,) = [x for x in _run([(trainer, None, 0)] * 3 + [([], oomd, 0)]) if x.kind == "workload_exit"]
+    assert e.details["cause"] == "systemd_oomd" and "cgroup /system.slice/trainer.service" in e.summary
+    early = {"oom_kills": lambda ts: (KillReport(ts, "earlyoom", 5200, "python3", anon_rss_kb=30 << 20),)}
+    (e,) = [x for x in _run([(trainer, None, 0)] * 3 + [([], early, 0)]) if x.kind == "workload_exit"]
+    assert e.details["cause"] == "earlyoom"
+
+
+def test_the_driver_out_of_memory_before_a_death_is_its_cause_and_a_plain_exit_is_an_exit():
+    trainer = [proc(5200, TRAINER, 30.0, 20.0, create_time=800.0, ppid=1)]
+    nv = {
+        "driver_events": lambda ts: (
+            DriverEvent(
+                ts,
+                None,
+                None,
+                "journal",
+                "NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051)",
+            ),
+        )
+    }
+    steps = [(trainer, None, 0)] * 2 + [(trainer, nv, 0)] + [([], None, 0)] * 4
+    (e,) = [x for x in _run(steps) if x.kind == "workload_exit"]
+    assert e.details["cause"] == "driver" and "NV_ERR_NO_MEMORY" in e.summary
+    (e,) = [x for x in _run([(trainer, None, 0)] * 3 + [([], None, 0)] * 4) if x.kind == "workload_exit"]
+    assert e.details["cause"] == "exit" and e.gotcha == "" and "exited" in e.summary
+
+
+def test_a_launcher_following_its_killed_engine_is_counted_once(tmp_path):
+    engine_only = [_vllm()[0]]
+    steps = [(_vllm(), None, 0)] * 3 + [(engine_only, {"oom_kills": _kernel(4121, "VLLM::EngineCor")}, 1)]
+    steps += [([], None, 0)] * 4
+    rt = DiagnosisRuntime(Thresholds(), tmp_path)
+    h = Host()
+    exits = []
+    for procs, extra, oom in steps:
+        s = h.sample(processes=procs, oom=oom, avail_gib=40.0)
+        if extra:
+            s = dataclasses.replace(s, **{k: v(s.ts) for k, v in extra.items()})
+        exits += [e for e in rt.observe(s).events if e.kind == "workload_exit"]
+    assert [e.details.get("follows", False) for e in exits] == [False, True]
+    assert "after its workload's oom kill global" in exits[1].summary
+    assert rt.workload_exit_counts() == {"vllm:oom_kill_global": 1}
+    rt.close()
+    assert DiagnosisRuntime(Thresholds(), tmp_path).workload_exit_counts() == {"vllm:oom_kill_global": 1}
+
+
+def test_real_reports_flow_through_the_engine():
+    (r,) = parse_kernel_oom(kernel_lines("memcg_lkml_5.2.txt"))
+    leaker = [proc(23793, ["python3", "train.py"], 0.5, 0.0, create_time=800.0, ppid=1)]
+    steps = [(leaker, None, 0)] * 3 + [([], {"oom_kills": lambda ts: (dataclasses.replace(r, ts=ts),)}, 1)]
+    oom, e = _run(steps)
+    assert "leaker (pid 23793, 0.5 GiB resident) at its cgroup's own limit (/leaker)" in oom.summary
+    assert e.details["cause"] == "oom_kill_memcg" and e.details["report"]["oom_memcg"] == "/leaker"

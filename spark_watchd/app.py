@@ -22,12 +22,14 @@ from spark_watchd.diagnose.runtime import DiagnosisRuntime
 from spark_watchd.errors import ConfigError
 from spark_watchd.export.prometheus import build_registry
 from spark_watchd.notify.notifier import build_notifier
+from spark_watchd.postmortem import PostMortem
 from spark_watchd.service.sdnotify import SystemdNotifier
 from spark_watchd.snapshot.recorder import RollingRecorder
 from spark_watchd.sources import build_sources, missing_sources
 from spark_watchd.sources.replay import ReplayFeed
 from spark_watchd.throughput.service import Throughput
 from spark_watchd.web import api, page, progress
+from spark_watchd.web import postmortem as postmortem_web
 from spark_watchd.web.charts import History
 
 # "settings": daemon.state_dir from the settings; None: nothing on disk (replay, once, tests).
@@ -108,6 +110,8 @@ def build(
             progress_settings = progress_settings.model_copy(update={"ledger": False})
         throughput = Throughput(progress_settings, state or ".", clock)
     charts = History(settings.web)
+    # The ring of recent samples and the bundles on critical events live in the state directory.
+    postmortem = PostMortem(state, settings.thresholds) if state is not None else None
     notifier = build_notifier(settings.notify)  # webhook posts of finding transitions ([notify])
     extras: tuple[tuple[str, Callable[[], Any]], ...] = ()
     if throughput is not None:
@@ -118,17 +122,20 @@ def build(
         extras += (("replay", replay.info),)
     if demo is not None:  # the page's DEMO badge
         extras += (("demo", lambda: demo),)
+    if postmortem is not None:  # the page's link to the latest post-mortem
+        extras += (("postmortem", lambda: postmortem_web.latest_info(postmortem.root)),)
     daemon = Daemon(
         settings,
         **core,
         contributors=(throughput.tracker,) if throughput is not None else (),
         extras=extras,
         subscribers=_present(
-            charts, throughput.observe if throughput is not None else None, recorder, notifier
+            charts, throughput.observe if throughput is not None else None, recorder, postmortem, notifier
         ),
         # After the tick stops and the sources close (the tracker closes with them, ledger last).
         closers=_present(
             recorder.close if recorder is not None else None,
+            postmortem.close if postmortem is not None else None,
             (lambda: notifier.close(timeout=10)) if notifier is not None else None,
         ),
     )
@@ -136,6 +143,7 @@ def build(
         *api.routes(daemon, build_registry(daemon)),
         *page.routes(daemon, charts, settings.web),
         *(progress.routes(throughput.tracker) if throughput is not None else ()),
+        *(postmortem_web.routes(postmortem.root) if postmortem is not None else ()),
     )
     if throughput is not None:
         throughput.start()  # follow the configured logs

@@ -21,6 +21,7 @@ VERBS = (
     ("plan", "plan", "UMA memory worksheet for a training job"),
     ("thermal-log", "thermal_log", "the community's thermal CSV, from NVML"),
     ("runs", "runs", "the per-run training ledger"),
+    ("report", "report", "post-mortem bundles: list them, write or open one"),
     ("install-service", "install_service", "install (or --uninstall) the systemd unit, user and config"),
 )
 

@@ -14,7 +14,9 @@ from spark_watchd.sample.trace import TraceError, iter_trace_dicts
 
 def add_arguments(parser):
     parser.add_argument(
-        "trace", metavar="TRACE", help="trace-v1 JSON Lines file ('-' for stdin is not supported)"
+        "trace",
+        metavar="TRACE",
+        help="trace-v1 JSON Lines file, a post-mortem bundle's directory, or a capture or bundle name",
     )
     parser.add_argument(
         "--format", choices=("jsonl", "table"), default="table", help="output format (default table)"
@@ -29,7 +31,10 @@ def add_arguments(parser):
 
 
 def _locate(args, settings) -> str:
-    """TRACE as given, or a capture of that name in the state directory `run` uses (same rule as `runs`)."""
+    """TRACE as given (a post-mortem bundle's directory: its trace), or a capture or bundle of that name in the
+    state directory `run` uses (same rule as `runs`)."""
+    if os.path.isdir(args.trace) and os.path.isfile(os.path.join(args.trace, "trace.jsonl")):
+        return os.path.join(args.trace, "trace.jsonl")
     if os.path.exists(args.trace) or os.sep in args.trace:
         return args.trace
     from spark_watchd.commands.statedir import resolve_state_dir
@@ -40,7 +45,8 @@ def _locate(args, settings) -> str:
     except ConfigError:
         return args.trace
     capture = os.path.join(state_dir, "captures", args.trace)
-    return capture if os.path.exists(capture) else args.trace
+    bundle = os.path.join(state_dir, "bundles", args.trace, "trace.jsonl")
+    return capture if os.path.exists(capture) else bundle if os.path.exists(bundle) else args.trace
 
 
 def _samples(path, skip_bad):

@@ -122,9 +122,9 @@ def _runway_line(doc: dict[str, Any]) -> str | None:
         if secs is None
         else f"runway: {term.human_seconds(secs)} at the last {mins} minutes' rate"
     )
-    growing = sorted(ev.get("workload_growth") or (), key=lambda g: -(g.get("gib_per_hour") or 0))
+    growing = sorted(ev.get("workload_growth") or (), key=lambda g: -(g.get("growth_gib_per_h") or 0))
     grow = [
-        f"{g.get('name', '?')} {g['gib_per_hour']:+.1f} GiB/h" for g in growing[:3] if g.get("gib_per_hour")
+        f"{g.get('name', '?')} {g['growth_gib_per_h']:+.1f} GiB/h" for g in growing[:3] if g.get("growth_gib_per_h")
     ]
     return line + (f"; growth {', '.join(grow)}" if grow else "")
 

@@ -81,6 +81,8 @@ def number(v: float | int) -> str:
 
 # Evidence keys carry their unit as a suffix: (suffix, formatter, label suffix removed). Mirrors app.js.
 _UNITS = (
+    ("_bytes_per_s", lambda v: f"{human_bytes(v)}/s"),
+    ("_gib_per_h", lambda v: f"{number(v)} GiB/h"),
     ("_bytes", human_bytes),
     ("_kb", lambda v: human_bytes(v * 1024)),
     ("_pct", lambda v: f"{number(v)} %"),

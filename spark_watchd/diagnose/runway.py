@@ -43,16 +43,13 @@ def trend(points: Sequence[tuple[float, float]]) -> float | None:
     n = len(points)
     if n < 4:
         return None
-    half = n // 2
-    slopes = []
-    for i in range(n - half):
-        (t0, v0), (t1, v1) = points[i], points[i + half]
-        if t1 > t0:
-            slopes.append((v1 - v0) / (t1 - t0))
-    if not slopes:
-        return None
-    slopes.sort()
+    pts = points if isinstance(points, list) else list(points)
+    slopes = sorted(
+        [(v1 - v0) / (t1 - t0) for (t0, v0), (t1, v1) in zip(pts, pts[n // 2 :], strict=False) if t1 > t0]
+    )
     m = len(slopes)
+    if not m:
+        return None
     return slopes[m // 2] if m % 2 else (slopes[m // 2 - 1] + slopes[m // 2]) / 2
 
 
@@ -67,7 +64,9 @@ def quarter_trends(points: Sequence[tuple[float, float]]) -> list[float | None]:
     return [trend(q) for q in quarters]
 
 
-def sustained_fall(points: Sequence[tuple[float, float]], min_fall: float) -> bool:
+def sustained_fall(
+    points: Sequence[tuple[float, float]], min_fall: float, slope: float | None = None
+) -> bool:
     """Whether the values fell steadily through the whole span: the trend over the span at least `min_fall`,
     every time quarter falling within STEEP_FACTOR times of the span's pace either way (a load is one steep
     quarter among flat ones, a leak that began mid-window a flat quarter, a creep is four alike), and the
@@ -75,7 +74,8 @@ def sustained_fall(points: Sequence[tuple[float, float]], min_fall: float) -> bo
     if len(points) < 4 * QUARTERS:
         return False
     span = points[-1][0] - points[0][0]
-    slope = trend(points)
+    if slope is None:
+        slope = trend(points)
     if slope is None or slope >= 0 or -slope * span < min_fall:
         return False
     qs = quarter_trends(points)
@@ -110,8 +110,8 @@ class Growth:
             "name": self.name,
             "pid": self.pid,
             "capped": self.capped,
-            "bytes_per_second": round(self.bytes_per_s, 1),
-            "gib_per_hour": round(self.bytes_per_s * 3600 / GIB, 2),
+            "growth_bytes_per_s": round(self.bytes_per_s, 1),
+            "growth_gib_per_h": round(self.bytes_per_s * 3600 / GIB, 2),
             "grew_bytes": self.grew_bytes,
             "window_s": round(self.window_s, 1),
         }
@@ -161,15 +161,18 @@ def _duration(s: float) -> str:
     return f"{s / 3600:.1f} h"
 
 
-def runway(points: Sequence[tuple[float, float]], budget: float, th) -> Runway:
+def runway(
+    points: Sequence[tuple[float, float]], budget: float, th, growth: tuple[Growth, ...] = ()
+) -> Runway:
     """The runway of a window of (ts, budget bytes) points (oldest first) ending at `budget`; pure."""
     span = points[-1][0] - points[0][0] if points else 0.0
     if span < th.runway_min_span_s:
-        return Runway(False, window_s=span, budget_bytes=int(budget))
-    slope = trend(points)
-    if slope is None or slope >= 0 or not sustained_fall(points, th.runway_min_fall_bytes):
-        return Runway(True, None, slope, span, int(budget))
-    return Runway(True, max(0.0, budget) / -slope, slope, span, int(budget))
+        return Runway(False, window_s=span, budget_bytes=int(budget), growth=growth)
+    pts = points if isinstance(points, list) else list(points)
+    slope = trend(pts)
+    if slope is None or slope >= 0 or not sustained_fall(pts, th.runway_min_fall_bytes, slope):
+        return Runway(True, None, slope, span, int(budget), growth)
+    return Runway(True, max(0.0, budget) / -slope, slope, span, int(budget), growth)
 
 
 class RunwayTracker:
@@ -209,7 +212,6 @@ class RunwayTracker:
         pts.append((ts, float(budget)))
         while ts - pts[0][0] > win:
             pts.popleft()
-        rw = runway(pts, budget, th)
         growth = []
         seen = set()
         for w in workloads:
@@ -227,7 +229,7 @@ class RunwayTracker:
                 growth.append(Growth(w.kind, w.name, w.pid, w.capped, slope, grew, span))
         for key in [k for k in self.footprints if k not in seen]:
             del self.footprints[key]
-        self.latest = replace(rw, growth=tuple(growth))
+        self.latest = runway(pts, budget, th, tuple(growth))
         return self.latest
 
     def warn(self, ts: float, rw: Runway) -> bool:
@@ -270,6 +272,7 @@ class RunwayTracker:
                 evidence=evidence,
                 advice=ADVICE_RUNWAY,
             )
+        summary = finding.summary
         if sentence is not None and rw.seconds is not None and rw.seconds <= self.th.runway_leave_s:
-            return replace(finding, summary=f"{finding.summary}; {sentence}", evidence=evidence)
-        return replace(finding, evidence=evidence)
+            summary = f"{summary}; {sentence}"
+        return Finding(finding.gotcha, finding.severity, summary, evidence, finding.advice, finding.anomaly)

@@ -40,7 +40,7 @@ def families(snapshot):
     rates = {(k, c): 0.0 for k in WORKLOAD_KINDS for c in ("true", "false")}
     for g in ev.get("workload_growth") or ():
         kind = g.get("kind") if g.get("kind") in WORKLOAD_KINDS else "other"
-        rates[(kind, "true" if g.get("capped") else "false")] += float(g.get("bytes_per_second") or 0.0)
+        rates[(kind, "true" if g.get("capped") else "false")] += float(g.get("growth_bytes_per_s") or 0.0)
     growth = gauge(
         "workload_growth_bytes_per_second",
         "Footprint drift of workloads over the runway window (robust trend, summed per kind); 0 without history.",

@@ -26,6 +26,8 @@ MEMORY_KEYS = (
     "os_reserve_bytes",
     "swap_used_bytes",
     "gpu_attributed_bytes",
+    "cma_total_bytes",
+    "cma_free_bytes",
 )
 
 

@@ -275,8 +275,8 @@ def test_prints_the_runway_and_the_fastest_growing_workloads():
         runway_s=840.0,
         runway_window_s=1200.0,
         workload_growth=[
-            {"name": "vllm", "gib_per_hour": 57.0},
-            {"name": "python3", "gib_per_hour": 0.0},
+            {"name": "vllm", "growth_gib_per_h": 57.0},
+            {"name": "python3", "growth_gib_per_h": 0.0},
         ],
     )
     doc["memory"]["cma_free_bytes"] = 8 * GIB

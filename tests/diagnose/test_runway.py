@@ -108,7 +108,7 @@ def test_a_creeping_vllm_raises_g3_to_warning_with_the_runway_sentence_and_its_g
     # lead time: at the first warning the budget still had 20 GiB and more
     assert g3.evidence["budget_bytes"] > 15 * GIB
     growth = g3.evidence["workload_growth"]
-    assert growth and growth[0]["gib_per_hour"] == pytest.approx(42, rel=0.1)
+    assert growth and growth[0]["growth_gib_per_h"] == pytest.approx(42, rel=0.1)
     assert all(s == "warning" for s in sev[first:])  # held, no flapping
 
 

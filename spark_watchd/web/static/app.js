@@ -94,6 +94,7 @@
     out.sources = src;
     out.mode = String(s.mode || "live").toLowerCase();
     out.demo = (s.extras && s.extras.demo) || s.demo || null;
+    out.postmortem = (s.extras && s.extras.postmortem) || null;
     if (out.demo) out.mode = "demo";
     const sample = s.sample || {};
     out.host = s.host || sample.host || null;
@@ -210,6 +211,7 @@
   /* Evidence keys carry their unit as a suffix (memory_bytes, psi_some_avg60_pct...): show it on the value.
      The same rules as the terminal's (commands/term.py evidence_text); tests check both on every key. */
   const UNITS = [
+    [/_bytes_per_s$/, (v) => gib(v) + "/s"], [/_gib_per_h$/, (v) => num(v) + " GiB/h"],
     [/_bytes$/, (v) => gib(v)], [/_kb$/, (v) => gib(v * 1024)], [/_pct$/, (v) => num(v) + " %"],
     [/_share$/, (v) => num(v * 100) + " %"], [/_ratio$/, (v) => "×" + num(v)],
     [/_per_s$/, (v) => num(v) + "/s"], [/_w$/, (v) => num(v) + " W"], [/_c$/, (v) => num(v) + " °C"],
@@ -423,6 +425,19 @@
     return st.gpus ? "No GPU readings: NVML reports no GPU" : undefined;
   }
 
+  /* The latest post-mortem bundle's report (same origin, self-contained HTML). */
+  function renderPostmortem() {
+    const p = $("postmortem"), pm = state.status && state.status.postmortem;
+    if (!p) return;
+    p.textContent = "";
+    p.hidden = !(pm && pm.url && pm.url.charAt(0) === "/");
+    if (p.hidden) return;
+    const a = h("a", null, "Post-mortem of the last " + String(pm.kind).replace(/_/g, " ") + " (" + stamp(pm.ts) + ")");
+    a.href = pm.url;
+    p.appendChild(a);
+    if (pm.summary) p.appendChild(h("span", "what", " " + pm.summary));
+  }
+
   function renderEvents() {
     const seen = new Set(), all = [];
     const add = (e) => {
@@ -434,6 +449,7 @@
     for (const r of state.records) for (const e of r.events || []) add(e);
     for (const e of (state.status && state.status.events) || []) add(e);
     all.sort((a, b) => b.ts - a.ts);
+    renderPostmortem();
     const ol = $("events");
     ol.textContent = "";
     if (!all.length) { ol.appendChild(h("li", "empty", "No throttle, eviction, OOM kill, reboot or driver fault seen.")); return; }

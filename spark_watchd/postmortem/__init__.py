@@ -1,0 +1,76 @@
+"""Post-mortem: the persisted ring of recent samples and a bundle on every critical event.
+
+`PostMortem` is a daemon subscriber: each published sample goes to the ring (`ring.py`); an OOM kill, an
+eviction, a kill by systemd-oomd or earlyoom, a driver out of memory, a fatal Xid or PCIe error, or a reboot
+after a throttle or a driver fault (a wedge seen at the next boot: the ring still holds the minutes before
+the freeze) writes a bundle (`bundle.py`, with `html.py`'s report). Bundles are listed by `spark-watchd
+report`, linked from the status page and replayable (`replay BUNDLE`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from spark_watchd.logs import get_logger
+from spark_watchd.postmortem.bundle import BundleInfo, is_critical, list_bundles, prune, write_bundle
+from spark_watchd.postmortem.ring import SampleRing
+
+__all__ = ["BundleInfo", "PostMortem", "is_critical", "list_bundles"]
+
+
+class PostMortem:
+    """Keeps the ring and writes bounded bundles; call with each published Snapshot."""
+
+    def __init__(
+        self,
+        state_dir: str | os.PathLike,
+        thresholds,
+        *,
+        span_s: float = 1800.0,
+        keep: int = 20,
+        max_bytes: int = 200 << 20,
+        min_gap_s: float = 60.0,
+    ):
+        self.root = Path(state_dir) / "bundles"
+        self.ring = SampleRing(Path(state_dir) / "ring", span_s)
+        self.thresholds = thresholds
+        self.keep, self.max_bytes, self.min_gap_s = keep, max_bytes, min_gap_s
+        self._last_bundle_ts: float | None = None
+        self.log = get_logger("postmortem")
+        self.written: list[Path] = []
+
+    def __call__(self, snapshot) -> None:
+        sample = snapshot.sample
+        if sample is None:
+            return
+        self.ring.append(sample)
+        diag = snapshot.diagnosis
+        triggers = [e for e in (diag.events if diag is not None else ()) if is_critical(e)]
+        if not triggers:
+            return
+        last = self._last_bundle_ts
+        if last is not None and 0 <= sample.ts - last < self.min_gap_s:
+            return  # a storm of kills: the next bundle holds these too
+        trigger = triggers[0]
+        events = list(getattr(snapshot, "recent_events", ()) or ())
+        for e in diag.events:
+            if e not in events:
+                events.append(e)
+        path = write_bundle(
+            self.root, trigger, self.ring.samples(), events, snapshot.workloads, self.thresholds
+        )
+        self._last_bundle_ts = sample.ts
+        self.written.append(path)
+        gone = prune(self.root, self.keep, self.max_bytes)
+        self.log.warning(
+            "post-mortem bundle written", bundle=str(path), trigger=trigger.kind, pruned=len(gone)
+        )
+
+    def latest(self) -> BundleInfo | None:
+        """The newest bundle, if any."""
+        bundles = list_bundles(self.root)
+        return bundles[-1] if bundles else None
+
+    def close(self) -> None:
+        self.ring.close()

@@ -1,0 +1,229 @@
+"""The post-mortem report: one self-contained HTML file (inline CSS and SVG, no script, no fetch).
+
+Charts on one time axis, each with the events marked: memory (available, its window minimum, the budget)
+and the runway, PSI, temperature, power and SM clock, throughput. Then the events, the finding changes and
+the workload table. Every text from the host (process names, command lines, journal lines) is escaped.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from html import escape
+from typing import Any
+
+from spark_watchd.sample.model import Sample
+
+GIB = 1024**3
+W, PAD_L, PAD_R, PAD_T, PAD_B = 1000, 64, 16, 22, 26
+COLOURS = ("#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2")
+CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#111;background:#fff}
+main{max-width:1400px;margin:0 auto;padding:16px}
+h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:20px 0 6px}
+.meta{color:#555}.trigger{border-left:4px solid #dc2626;background:#fef2f2;padding:8px 12px;margin:12px 0}
+.chart{margin:6px 0 2px}.chart svg{width:100%;height:auto;display:block}
+table{border-collapse:collapse;width:100%;font-size:13px}td,th{border-bottom:1px solid #e5e7eb;
+padding:3px 6px;text-align:left;vertical-align:top;overflow-wrap:anywhere}th{background:#f9fafb}
+.sev-critical{color:#b91c1c;font-weight:600}.sev-warning{color:#b45309;font-weight:600}
+.legend span{margin-right:14px;white-space:nowrap}.legend i{display:inline-block;width:14px;height:3px;
+vertical-align:middle;margin-right:4px}
+@media (max-width:900px){main{padding:8px}td,th{padding:2px 3px}}
+"""
+
+
+def _utc(ts: float, fmt: str = "%H:%M:%S") -> str:
+    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime(fmt)
+
+
+def _path(points: Sequence[tuple[float, float | None]], x, y) -> str:
+    """An SVG path of the points, broken where a value is missing."""
+    out, pen = [], "M"
+    for t, v in points:
+        if v is None:
+            pen = "M"
+            continue
+        out.append(f"{pen}{x(t):.1f},{y(v):.1f}")
+        pen = "L"
+    return "".join(out)
+
+
+def chart(
+    title: str,
+    unit: str,
+    series: Sequence[tuple[str, Sequence[tuple[float, float | None]]]],
+    t0: float,
+    t1: float,
+    marks: Sequence[tuple[float, int]] = (),
+    lines: Sequence[tuple[float, str]] = (),
+    height: int = 150,
+) -> str:
+    """One chart: series as (label, [(ts, value or None)]), event marks as (ts, number), level lines."""
+    vals = [v for _, pts in series for _, v in pts if v is not None] + [v for v, _ in lines]
+    if not vals:
+        return ""
+    lo, hi = min(0.0, min(vals)), max(vals)
+    hi = hi + (hi - lo) * 0.08 or 1.0
+    span = (t1 - t0) or 1.0
+
+    def x(t):
+        return PAD_L + (t - t0) / span * (W - PAD_L - PAD_R)
+
+    def y(v):
+        return PAD_T + (1 - (v - lo) / (hi - lo)) * (height - PAD_T - PAD_B)
+
+    parts = [f'<svg viewBox="0 0 {W} {height}" role="img" aria-label="{escape(title)}">']
+    parts.append(
+        f'<text x="{PAD_L}" y="14" font-size="13" font-weight="600">{escape(title)} ({escape(unit)})</text>'
+    )
+    for k in range(5):
+        v = lo + (hi - lo) * k / 4
+        parts.append(
+            f'<line x1="{PAD_L}" x2="{W - PAD_R}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#eee"/>'
+            f'<text x="{PAD_L - 4}" y="{y(v) + 4:.1f}" font-size="11" text-anchor="end">{v:.3g}</text>'
+        )
+    for k in range(6):
+        t = t0 + span * k / 5
+        parts.append(
+            f'<text x="{x(t):.1f}" y="{height - 8}" font-size="11" text-anchor="middle">{_utc(t, "%H:%M")}</text>'
+        )
+    for v, label in lines:
+        parts.append(
+            f'<line x1="{PAD_L}" x2="{W - PAD_R}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#9ca3af" '
+            f'stroke-dasharray="4 3"/><text x="{W - PAD_R}" y="{y(v) - 3:.1f}" font-size="10" '
+            f'text-anchor="end" fill="#6b7280">{escape(label)}</text>'
+        )
+    for t, n in marks:
+        parts.append(
+            f'<line x1="{x(t):.1f}" x2="{x(t):.1f}" y1="{PAD_T}" y2="{height - PAD_B}" stroke="#dc2626" '
+            f'stroke-dasharray="3 3"/><text x="{x(t) + 2:.1f}" y="{PAD_T + 10}" font-size="11" fill="#dc2626">{n}</text>'
+        )
+    for i, (_, pts) in enumerate(series):
+        d = _path(pts, x, y)
+        if d:
+            parts.append(
+                f'<path d="{d}" fill="none" stroke="{COLOURS[i % len(COLOURS)]}" stroke-width="1.6"/>'
+            )
+    parts.append("</svg>")
+    legend = "".join(
+        f'<span><i style="background:{COLOURS[i % len(COLOURS)]}"></i>{escape(label)}</span>'
+        for i, (label, _) in enumerate(series)
+    )
+    return f'<div class="chart">{"".join(parts)}<div class="legend">{legend}</div></div>'
+
+
+def _gpu(s: Sample, attr: str) -> float | None:
+    return getattr(s.gpus[0], attr) if s.gpus else None
+
+
+def _psi(s: Sample, kind: str) -> float | None:
+    return ((s.psi_memory or {}).get(kind) or {}).get("avg10")
+
+
+def _kb_gib(v: int | None) -> float | None:
+    return None if v is None else v / (1024 * 1024)
+
+
+def series_of(samples: Sequence[Sample], timeline: Sequence[dict[str, Any]]) -> dict[str, list]:
+    """The charts' series from the ring's samples and the findings re-judged on them (same order)."""
+    ts = [s.ts for s in samples]
+    g3 = [(row.get("G3") or {}).get("evidence") or {} for row in timeline] or [{} for _ in samples]
+    budget = [None if e.get("budget_bytes") is None else e["budget_bytes"] / GIB for e in g3]
+    runway = [None if e.get("runway_s") is None else e["runway_s"] / 60 for e in g3]
+    jobs: dict[str, list] = {}
+    for s in samples:
+        for t in s.throughput:
+            jobs.setdefault(t.job, [])
+    for s in samples:
+        by = {t.job: t for t in s.throughput}
+        for job, pts in jobs.items():
+            r = by.get(job)
+            pts.append((s.ts, None if r is None else (r.tokens_per_second or r.step_seconds)))
+    return {
+        "memory": [
+            ("MemAvailable", list(zip(ts, [_kb_gib(s.meminfo.get("MemAvailable")) for s in samples], strict=True))),
+            ("lowest between samples", list(zip(ts, [_kb_gib(s.mem_available_min_kb) for s in samples], strict=True))),
+            ("budget", list(zip(ts, budget, strict=True))),
+        ],
+        "runway": [("runway", list(zip(ts, runway, strict=True)))],
+        "psi": [("some avg10", [(s.ts, _psi(s, "some")) for s in samples]),
+                ("full avg10", [(s.ts, _psi(s, "full")) for s in samples])],
+        "temp": [("GPU", [(s.ts, _gpu(s, "temp_c")) for s in samples])],
+        "power": [("GPU power", [(s.ts, _gpu(s, "power_w")) for s in samples])],
+        "clock": [("SM clock", [(s.ts, _gpu(s, "sm_clock_mhz")) for s in samples])],
+        "throughput": [(job, pts) for job, pts in jobs.items()],
+    }  # fmt: skip
+
+
+def _rows(cells: Iterable[Sequence[str]]) -> str:
+    return "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in cells)
+
+
+def render_report(
+    samples: Sequence[Sample],
+    timeline: Sequence[dict[str, Any]],
+    events: Sequence[dict[str, Any]],
+    workloads: Sequence[dict[str, Any]],
+    trigger: dict[str, Any],
+) -> str:
+    """The report's HTML (UTF-8 text, self-contained)."""
+    if samples:
+        t0, t1 = samples[0].ts, samples[-1].ts
+    else:
+        t0 = t1 = float(trigger.get("ts") or 0.0)
+    t1 = max(t1, float(trigger.get("ts") or t1))
+    marks = [(float(e["ts"]), i + 1) for i, e in enumerate(events) if t0 <= float(e["ts"]) <= t1]
+    sr = series_of(samples, timeline)
+    host = escape(next((s.host for s in reversed(samples) if s.host), None) or "?")
+    slowdown = next((g.slowdown_temp_c for s in reversed(samples) for g in s.gpus if g.slowdown_temp_c), None)
+    charts = [
+        chart("Memory", "GiB", sr["memory"], t0, t1, marks, [(0.0, "budget gone")]),
+        chart("Runway at the trend", "min", sr["runway"], t0, t1, marks, [(30.0, "warn")]),
+        chart("Memory pressure (PSI)", "%", sr["psi"], t0, t1, marks),
+        chart("Temperature", "C", sr["temp"], t0, t1, marks, [(slowdown, "slowdown")] if slowdown else ()),
+        chart("Power", "W", sr["power"], t0, t1, marks),
+        chart("SM clock", "MHz", sr["clock"], t0, t1, marks),
+        chart("Throughput", "tokens/s or s/step", sr["throughput"], t0, t1, marks),
+    ]
+    ev_rows = _rows(
+        (str(i + 1), _utc(float(e["ts"]), "%Y-%m-%d %H:%M:%SZ"), escape(str(e.get("kind", ""))),
+         escape(str(e.get("summary", ""))))
+        for i, e in enumerate(events)
+    )  # fmt: skip
+    changes = []
+    last: dict[str, str] = {}
+    for row in timeline:
+        for g in ("G3", "G4", "G6"):
+            f = row.get(g) or {}
+            sev = f.get("severity")
+            if sev and sev != last.get(g):
+                last[g] = sev
+                changes.append((_utc(float(row["ts"])), g, f'<span class="sev-{sev}">{sev}</span>',
+                                escape(str(f.get("summary", ""))[:300])))  # fmt: skip
+    wl_rows = _rows(
+        (escape(str(w.get("kind"))), escape(str(w.get("pid"))), f"{(w.get('footprint_bytes') or 0) / GIB:.1f} GiB",
+         escape(str(w.get("cap") or ("uncapped" if w.get("capped") is False else "-"))),
+         escape(str(w.get("cmdline", ""))[:200]))
+        for w in workloads
+    )  # fmt: skip
+    when = _utc(float(trigger.get("ts") or t1), "%Y-%m-%d %H:%M:%SZ")
+    span = f"{_utc(t0, '%Y-%m-%d %H:%M:%S')} to {_utc(t1)} UTC, {len(samples)} samples"
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>spark-watchd post-mortem: {escape(str(trigger.get("kind", "")))} on {host} at {when}</title>
+<style>{CSS}</style></head><body><main>
+<h1>Post-mortem: {escape(str(trigger.get("kind", "")))} on {host}</h1>
+<div class="meta">{escape(span)}; written by spark-watchd</div>
+<div class="trigger"><b>{when}</b> {escape(str(trigger.get("summary", "")))}</div>
+<h2>The minutes before</h2>
+{"".join(charts)}
+<h2>Events</h2>
+<table><tr><th>#</th><th>time</th><th>kind</th><th>what happened</th></tr>{ev_rows}</table>
+<h2>Findings as they changed</h2>
+<table><tr><th>time</th><th>gotcha</th><th>severity</th><th>summary</th></tr>{_rows(changes)}</table>
+<h2>Workloads at the end</h2>
+<table><tr><th>kind</th><th>pid</th><th>memory</th><th>cap</th><th>command</th></tr>{wl_rows}</table>
+</main></body></html>
+"""

@@ -1,0 +1,100 @@
+"""Bundles on critical events: what they hold, the wedge seen at the next boot, bounds, the report verb."""
+
+from __future__ import annotations
+
+import json
+
+from spark_watchd.diagnose.thresholds import Thresholds
+from spark_watchd.postmortem import PostMortem, list_bundles
+from spark_watchd.postmortem.bundle import prune
+from tests.conftest import run_cli as _run_cli
+from tests.postmortem.helpers import feed, scenario
+
+
+def test_an_oom_kill_writes_a_bundle_with_the_ring_timeline_workloads_and_report(tmp_path):
+    samples = scenario("vllm_creep_oom_30s")
+    pm = feed(tmp_path, samples)
+    (b,) = [x for x in list_bundles(tmp_path / "bundles") if x.kind == "oom_kill"]
+    files = {p.name for p in b.path.iterdir()}
+    assert files == {"trace.jsonl", "timeline.json", "workloads.json", "report.html", "manifest.json"}
+    trace = (b.path / "trace.jsonl").read_text().splitlines()
+    kill = json.loads(trace[-1])
+    assert kill["vmstat"]["oom_kill"] == 1 and kill["oom_kills"][0]["pid"] == 4121
+    assert kill["ts"] - json.loads(trace[0])["ts"] >= 1800 - 60  # the last 30 minutes
+    tl = json.loads((b.path / "timeline.json").read_text())
+    assert any(r["G3"]["severity"] == "warning" and "runway" in r["G3"]["summary"] for r in tl["findings"])
+    kinds = {e["kind"] for e in tl["events"]}
+    assert {"oom_kill", "workload_exit"} <= kinds
+    html = (b.path / "report.html").read_text()
+    assert "VLLM::EngineCor (pid 4121" in html and html.count("<svg") >= 6
+    assert "http://" not in html and "https://" not in html and "<script" not in html
+    assert pm.written and len(list_bundles(tmp_path / "bundles")) == 1  # the exit a tick later: no second
+
+
+def test_a_wedge_seen_at_the_next_boot_bundles_the_minutes_before_the_freeze(tmp_path):
+    samples = scenario("wedge_power_cycle_30s")
+    boot = next(i for i, s in enumerate(samples) if s.boot_id != samples[0].boot_id)
+    # First daemon: the minutes up to the freeze, then nothing (the host wedged: no close, no flush)
+    feed(tmp_path, samples[:boot], close=False)
+    # After the power cycle a new daemon reads the same state directory
+    feed(tmp_path, samples[boot:])
+    bundles = list_bundles(tmp_path / "bundles")
+    reboot = [b for b in bundles if b.kind == "reboot"]
+    assert len(reboot) == 1 and "NV_ERR_NO_MEMORY" in reboot[0].summary
+    trace = [json.loads(x) for x in (reboot[0].path / "trace.jsonl").read_text().splitlines()]
+    before = [s for s in trace if s["boot_id"] == samples[0].boot_id]
+    assert len(before) >= 25 and before[-1]["ts"] == samples[boot - 1].ts  # up to the last sample before it
+    assert trace[-1]["boot_id"] == samples[boot].boot_id
+
+
+def test_a_plain_exit_and_a_memcg_kill_differ_and_bundles_are_bounded(tmp_path):
+    feed(tmp_path, scenario("model_load_transient_30s"))
+    assert list_bundles(tmp_path / "bundles") == []  # nothing critical
+    feed(tmp_path / "c", scenario("container_memcg_kill_30s"))
+    (b,) = list_bundles(tmp_path / "c" / "bundles")
+    assert "own limit" in b.summary or "cgroup" in b.summary
+    for i in range(5):
+        feed(
+            tmp_path / "c",
+            scenario("container_memcg_kill_30s")[40 + i :],
+            postmortem=PostMortem(tmp_path / "c", Thresholds(), min_gap_s=0),
+        )
+    assert prune(tmp_path / "c" / "bundles", keep=3, max_bytes=1 << 30)
+    assert len(list_bundles(tmp_path / "c" / "bundles")) == 3
+
+
+def run_cli(*args):
+    p = _run_cli(*args)
+    return p.returncode, p.stdout, p.stderr
+
+
+def test_report_lists_writes_and_replay_reads_a_bundle(tmp_path):
+    feed(tmp_path, scenario("vllm_creep_oom_30s"))
+    code, out, err = run_cli("report", "--state-dir", str(tmp_path))
+    assert code == 0 and "oom_kill" in out and "VLLM::EngineCor" in out, err
+    code, out, _ = run_cli("report", "--last", "--state-dir", str(tmp_path))
+    assert code == 0 and out.strip().endswith("report.html")
+    dest = tmp_path / "out" / "pm.html"
+    code, out, _ = run_cli("report", "--last", "--out", str(dest), "--state-dir", str(tmp_path))
+    assert code == 0 and dest.read_text().startswith("<!doctype html>")
+    code, _, err = run_cli("report", "nope", "--state-dir", str(tmp_path))
+    assert code == 1 and "no bundle named" in err
+    (b,) = list_bundles(tmp_path / "bundles")
+    code, out, _ = run_cli("replay", str(b.path), "--format", "jsonl")
+    assert code == 0 and len(out.splitlines()) == b.samples
+    code, out, _ = run_cli("replay", b.name, "--state-dir", str(tmp_path), "--format", "jsonl")
+    assert code == 0 and len(out.splitlines()) == b.samples  # by name, from the state directory
+
+
+def test_the_report_of_thirty_minutes_at_two_second_sampling_stays_under_one_megabyte(tmp_path):
+    from spark_watchd.postmortem.bundle import timeline_of
+    from spark_watchd.postmortem.html import render_report
+    from tests.diagnose.diag_builders import Host, proc
+
+    h = Host(interval=2.0)
+    procs = [proc(4000 + i, ["python3", f"worker{i}.py"], 2.0 + i, 4.0, create_time=100.0) for i in range(8)]
+    samples = [h.sample(processes=procs, avail_gib=60 - i * 0.02, step=1.0) for i in range(900)]
+    tl = timeline_of(samples, Thresholds())
+    events = [{"kind": "oom_kill", "ts": samples[-1].ts, "summary": "The kernel OOM killer killed x"}]
+    html = render_report(samples, tl, events, [], events[0])
+    assert len(html.encode()) < 1_000_000

@@ -124,7 +124,9 @@ def _runway_line(doc: dict[str, Any]) -> str | None:
     )
     growing = sorted(ev.get("workload_growth") or (), key=lambda g: -(g.get("growth_gib_per_h") or 0))
     grow = [
-        f"{g.get('name', '?')} {g['growth_gib_per_h']:+.1f} GiB/h" for g in growing[:3] if g.get("growth_gib_per_h")
+        f"{g.get('name', '?')} {g['growth_gib_per_h']:+.1f} GiB/h"
+        for g in growing[:3]
+        if g.get("growth_gib_per_h")
     ]
     return line + (f"; growth {', '.join(grow)}" if grow else "")
 

@@ -31,11 +31,12 @@ def add_arguments(parser) -> None:
 
 
 def _state_dir(args) -> str:
+    """Where `run` keeps state for this user and configuration (the same rule as `runs`, nothing created)."""
+    from spark_watchd.app import settings_for
     from spark_watchd.commands.statedir import resolve_state_dir
-    from spark_watchd.config import load_settings
 
     overrides = {"daemon": {"state_dir": args.state_dir}} if args.state_dir else None
-    return resolve_state_dir(load_settings(args.config, overrides), create=False)
+    return resolve_state_dir(settings_for(args, overrides), create=False)
 
 
 def _when(ts: float) -> str:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from collections import deque
 from pathlib import Path
 
+from spark_watchd.sample.files import StateFileError
 from spark_watchd.sample.findings import Diagnosis
 from spark_watchd.sample.model import Sample
 from spark_watchd.sample.trace import TraceWriter
@@ -52,7 +54,10 @@ class CaptureRing:
     def _start(self, sample: Sample, gotchas: list[str]) -> Path:
         self.dir.mkdir(parents=True, exist_ok=True)
         path = self.dir / f"capture-{int(sample.ts)}-{'-'.join(gotchas)}.jsonl"
-        self._writer = TraceWriter(path)
+        try:
+            self._writer = TraceWriter(path, nofollow=True)
+        except StateFileError as exc:  # a link or FIFO planted under that name: a storage failure, said once
+            raise OSError(errno.ELOOP, str(exc)) from None
         for s in self.ring:
             self._writer.write(s)
         self._left = self.post

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from spark_watchd.sample.codec import loads as _loads
+from spark_watchd.sample.files import check_regular, open_regular
 from spark_watchd.sample.model import Sample
 from spark_watchd.sample.validate import FieldError, check_sample
 
@@ -123,11 +124,17 @@ def repair_torn_tail(path: str | os.PathLike) -> int:
 class TraceWriter:
     """Append samples to a trace-v1 file, one line each, flushed so a crash loses at most the line in flight."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, *, nofollow: bool = False):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if nofollow:  # a file in the state dir: never through a link, never a FIFO (sample/files.py)
+            check_regular(self.path)
         self.repaired_bytes = repair_torn_tail(self.path)
-        self._fh: IO[str] | None = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+        if nofollow:
+            fd = open_regular(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._fh: IO[str] | None = open(fd, "a", encoding="utf-8")  # noqa: SIM115
+        else:
+            self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
 
     def write(self, sample: Sample) -> None:
         if self._fh is None:

@@ -56,3 +56,28 @@ def test_ring_starts_one_capture_per_transition_and_extends_it_on_more_trouble(t
     assert path.name == f"capture-{int(samples[2].ts)}-G6.jsonl"
     # Two before (with the trouble sample), post=2 after, renewed by the critical at index 4: up to index 6.
     assert [s.ts for s in read_trace(path)] == [s.ts for s in samples[1:7]]
+
+
+def _trouble(rt) -> None:
+    host = Host()
+    for s in host.run(10):
+        rt.observe(s)
+    for s in host.run(4, psi_some=8.0):  # G3 leaves ok
+        rt.observe(s)
+    rt.close()
+
+
+def test_a_link_planted_under_the_capture_name_is_refused_not_written_through(tmp_path):
+    """Issue 20 §3: state-dir files are never written through a link; a capture is one of them."""
+    first = tmp_path / "first"
+    _trouble(DiagnosisRuntime(Thresholds(), first, capture_pre=5, capture_post=3))
+    (name,) = [p.name for p in (first / "captures").glob("*.jsonl")]
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    second = tmp_path / "second"
+    (second / "captures").mkdir(parents=True)
+    (second / "captures" / name).symlink_to(victim)
+    rt = DiagnosisRuntime(Thresholds(), second, capture_pre=5, capture_post=3)
+    _trouble(rt)
+    assert victim.read_text() == "keep\n"
+    assert rt.storage_errors_total >= 1 and "symbolic link" in (rt.storage_error or "symbolic link")

@@ -60,7 +60,13 @@ def collect(args: argparse.Namespace, launch_text: str | None, settings) -> list
     out += checks.g2_flash_attn(probe)
     out += checks.g3_memory(meminfo)
     if own_gpu:
-        out += checks.g4_thermal(gpus, gpu_error)
+        via = smi_error = None
+        if gpus is None:  # NVML missing: nvidia-smi, as the daemon falls back to it
+            sm = settings.sources
+            smi_gpus, smi_error = gather.smi_snapshot(sm.nvidia_smi_path, sm.nvidia_smi_timeout_s)
+            if smi_gpus:
+                gpus, via = smi_gpus, "nvidia-smi"
+        out += checks.g4_thermal(gpus, gpu_error, smi_error, via)
     else:  # another root's tree says nothing about its GPU: not a missing GPU either
         out.append(checks.Check("G4", "SKIP", "host root given: the GPU is this machine's"))
     out += checks.g6_contention(workloads, wl_error, gather.proc_hidepid(os.path.join(args.root, "proc")))
@@ -103,7 +109,9 @@ def main(args: argparse.Namespace) -> int:
     else:
         for c in found:
             print(c.line())
-        print(f"verdict: {report['verdict']}", file=sys.stderr)
+        gaps = report.get("unchecked") or []
+        why = f" (not checked here: {', '.join(gaps)})" if gaps else ""
+        print(f"verdict: {report['verdict']}{why}", file=sys.stderr)
     if args.report:
         try:
             with open(args.report, "w", encoding="utf-8") as f:

@@ -23,6 +23,9 @@ class Check:
     gotcha: str
     status: str
     message: str
+    # A SKIP of a check readiness needs (no torch for G1/G7, no GPU readings for G4): the line says SKIP,
+    # as the community's contract has it, and the verdict still counts it as a warning.
+    gap: bool = False
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -39,13 +42,20 @@ class Check:
 
 
 def verdict(checks: Iterable[Check]) -> str:
-    """blocked on any FAIL, ready-with-warnings on any WARN, else ready."""
+    """blocked on any FAIL, ready-with-warnings on any WARN or any check readiness needs that could not
+    run (a `gap`: no torch, no GPU readings), else ready. The verdict is separate from the lines."""
+    checks = list(checks)
     statuses = {c.status for c in checks}
     if "FAIL" in statuses:
         return "blocked"
-    if "WARN" in statuses:
+    if "WARN" in statuses or any(c.gap for c in checks):
         return "ready-with-warnings"
     return "ready"
+
+
+def unchecked(checks: Iterable[Check]) -> list[str]:
+    """The gotchas readiness needs that could not be checked here (their SKIP lines are gaps)."""
+    return sorted({c.gotcha for c in checks if c.gap}, key=_gnum)
 
 
 def _gnum(gotcha: str) -> int:
@@ -60,5 +70,6 @@ def build_report(
     for c in sorted(checks, key=lambda c: _gnum(c.gotcha)):
         grouped.setdefault(c.gotcha, []).append({"status": c.status, "message": c.text})
     report = {"checks": grouped, "verdict": verdict(checks), "host": host, "generated_at": generated_at}
+    report["unchecked"] = unchecked(checks)
     report.update(extra or {})
     return report

@@ -31,18 +31,19 @@ def g1_torch_cuda(
     """G1: torch built for CUDA 13, and no libcudart.so.12 left where a loader could find it."""
     if probe is None:
         # An interpreter the operator named must work; our own failing is a gap the verdict must show.
-        status = "FAIL" if explicit_python else "WARN"
-        return [Check("G1", status, f"could not run the probe: {probe_error or 'unknown error'}")]
+        msg = f"could not run the probe: {probe_error or 'unknown error'}"
+        return [Check("G1", "FAIL", msg)] if explicit_python else [Check("G1", "SKIP", msg, gap=True)]
     torch = probe.get("torch")
     out: list[Check] = []
     if not torch:
-        # G1 is a verdict (PASS/FAIL/WARN): no torch means the CUDA build was never checked, not "fine".
+        # Unavailable, so SKIP (the contract); never "fine": the verdict counts the gap as a warning.
         why = probe.get("torch_error") or "import failed"
         out.append(
             Check(
                 "G1",
-                "WARN",
+                "SKIP",
                 f"torch not installed ({why}): CUDA build not checked; --python the training venv",
+                gap=True,
             )
         )
     else:
@@ -118,13 +119,22 @@ def g3_memory(meminfo: Mapping[str, int] | None) -> list[Check]:
     return out
 
 
-def g4_thermal(gpus: Sequence[Mapping[str, Any]] | None, error: str | None = None) -> list[Check]:
-    """G4: temperature and power snapshot before the run starts."""
-    # No GPU readings: the launch cannot be called ready (issue 14.5), so these warn rather than skip.
+def g4_thermal(
+    gpus: Sequence[Mapping[str, Any]] | None,
+    error: str | None = None,
+    smi_error: str | None = None,
+    via: str | None = None,
+) -> list[Check]:
+    """G4: temperature and power snapshot before the run starts (`via`: "nvidia-smi" when NVML is missing
+    and nvidia-smi gave the readings; `smi_error`: why it could not either)."""
+    # No GPU readings: SKIP on the line (nothing to check), a gap for the verdict (never "ready").
     if gpus is None:
-        return [Check("G4", "WARN", f"no GPU readings: NVML missing ({error or 'no driver'})")]
+        also = f"; {smi_error}" if smi_error else ""
+        return [
+            Check("G4", "SKIP", f"no GPU readings: NVML missing ({error or 'no driver'}){also}", gap=True)
+        ]
     if not gpus:
-        return [Check("G4", "WARN", "no GPU readings: NVML reports no GPU")]
+        return [Check("G4", "SKIP", "no GPU readings: NVML reports no GPU", gap=True)]
     out = []
     for g in gpus:
         temp, power, slow = g.get("temp_c"), g.get("power_w"), g.get("slowdown_temp_c")
@@ -136,7 +146,7 @@ def g4_thermal(gpus: Sequence[Mapping[str, Any]] | None, error: str | None = Non
             parts.append(f"(slowdown at {slow:.0f} C)")
         if g.get("sm_clock_mhz") is not None:
             parts.append(f"SM {g['sm_clock_mhz']} MHz")
-        msg = " ".join(parts)
+        msg = " ".join(parts) + (f" (from {via}: NVML missing, {error})" if via else "")
         if temp is not None and slow is not None and temp >= slow - HOT_START_MARGIN_C:
             out.append(Check("G4", "WARN", f"{msg}: already within {HOT_START_MARGIN_C:.0f} C of slowdown"))
         else:
@@ -175,7 +185,7 @@ def g7_capability(probe: Mapping[str, Any] | None) -> list[Check]:
     """G7: the device is compute capability 12.1 and torch carries kernels for it (sm_121 / sm_121a)."""
     torch = (probe or {}).get("torch")
     if not torch:
-        return [Check("G7", "WARN", "torch not installed: sm_121 kernels not checked")]
+        return [Check("G7", "SKIP", "torch not installed: sm_121 kernels not checked", gap=True)]
     if not torch.get("cuda_available"):
         why = torch.get("cuda_error") or (
             "CPU-only build" if not torch.get("cuda") else "no CUDA device visible"

@@ -105,6 +105,38 @@ def proc_hidepid(proc_root: str = "/proc") -> str | None:
     return None
 
 
+SMI_FIELDS = ("index", "name", "temperature.gpu", "power.draw", "clocks.current.sm")
+
+
+def smi_snapshot(path: str = "nvidia-smi", timeout: float = 10.0):
+    """G4's readings from nvidia-smi when NVML cannot be loaded: ([{index, name, temp_c, power_w,
+    sm_clock_mhz}], None), or (None, reason) when it is missing or fails (as the daemon's fallback)."""
+    import shutil
+
+    from spark_watchd.sources.base import SourceUnavailable
+    from spark_watchd.sources.smi import parse_smi_csv, run_command
+
+    exe = shutil.which(path)
+    if exe is None:
+        return None, f"{path} not found"
+    try:
+        text = run_command([exe, "--query-gpu=" + ",".join(SMI_FIELDS), "--format=csv,noheader"], timeout)
+        rows = parse_smi_csv(text, SMI_FIELDS)
+    except (SourceUnavailable, ValueError) as exc:
+        return None, str(exc)
+    return [
+        {
+            "index": r.get("index", i),
+            "name": r.get("name"),
+            "temp_c": r.get("temperature.gpu"),
+            "power_w": r.get("power.draw"),
+            "sm_clock_mhz": r.get("clocks.current.sm"),
+            "slowdown_temp_c": None,  # nvidia-smi prints N/A for it on GB10
+        }
+        for i, r in enumerate(rows)
+    ], None
+
+
 def nvml_snapshot(nvml: Any = None):
     """([{index, name, temp_c, power_w, slowdown_temp_c, sm_clock_mhz}], None) or (None, reason)."""
     try:

@@ -126,10 +126,10 @@ def test_stray_cudart12_alone_is_ready_with_warnings(preflight, tmp_path):
     assert [c["status"] for c in report["checks"]["G1"]] == ["PASS", "WARN"]
 
 
-def test_without_torch_the_torch_checks_warn_and_the_launch_is_not_ready(preflight, tmp_path):
+def test_without_torch_the_torch_checks_skip_and_the_launch_is_not_ready(preflight, tmp_path, capsys):
     code, lines = preflight("--python", _fake_python(tmp_path, torch=None))
-    assert _lines_for(lines, "G1")[0].startswith("G1 WARN: torch not installed")
-    assert _lines_for(lines, "G7") == ["G7 WARN: torch not installed: sm_121 kernels not checked"]
+    assert _lines_for(lines, "G1")[0].startswith("G1 SKIP: torch not installed")
+    assert _lines_for(lines, "G7") == ["G7 SKIP: torch not installed: sm_121 kernels not checked"]
     assert code == 1
     assert _lines_for(lines, "G2") == ["G2 SKIP: torch not installed"]
     assert all(LINE_RE.match(ln) for ln in lines)
@@ -190,9 +190,9 @@ def test_g10_tensor_parallel_across_two_sparks(preflight, tmp_path):
         ),
         (
             "fail-init",
-            "G4 WARN: no GPU readings: NVML missing (NVMLError_DriverNotLoaded: Driver Not Loaded)",
+            "G4 SKIP: no GPU readings: NVML missing (NVMLError_DriverNotLoaded: Driver Not Loaded)",
         ),
-        ("none", "G4 WARN: no GPU readings: NVML reports no GPU"),
+        ("none", "G4 SKIP: no GPU readings: NVML reports no GPU"),
     ],
 )
 def test_g4_reads_nvml_through_the_fake_gb10(preflight, monkeypatch, fake, expected):
@@ -219,7 +219,40 @@ def test_no_gpu_and_no_torch_is_never_ready(tmp_path, monkeypatch):
     report = json.loads(proc.stdout)
     assert report["verdict"] != "ready" and proc.returncode != 0
     statuses = {g: {c["status"] for c in cs} for g, cs in report["checks"].items()}
-    assert statuses["G1"] == statuses["G4"] == statuses["G7"] == {"WARN"}
-    # G1, G7 and G9 are verdicts (PASS/FAIL/WARN); only G3 and G4 say INFO.
+    # The line contract: SKIP where a check is unavailable (no torch, no GPU readings); the verdict apart.
+    assert statuses["G1"] == statuses["G4"] == statuses["G7"] == {"SKIP"}
+    assert report["unchecked"] == ["G1", "G4", "G7"]
+    assert (
+        "verdict: ready-with-warnings"
+        in run_cli("preflight", "--python", py, env={"SPARK_WATCHD_FAKE_NVML": "fail-init"}).stderr
+    )
+    # G1, G7 and G9 are verdicts (PASS/FAIL/WARN) or SKIP; only G3 and G4 say INFO.
     assert statuses["G9"] <= {"PASS", "WARN"}
     assert {g for g, st in statuses.items() if "INFO" in st} <= {"G3", "G4"}
+
+
+def test_without_nvml_g4_reads_nvidia_smi_as_info_or_skips_naming_both(tmp_path):
+    env = {
+        "SPARK_WATCHD_FAKE_NVML": "fail-init",
+        "SPARK_WATCHD_SOURCES__NVIDIA_SMI_PATH": str(tmp_path / "nvidia-smi"),
+    }
+    py = _fake_python(tmp_path, torch=None)
+    none = run_cli("preflight", "--python", py, env=env)
+    (g4,) = _lines_for(none.stdout.splitlines(), "G4")
+    assert g4.startswith("G4 SKIP: no GPU readings: NVML missing (NVMLError_DriverNotLoaded") and g4.endswith(
+        f"; {tmp_path / 'nvidia-smi'} not found"
+    )
+    # nvidia-smi answers as on a GB10 (`--format=csv,noheader`): its readings are G4's INFO line.
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho '0, NVIDIA GB10, 41, 12.34 W, 2405 MHz'\n")
+    smi.chmod(0o755)
+    found = run_cli("preflight", "--python", py, "--json", env=env)
+    report = json.loads(found.stdout)
+    assert report["checks"]["G4"] == [
+        {
+            "status": "INFO",
+            "message": "GPU 0 NVIDIA GB10: 41 C 12.3 W SM 2405 MHz (from nvidia-smi: NVML missing, "
+            "NVMLError_DriverNotLoaded: Driver Not Loaded)",
+        }
+    ]
+    assert "G4" not in report["unchecked"]

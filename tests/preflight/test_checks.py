@@ -20,9 +20,18 @@ def test_g4_snapshot_warns_when_already_near_slowdown():
     )
     hot = checks.g4_thermal([{**gb10, "temp_c": 79}])[0]
     assert hot.status == "WARN" and "within 10 C of slowdown" in hot.message
+    # Unavailable is SKIP on the line, a gap for the verdict.
+    missing = checks.g4_thermal(None, "NVMLError_DriverNotLoaded", "nvidia-smi not found")[0]
     assert (
-        checks.g4_thermal(None, "NVMLError_DriverNotLoaded")[0].line()
-        == "G4 WARN: no GPU readings: NVML missing (NVMLError_DriverNotLoaded)"
+        missing.line()
+        == "G4 SKIP: no GPU readings: NVML missing (NVMLError_DriverNotLoaded); nvidia-smi not found"
+    )
+    assert missing.gap
+    via = checks.g4_thermal(
+        [{**gb10, "slowdown_temp_c": None}], "NVMLError_LibraryNotFound", via="nvidia-smi"
+    )[0]
+    assert via.line() == (
+        "G4 INFO: GPU 0 NVIDIA GB10: 45 C 11.2 W SM 2418 MHz (from nvidia-smi: NVML missing, NVMLError_LibraryNotFound)"
     )
 
 
@@ -61,11 +70,11 @@ def test_g1_warns_for_each_stray_cudart12_and_when_torch_was_never_checked():
     assert [c.status for c in found] == ["PASS", "WARN", "WARN"]
     assert "/a/x.so.12" in found[1].message and "/b/y.so.12" in found[2].message
     missing = checks.g1_torch_cuda({"torch": None, "torch_error": "No module named 'torch'"})[0]
-    assert missing.status == "WARN" and "No module named 'torch'" in missing.message
+    assert missing.status == "SKIP" and missing.gap and "No module named 'torch'" in missing.message
 
 
 def test_g1_probe_failure_fails_only_for_an_interpreter_the_operator_named():
-    assert checks.g1_torch_cuda(None, probe_error="exit 1")[0].status == "WARN"
+    assert checks.g1_torch_cuda(None, probe_error="exit 1")[0].status == "SKIP"
     named = checks.g1_torch_cuda(None, probe_error="exit 1", explicit_python=True)[0]
     assert named.status == "FAIL" and named.message == "could not run the probe: exit 1"
 

@@ -217,3 +217,46 @@ def test_400_idle_connections_at_ulimit_256_leave_every_scrape_answered(tmp_path
         finally:
             for s in idle:
                 s.close()
+
+
+def test_slow_readers_over_tls_hold_no_worker_and_a_reader_gets_the_whole_answer(tmp_path, cert):
+    """The writer's non-blocking path over TLS (SSLWantWrite, partial records) as over plain TCP."""
+    import ssl
+
+    from spark_watchd.web.auth import load_web_config
+    from spark_watchd.web.http import Response, Route
+    from spark_watchd.web.server import HttpServer
+
+    web = tmp_path / "web.yml"
+    web.write_text(f"tls_server_config:\n  cert_file: {cert / 'cert.pem'}\n  key_file: {cert / 'key.pem'}\n")
+    big = bytes(range(256)) * (24 << 12)  # 6 MiB
+    routes = [
+        Route("GET", "/big", lambda req: Response(200, big)),
+        Route("GET", "/metrics", lambda req: Response(200, b"up 1\n")),
+    ]
+    srv = HttpServer("127.0.0.1:0", routes, workers=2, timeout=10, web=load_web_config(str(web)))
+    srv.writer.idle_s = 1.0
+    srv.start()
+    ctx = ssl.create_default_context(cafile=str(cert / "cert.pem"))
+    slow = []
+    try:
+        for _ in range(4):
+            raw = socket.socket()
+            raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            raw.settimeout(10)
+            raw.connect(srv.address)
+            s = ctx.wrap_socket(raw, server_hostname="localhost")
+            s.sendall(b"GET /big HTTP/1.1\r\nHost: localhost\r\n\r\n")  # and never read
+            slow.append(s)
+        time.sleep(0.5)
+        assert [_get(srv.address, auth=None, tls=ctx, timeout=3) for _ in range(6)] == [200] * 6
+        status, reply = _request(srv.address, "GET /big HTTP/1.1\r\nHost: localhost\r\n", tls=ctx, timeout=10)
+        assert status == 200 and reply.endswith(big) and b"Content-Length: %d\r\n" % len(big) in reply
+        deadline = time.monotonic() + 5
+        while srv.writer.buffered and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert srv.writer.buffered == 0 and srv.writer.dropped == 4
+    finally:
+        for s in slow:
+            s.close()
+        srv.stop()

@@ -79,3 +79,31 @@ def test_any_argv_is_bounded_and_short_flag_values_survive(argv):
     )
     if all(len(a.encode("utf-8", "surrogatepass")) <= 64 for a in argv):  # caps and ports read the same
         assert read_caps(got) == read_caps(argv)
+
+
+def test_one_sample_holds_at_most_its_budget_of_argv():
+    """Past SAMPLE_ARGV_MAX_BYTES together, each further process keeps its head and its launcher flags."""
+    from spark_watchd.sample.model import ProcessInfo
+    from spark_watchd.sample.workloads import ARGV_HEAD_BYTES, SAMPLE_ARGV_MAX_BYTES
+    from spark_watchd.sources.processes import _within_sample_budget
+
+    argv = bound_cmdline(_raw(["vllm", "serve", *(["z" * 1000] * 20), "--port", "8001"]))
+    procs = [
+        ProcessInfo(
+            pid=i,
+            create_time=1.0,
+            name="vllm",
+            cmdline=argv,
+            rss_bytes=1,
+            gpu_mem_bytes=None,
+            gpu_resident=False,
+            ppid=1,
+        )  # fmt: skip
+        for i in range(1, 101)
+    ]
+    out = _within_sample_budget(list(procs))
+    total = sum(len(a) for p in out for a in p.cmdline)
+    assert total <= SAMPLE_ARGV_MAX_BYTES + 100 * (ARGV_HEAD_BYTES + 64)
+    assert out[0].cmdline == argv and len(out[-1].cmdline) < len(argv)
+    assert all(p.cmdline[-2:] == ("--port", "8001") for p in out)
+    assert all(any(a.endswith(" more bytes)") for a in p.cmdline) for p in out)

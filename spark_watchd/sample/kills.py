@@ -151,6 +151,21 @@ def parse_kernel_oom(lines: Iterable[tuple[float, str]]) -> list[KillReport]:
     return out
 
 
+def kernel_oom_line(ts: float, text: str, ctx: dict) -> KillReport | None:
+    """The kernel-log feed's parser (sources/driverlog.KERNEL_LINE_KINDS): one trusted kernel line at a time,
+    the `oom-kill:` summary kept in `ctx` until its `Killed process` line arrives (they come together)."""
+    if "oom-kill:" not in text and "Killed process" not in text:
+        return None
+    text = text.strip()
+    if text.startswith("oom-kill:"):
+        ctx["oom_summary"] = (ts, text)
+        return None
+    pending = ctx.pop("oom_summary", None)
+    lines = [pending] if pending is not None and 0 <= ts - pending[0] <= 5.0 else []
+    reports = parse_kernel_oom([*lines, (ts, text)])
+    return reports[-1] if reports else None
+
+
 # --- user-space killers, by their own units' trusted journal fields --------------------------------------
 _OOMD = re.compile(r"^(?:Killed (?P<killed>\S+)|Marked (?P<marked>\S+) for killing) due to (?P<why>.*)$")
 _EARLYOOM = re.compile(

@@ -245,7 +245,8 @@ class DriverEventsSource:
             self._push(dataclasses.replace(ev, boot_end_ts=end) if end is not None else ev)
         with self._lock:
             for key, recs in got.records.items():
-                if key in self._other:
+                # A kill in the previous boot names no process of this one (the reboot event speaks for it).
+                if key in self._other and key != "oom_kills":
                     self._other[key].extend(recs)
         if problem:
             unreadable = problem.startswith("kernel messages not readable")

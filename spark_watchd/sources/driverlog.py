@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 
 from spark_watchd.sample.driver import DriverEvent
 from spark_watchd.sample.driverlines import parse_kernel_line
+from spark_watchd.sample.kills import kernel_oom_line
 
 # A long previous boot can hold thousands of Xid lines (a looping fault): keep the latest of them.
 MAX_EVENTS_PER_READ = 200
@@ -53,7 +54,10 @@ def driver_event(ts: float, text: str, ctx: dict) -> DriverEvent | None:
     )
 
 
-KERNEL_LINE_KINDS: tuple[KernelLineKind, ...] = (KernelLineKind("driver_events", driver_event),)
+KERNEL_LINE_KINDS: tuple[KernelLineKind, ...] = (
+    KernelLineKind("driver_events", driver_event),
+    KernelLineKind("oom_kills", kernel_oom_line),  # the OOM killer's report: who it killed (sample/kills.py)
+)
 
 
 def message_text(value: object) -> str | None:
@@ -93,7 +97,10 @@ class JournalRead:
 
 def _relevant(line: str) -> bool:
     # Cheap test first: a week's boot is mostly lines that name neither (a byte-list MESSAGE has "[").
-    return "NVRM" in line or "Fatal" in line or "[" in line or "Out of memory" in line
+    return (
+        "NVRM" in line or "Fatal" in line or "[" in line or "Out of memory" in line or "oom-kill:" in line
+        or "cgroup out of memory" in line
+    )  # fmt: skip
 
 
 def read_journal(

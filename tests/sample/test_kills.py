@@ -114,3 +114,37 @@ def test_reports_round_trip_in_a_trace_sample_and_bad_ones_are_named():
         kills_from([{"ts": 1.0, "killer": "me"}])
     with pytest.raises(ValueError, match="pid"):
         KillReport.from_dict({"ts": 1.0, "killer": "kernel", "pid": "12"})
+
+
+def _journal(text, ts_us, **fields):
+    import json
+
+    entry = {
+        "MESSAGE": text,
+        "__REALTIME_TIMESTAMP": str(ts_us),
+        "_TRANSPORT": "kernel",
+        "SYSLOG_FACILITY": "0",
+    }
+    entry.update(fields)
+    return json.dumps(entry)
+
+
+def test_the_kernel_log_feed_reads_real_reports_and_ignores_the_same_text_from_user_space():
+    from spark_watchd.sources.driverlog import read_journal
+
+    lines = [
+        _journal(t, 1_764_000_000_000_000 + i) for i, (_, t) in enumerate(kernel_lines("memcg_lkml_5.2.txt"))
+    ]
+    lines += [
+        _journal(t, 1_764_000_001_000_000 + i)
+        for i, (_, t) in enumerate(kernel_lines("global_vllm_7.0_ubuntu.txt"))
+    ]
+    # `logger` or a write to /dev/kmsg from user space: the same words, not the kernel's
+    forged = "Out of memory: Killed process 4121 (VLLM::EngineCor) total-vm:1kB, anon-rss:1kB, file-rss:0kB, shmem-rss:0kB"
+    lines.append(_journal(forged, 1_764_000_002_000_000, _TRANSPORT="syslog", SYSLOG_FACILITY="1"))
+    lines.append(_journal(forged, 1_764_000_002_000_001, SYSLOG_IDENTIFIER="evil"))
+    got = read_journal(lines, ctx={})
+    kills = got.records["oom_kills"]
+    assert [(k.pid, k.scope) for k in kills] == [(23793, "memcg"), (16014, "global")]
+    assert kills[0].oom_memcg == "/leaker" and kills[1].task_memcg.endswith("session-4.scope")
+    assert got.records["driver_events"] == []

@@ -102,6 +102,7 @@ def test_every_sample_field_is_built_from_the_samples_own_declaration():
 
     from spark_watchd.sample.board import BoardReading
     from spark_watchd.sample.driver import DriverEvent
+    from spark_watchd.sample.kills import KillReport
     from spark_watchd.sample.link import LinkPort, LinkReading
     from spark_watchd.sample.serving import ServingReading
     from spark_watchd.sample.trace import read_trace
@@ -117,6 +118,7 @@ def test_every_sample_field_is_built_from_the_samples_own_declaration():
         serving=(ServingReading("vllm:8000", "vllm", True, rich.ts),),
         link=LinkReading(ports=(port,)),
         driver_events=(DriverEvent(rich.ts - 1, 0, 79, "nvml", "Xid 79"),),
+        oom_kills=(KillReport(rich.ts - 1, "kernel", 4121, "python3", "global", anon_rss_kb=1024),),
     )
     # What the sources hand the collector is each field's trace-v1 form: every one reaches the Sample.
     parts = {k: v for k, v in rich.to_dict().items() if k not in ("v", "ts")}

@@ -75,7 +75,7 @@ def test_unreadable_journal_is_a_state_not_an_error(raise_, state):
 
     src = DriverEventsSource(None, runner=run, follow=False, nvml_events=False)
     try:
-        assert src.collect({}) == {"driver_events": []}
+        assert src.collect({}) == {"driver_events": [], "oom_kills": []}
         assert src.states["previous-boot"] == state
     finally:
         src.close()
@@ -101,9 +101,9 @@ def test_driver_without_xid_events_is_a_state_and_the_source_stays_up():
     nvml.not_supported = {"nvmlDeviceRegisterEvents"}
     src = DriverEventsSource(nvml, journalctl=None, follow=False, wait_ms=50)
     try:
-        assert src.collect({}) == {"driver_events": []}
+        assert src.collect({}) == {"driver_events": [], "oom_kills": []}
         _until(lambda: "not supported" in src.states.get("nvml-events", ""))
-        assert nvml.inject_xid(79) == 0 and src.collect({}) == {"driver_events": []}
+        assert nvml.inject_xid(79) == 0 and src.collect({}) == {"driver_events": [], "oom_kills": []}
     finally:
         src.close()
 
@@ -296,7 +296,7 @@ def test_a_previous_boot_that_cannot_be_read_never_keeps_the_live_feed_from_star
 
     src = DriverEventsSource(None, runner=run, nvml_events=False, follow_argv=_follower([XID_79]))
     try:
-        assert src.collect({}) == {"driver_events": []}
+        assert src.collect({}) == {"driver_events": [], "oom_kills": []}
         assert src.feed_status()["previous-boot"]["state"] == "unreadable"
         assert _until(lambda: src.collect({})["driver_events"])[0].xid == 79
     finally:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import re
-import time
 import subprocess
+import time
 from pathlib import Path
 from types import SimpleNamespace
 

@@ -62,7 +62,13 @@ def test_throughput_readings_move_with_the_sample_time(tmp_path):
 
 
 def test_driver_events_and_the_end_of_their_boot_move_with_the_sample_time(tmp_path):
-    ev = {"ts": 40.0, "xid": None, "source": "journal", "text": "NVRM: x [NV_ERR_NO_MEMORY]", "boot_end_ts": 60.0}
+    ev = {
+        "ts": 40.0,
+        "xid": None,
+        "source": "journal",
+        "text": "NVRM: x [NV_ERR_NO_MEMORY]",
+        "boot_end_ts": 60.0,
+    }
     trace = tmp_path / "t.jsonl"
     trace.write_text(json.dumps({"v": 1, "ts": 100.0, "uptime_s": 30.0, "driver_events": [ev]}) + "\n")
     ((sample, _),) = list(ReplayFeed(str(trace), clock=lambda: 1100.0))

@@ -76,7 +76,7 @@ def test_six_reports_give_step_time_tokens_rate_and_a_ledger_run(daemon):
     assert run["mem_available_min_bytes"] > 0
     assert run["energy_j"] == 0.0 and run["throttle_seconds"]["sw_thermal"] == 0.0
     table = run_cli("runs", "--state-dir", str(daemon.state_dir))
-    assert "e2e-sft" in table.stdout and "2048" in table.stdout
+    assert "e2e-sft" in table.stdout and "2,048" in table.stdout  # tokens/s humanised (issue 19 §5)
 
 
 def test_configured_log_tail_feeds_the_running_daemon(daemon):

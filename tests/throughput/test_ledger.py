@@ -15,7 +15,7 @@ from spark_watchd.throughput.models import ProgressReport
 from spark_watchd.throughput.service import Throughput
 from spark_watchd.throughput.settings import ProgressSettings
 from spark_watchd.throughput.tracker import JobTracker
-from tests.conftest import run_cli
+from tests.conftest import cli_env, run_cli
 from tests.support.progress import T0
 
 
@@ -146,10 +146,15 @@ def test_runs_verb_lists_the_ledger_as_json_and_table(tmp_path, clock):
     (run,) = json.loads(out.stdout)
     assert (run["job"], run["mean_tokens_per_second"], run["steps"]) == ("sft", 2048.0, 50)
     assert "skipped 1 unreadable line" in out.stderr
-    out = run_cli("runs", "--state-dir", str(tmp_path))
-    header, row = out.stdout.splitlines()
+    out = run_cli("runs", "--state-dir", str(tmp_path), env=cli_env({"COLUMNS": "80"}))
+    header, row, *hidden = out.stdout.splitlines()
     assert header.split()[:3] == ["START", "(UTC)", "JOB"]
-    assert "sft" in row.split() and "2048" in row.split() and "1m40s" in row.split()
+    assert "sft" in row.split() and "2,048" in row.split() and "1m40s" in row.split()
+    assert max(len(ln) for ln in out.stdout.splitlines()) <= 80
+    assert hidden and "not shown at this width" in " ".join(hidden) and "J/TOKEN" in " ".join(hidden)
+    wide = run_cli("runs", "--state-dir", str(tmp_path), env=cli_env({"COLUMNS": "220"}))
+    header, row = wide.stdout.splitlines()  # wide enough: every column, nothing left out
+    assert "J/TOKEN" in header and "MIN AVAIL" in header and "STEPS" in header
     empty = run_cli("runs", "--state-dir", str(tmp_path / "none"))
     assert empty.returncode == 0 and "no finished runs" in empty.stderr
 

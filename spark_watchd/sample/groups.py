@@ -24,8 +24,10 @@ from spark_watchd.sample.workloads import (
     classify,
     is_capped,
     is_member_title,
+    is_ray_runtime,
     read_caps,
     script_of,
+    uses_ray,
 )
 
 # A child can be seen a moment before its launcher's create_time is rounded (jiffies): tolerance, s.
@@ -195,7 +197,12 @@ class Grouper:
 
 
 def _parents(processes: Sequence[ProcessInfo], kinds) -> dict[tuple[int, float], ProcessInfo]:
-    """Each process's parent among the sampled processes: by ppid, or for ppid-less traces by kind and start."""
+    """Each process's parent among the sampled processes: by ppid, or for ppid-less traces by kind and start.
+
+    Ray's runtime (raylet, the GCS server, `ray::` workers) belongs to the workload that started it: by ppid
+    when the chain is in the sample, else (no ppid, or raylet reparented after `ray start` exited) to the
+    latest launcher started before it, one that runs on Ray first.
+    """
     by_pid = {p.pid: p for p in processes}
     parent: dict[tuple[int, float], ProcessInfo] = {}
     launchers: dict[str, list[ProcessInfo]] = {}
@@ -203,16 +210,23 @@ def _parents(processes: Sequence[ProcessInfo], kinds) -> dict[tuple[int, float],
         kind, member = kinds[p.key]
         if p.ppid is None and not member and kind != "other":
             launchers.setdefault(kind, []).append(p)
+    ray_hosts = [q for q in processes if kinds[q.key][0] != "other" and not kinds[q.key][1]]
+    ray_hosts = [q for q in ray_hosts if uses_ray(q.cmdline)] or ray_hosts
     for p in processes:
+        ray = is_ray_runtime(p.cmdline, p.name)
         if p.ppid is not None:
             q = by_pid.get(p.ppid)
             # A parent started after its child is a reused pid, not the parent.
             if q is not None and q is not p and q.create_time <= p.create_time + _START_SLACK_S:
                 parent[p.key] = q
-            continue
+                continue
+            if not ray:
+                continue
         kind, member = kinds[p.key]
         cands: Iterable[ProcessInfo] = ()
-        if member:
+        if ray:
+            cands = ray_hosts
+        elif member:
             cands = launchers.get(kind, ())
         elif kind in ("trainer", "other"):
             # torchrun / accelerate workers run `python -u SCRIPT ARGS`: the script names the launcher.

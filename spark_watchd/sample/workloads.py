@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-KINDS = ("vllm", "sglang", "ollama", "llamacpp", "trtllm", "trainer", "other")
+KINDS = ("vllm", "sglang", "ollama", "llamacpp", "trtllm", "trainer", "notebook", "other")
 # Servers: memory is theirs to take unless a flag on the launcher bounds it.
 SERVER_KINDS = frozenset(("vllm", "sglang", "ollama", "llamacpp", "trtllm"))
 
@@ -28,6 +28,11 @@ _TRAINER_MODULES = (
     "deepspeed",
 )
 _TRL_VERBS = {"sft", "dpo", "grpo", "kto", "reward", "rloo", "ppo", "orpo"}
+# A Jupyter kernel (`python -m ipykernel_launcher -f kernel.json`): a notebook workload while it holds GPU memory.
+_NOTEBOOK_MODULES = ("ipykernel_launcher", "ipykernel", "colab_kernel_launcher")
+# The Ray runtime a vLLM (--distributed-executor-backend ray) or a Ray trainer starts: its workers hold the
+# memory under titles that name no workload (ray::IDLE, ray::RayWorkerWrapper, ray::<Actor>).
+_RAY_PROGRAMS = ("raylet", "gcs_server")
 
 
 def _base(arg: str) -> str:
@@ -104,7 +109,27 @@ def classify(cmdline: Sequence[str] | Any, name: str = "", gpu_resident: bool = 
     # A plain `python train.py` counts only while it holds GPU memory (else it is any script).
     if gpu_resident and is_training_script(argv):
         return "trainer"
+    if gpu_resident and (module in _NOTEBOOK_MODULES or prog in ("ipykernel_launcher.py",)):
+        return "notebook"
     return "other"
+
+
+def is_ray_runtime(cmdline: Sequence[str], name: str = "") -> bool:
+    """raylet, the Ray GCS server, or a Ray worker retitled `ray::IDLE` / `ray::<Actor>`."""
+    argv = list(cmdline)
+    title = argv[0] if argv else name
+    if title.startswith("ray::") or name.startswith("ray::"):
+        return True
+    return (_program(argv)[0] if argv else name) in _RAY_PROGRAMS
+
+
+def uses_ray(cmdline: Sequence[str]) -> bool:
+    """A launcher that runs on Ray: `--distributed-executor-backend ray` (vLLM), `=ray`, or `python -m ray...`."""
+    argv = list(cmdline)
+    return (
+        any(a == "ray" or a.endswith("=ray") for a in argv)
+        or (_program(argv)[1] or "").split(".")[0] == "ray"
+    )
 
 
 # vLLM V1 titles its processes PREFIX::EngineCore[_DP0], ::EngineCoreProc_0, ::Worker_TP1_DP0, ::APIServer_0,

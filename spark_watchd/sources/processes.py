@@ -25,6 +25,7 @@ from spark_watchd.sample.workloads import (
     SAMPLE_ARGV_MAX_BYTES,
     bound_argv,
     classify,
+    is_ray_runtime,
     is_training_script,
 )
 from spark_watchd.sources.procfs import iter_root, read_argv, read_name
@@ -97,7 +98,8 @@ class ProcessSource:
                     name = ""
         kind = classify(argv, name, gpu_resident=False)
         # A `python train.py` is kept before it holds GPU memory too: its model load is a G3 transient.
-        if kind == "other" and is_training_script(argv):
+        # Ray's raylet and workers are kept: they chain a Ray executor's memory to its launcher (issue 18).
+        if kind == "other" and (is_training_script(argv) or is_ray_runtime(argv, name)):
             kind = "candidate"
         entry = (name, argv, kind, (hit[3] if hit else 0) + 1)
         self._cache[key] = entry

@@ -59,3 +59,19 @@ def test_a_forged_line_an_older_release_recorded_is_no_driver_fault():
     kinds = {e["kind"] for o in out for e in o["events"]}
     assert not kinds & {"xid", "driver_oom", "pcie_fatal"}
     assert {o["findings"][g]["severity"] for o in out for g in ("G3", "G4", "G6")} == {"ok"}
+
+
+@pytest.mark.parametrize("name", ["ray_vllm_uncapped_qlora_45s", "ray_vllm_uncapped_qlora_noppid_45s"])
+def test_an_uncapped_ray_vllm_is_named_so_the_advice_is_to_cap_it(name):
+    g6 = [o["findings"]["G6"] for o in _replay(name)[12:]]
+    assert all(f["severity"] == "warning" and "vllm (uncapped)" in f["summary"] for f in g6), g6[0]["summary"]
+    assert not any("other" in f["summary"] for f in g6)
+    assert any("--gpu-memory-utilization" in a for a in g6[0]["advice"])
+
+
+@pytest.mark.parametrize("name", ["ray_vllm_qlora_45s", "ray_vllm_qlora_noppid_45s"])
+def test_a_capped_ray_vllm_holds_its_workers_memory_under_its_cap(name):
+    for o in _replay(name)[12:]:
+        ws = {w["kind"]: w for w in o["findings"]["G6"]["evidence"]["workloads"]}
+        assert set(ws) == {"vllm", "trainer"} and ws["vllm"]["capped"] is True
+        assert 3131 in ws["vllm"]["members"] and ws["vllm"]["footprint_bytes"] > 40 * 2**30

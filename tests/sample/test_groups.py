@@ -162,3 +162,84 @@ def test_one_grouper_regroups_when_the_layout_changes_and_sums_memory_afresh_eac
     relaunched = [p(100, [*VLLM[:-1], "0.9"], 1.5, ct=1000.0, ppid=1), *grown[1:]]
     (w,) = g.group(relaunched)
     assert w.cap_value == 0.9 and w.capped is False
+
+
+# ---- issue 18 §6: Ray, containers, notebooks ------------------------------------------------------------
+RAY_VLLM = [
+    "vllm",
+    "serve",
+    "Qwen/Qwen3-14B",
+    "--distributed-executor-backend=ray",
+    "--gpu-memory-utilization=0.35",
+]
+QLORA = ["python3", "train_qlora.py", "--bits", "4"]
+
+
+def _ray_vllm(raylet_ppid=100):
+    """vLLM on the Ray executor: the launcher started the Ray runtime; raylet's workers hold the weights."""
+    return [
+        p(100, RAY_VLLM, 2.0, ct=1000.0, ppid=1),
+        p(110, ["/opt/ray/core/src/ray/gcs/gcs_server", "--gcs_server_port=6379"], 0.3, ct=1005.0, ppid=100),
+        p(
+            111,
+            ["/opt/ray/core/src/ray/raylet/raylet", "--node_manager_port=0"],
+            0.2,
+            ct=1005.5,
+            ppid=raylet_ppid,
+        ),
+        p(120, ["ray::IDLE"], 0.3, ct=1010.0, ppid=111),
+        p(121, ["ray::RayWorkerWrapper"], 1.5, 41.0, ct=1011.0, ppid=111),
+        p(200, QLORA, 2.5, 6.0, ct=1100.0, ppid=1),
+    ]
+
+
+@pytest.mark.parametrize("with_ppid", [True, False])
+def test_a_ray_executor_vllm_is_one_workload_with_its_launchers_cap(with_ppid):
+    # Issue 18: "other (43 GiB, large) beside trainer" for hours: the Ray workers' memory is the vLLM's.
+    procs = _ray_vllm() if with_ppid else _drop_ppid(_ray_vllm())
+    ws = group_workloads(procs)
+    assert [(w.kind, w.pid) for w in ws] == [("vllm", 100), ("trainer", 200)]
+    v = ws[0]
+    assert set(v.members) == {100, 110, 111, 120, 121} and v.capped is True and v.cap_value == 0.35
+    assert v.gpu_mem_bytes == int(41.0 * GIB)
+
+
+def test_ray_runtime_started_apart_still_joins_the_launcher_that_uses_it():
+    # `ray start` exited: raylet was reparented to init; its workers still belong to the Ray launcher.
+    ws = group_workloads(_ray_vllm(raylet_ppid=1))
+    assert [(w.kind, w.pid) for w in ws] == [("vllm", 100), ("trainer", 200)]
+    assert {111, 120, 121} <= set(ws[0].members) and ws[0].capped is True
+
+
+def test_an_uncapped_ray_vllm_is_uncapped_not_other():
+    procs = [q if q.pid != 100 else p(100, RAY_VLLM[:-1], 2.0, ct=1000.0, ppid=1) for q in _ray_vllm()]
+    v = group_workloads(procs)[0]
+    assert (v.kind, v.capped) == ("vllm", False)
+
+
+@pytest.mark.parametrize("with_shim", [True, False])
+def test_a_trainer_in_a_container_stays_a_trainer(with_shim):
+    shim = p(
+        50, ["/usr/bin/containerd-shim-runc-v2", "-namespace", "moby", "-id", "ab12"], 0.02, ct=900.0, ppid=1
+    )
+    trainer = p(60, ["python", "train.py"], 3.0, 30.0, ct=950.0, ppid=50)
+    ws = group_workloads([shim, trainer] if with_shim else [trainer])
+    assert [(w.kind, w.pid if not with_shim else w.kind) for w in ws] == [
+        ("trainer", 60 if not with_shim else "trainer")
+    ]
+    assert ws[0].gpu_mem_bytes == int(30 * GIB)
+
+
+def test_an_ipykernel_holding_gpu_memory_is_a_notebook_workload():
+    kernel = [
+        "/usr/bin/python3",
+        "-m",
+        "ipykernel_launcher",
+        "-f",
+        "/root/.local/share/jupyter/runtime/kernel-1.json",
+    ]
+    (w,) = group_workloads([p(70, kernel, 2.0, 24.0, ct=1000.0, ppid=1)])
+    assert (w.kind, w.capped, w.footprint_bytes) == ("notebook", None, int(24.0 * GIB))
+    assert (
+        group_workloads([p(71, kernel, 0.3, ct=1000.0, ppid=1, resident=False)]) == ()
+    )  # no GPU memory: none

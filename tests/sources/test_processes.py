@@ -213,3 +213,13 @@ def test_settling_scans_keep_the_answer_while_argv_is_unchanged(spawn):
         again = by_pid(src.collect({}))[p.pid]
     assert (again.name, again.cmdline) == (first.name, first.cmdline)
     assert src._cache[(p.pid, first.create_time)][3] == SETTLE_SCANS
+
+
+def test_ray_runtime_processes_are_kept_so_a_ray_executor_chains_to_its_launcher(spawn):
+    # Issue 18: the scan dropped raylet, so ray::RayWorkerWrapper's memory lost its vLLM launcher.
+    raylet = spawn("raylet", "--node_manager_port=0")
+    gcs = spawn("gcs_server", "--gcs_server_port=6379")
+    plain = spawn("helper.py")
+    got = by_pid(ProcessSource().collect({"_gpu_processes": {}}))
+    assert raylet.pid in got and gcs.pid in got and plain.pid not in got
+    assert not got[raylet.pid].gpu_resident and got[raylet.pid].ppid == os.getpid()

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
+import re
 import sys
 
 from spark_watchd import __version__
-from spark_watchd.errors import EX_USAGE, ConfigError
+from spark_watchd.errors import EX_USAGE, EXIT_CODES, ConfigError
 
 # Explicit list (no import side effects): (verb, module under spark_watchd.commands, one-line help).
 VERBS = (
@@ -30,7 +32,9 @@ def build_parser(only: str | None = None) -> tuple[argparse.ArgumentParser, dict
     """The parser of every verb, or with `only`, of that verb alone (the others listed by their help line:
     a daemon does not import the modules of the ten verbs it is not running, about 0.7 MiB)."""
     parser = argparse.ArgumentParser(
-        prog="spark-watchd", description="Monitoring daemon for NVIDIA DGX Spark (GB10)."
+        prog="spark-watchd",
+        description="Monitoring daemon for NVIDIA DGX Spark (GB10).",
+        epilog=EXIT_CODES[0].upper() + EXIT_CODES[1:] + ".",
     )
     parser.add_argument("--version", action="version", version=f"spark-watchd {__version__}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
@@ -41,11 +45,43 @@ def build_parser(only: str | None = None) -> tuple[argparse.ArgumentParser, dict
             continue
         mod = importlib.import_module(f"spark_watchd.commands.{modname}")
         p = sub.add_parser(
-            verb, help=help_text, description=(mod.__doc__ or help_text).strip().splitlines()[0]
+            verb,
+            help=help_text,
+            description=(mod.__doc__ or help_text).strip().splitlines()[0],
+            epilog=_exit_codes(mod.__doc__ or ""),
+            formatter_class=_Help,
         )
         mod.add_arguments(p)
         modules[verb] = mod
     return parser, modules
+
+
+def _exit_codes(doc: str) -> str:
+    """A verb's own "Exit status: ..." paragraph from its docstring, then the codes every verb shares."""
+    m = re.search(r"^Exit status[^\n]*(?:\n(?!\s*\n)[^\n]*)*", doc, re.M)
+    return " ".join(m.group(0).split()) if m else EXIT_CODES[0].upper() + EXIT_CODES[1:]
+
+
+class _Help(argparse.HelpFormatter):
+    """Each option's default where it has one worth saying (not None, False or an empty list)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        d = action.default
+        if "default" in text or d is None or isinstance(d, bool) or d == [] or d is argparse.SUPPRESS:
+            return text
+        return text + " (default: %(default)s)"
+
+
+def _unknown_verb(argv: list[str]) -> str | None:
+    """A usage message for a first word that names no verb, with the closest verb when one is close."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    verbs = [v for v, _m, _h in VERBS]
+    if word is None or word in verbs:
+        return None
+    close = difflib.get_close_matches(word, verbs, n=1, cutoff=0.6)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    return f"spark-watchd: unknown verb '{word}'{hint}; the verbs: {', '.join(verbs)}"
 
 
 def _verb(argv: list[str]) -> str | None:
@@ -57,6 +93,10 @@ def _verb(argv: list[str]) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    unknown = _unknown_verb(argv)
+    if unknown is not None:
+        print(unknown, file=sys.stderr)
+        return EX_USAGE
     verb = _verb(argv)
     parser, modules = build_parser(verb) if verb is not None else build_parser()
     args = parser.parse_args(argv)

@@ -13,9 +13,9 @@ import stat
 import sys
 import typing
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from spark_watchd.diagnose.thresholds import RETIRED, Thresholds
 from spark_watchd.errors import ConfigError
@@ -55,6 +55,10 @@ MAX_CONFIG_BYTES = 1 << 20
 MAX_DEPTH = 6
 
 
+def _lower(v: Any) -> Any:
+    return v.lower() if isinstance(v, str) else v
+
+
 def _no_nul(v: str | None) -> str | None:
     if v is not None and "\0" in v:
         raise ValueError("must not contain a NUL byte")
@@ -73,7 +77,10 @@ class DaemonSettings(BaseModel):
         None,
         description="Prometheus exporter-toolkit web config (TLS, basic auth) applied to every endpoint.",
     )
-    log_level: str = Field("info", pattern="^(debug|info|warning|error)$", description="Log threshold.")
+    # Any case: DEBUG is debug.
+    log_level: Annotated[str, BeforeValidator(_lower)] = Field(
+        "info", pattern="^(debug|info|warning|error)$", description="Log threshold."
+    )
     log_format: str = Field(
         "auto", pattern="^(auto|json|console)$", description="auto: JSON unless stderr is a terminal."
     )
@@ -313,8 +320,14 @@ def _describe(err: Mapping[str, Any]) -> str:
     msg = err["msg"]
     if err.get("type") == "extra_forbidden":
         loc = tuple(str(x) for x in err["loc"])
+        if len(loc) == 1:  # a key at the top of the file: name the section it belongs in
+            homes = [sec for sec in Settings.model_fields if loc[0] in _known_keys((sec,))]
+            if homes:
+                return f"unknown key: '{loc[0]}' belongs under [{homes[0]}] (write [{homes[0]}] above it)"
         return "unknown key" + _hint(loc[-1], _known_keys(loc[:-1]))
     if "input" in err and not isinstance(err["input"], (dict, list)):
+        if repr(err["input"]) in msg:  # the validator named the value already (listen): not twice
+            return msg.removeprefix("Value error, ")
         return f"{msg} (got {err['input']!r})"
     return msg
 
@@ -372,26 +385,13 @@ def check_environment(env: Mapping[str, str]) -> None:
             continue
         if section == "THRESHOLDS" and rest.lower() in RETIRED:
             continue  # a retired key: accepted and dropped like one in the file  # a key, a whole section as JSON, or a key's own table (SECTION__KEY__SUB)
-        close = difflib.get_close_matches(upper, names, n=1, cutoff=0.6)
+        # Matched without the common prefix (SPARK_WATCHD_BOGUS is close to nothing, not to every name);
         # SPARK_WATCHD_INTERVAL is a key without its section: suggest the section's variable.
-        close = (
-            close
-            or by_key.get(upper[len(ENV_PREFIX) :].rpartition("_")[2], [])
-            or by_key.get(rest or section, [])
-        )
+        k = len(ENV_PREFIX)
+        tail = upper[k:]
+        close = [ENV_PREFIX + c for c in difflib.get_close_matches(tail, [n[k:] for n in names], 1, 0.75)]
+        close = close or by_key.get(tail.rpartition("_")[2], []) or by_key.get(rest or section, [])
         hint = f" (did you mean {close[0]}?)" if close else ""
         bad.append(f"environment {var}: maps to no setting{hint}")
     if bad:
         raise ConfigError("\n".join(bad))
-
-
-def config_reference() -> str:
-    """Every configuration key as a Markdown table (section.key, default, env variable, meaning), for docs."""
-    rows = ["| key | default | environment | meaning |", "|---|---|---|---|"]
-    for section, field in Settings.model_fields.items():
-        model = field.annotation
-        for key, f in getattr(model, "model_fields", {}).items():
-            default = f.default if f.default is not None else ""
-            env = f"{ENV_PREFIX}{section.upper()}__{key.upper()}"
-            rows.append(f"| `{section}.{key}` | `{default!s}` | `{env}` | {f.description or ''} |")
-    return "\n".join(rows)

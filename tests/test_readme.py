@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 import re
 
-from spark_watchd.errors import EX_CONFIG, EX_DATAERR, EX_NOPERM, EX_SOFTWARE, EX_USAGE
+from spark_watchd.errors import EX_CONFIG, EX_DATAERR, EX_NOINPUT, EX_NOPERM, EX_SOFTWARE, EX_USAGE
 from spark_watchd.export.diagnosis import EVENT_KINDS
 from tests.conftest import REPO
 
@@ -38,7 +38,7 @@ def test_the_event_kinds_listed_are_the_exported_ones():
 
 def test_every_exit_code_is_listed():
     para = README[README.index("Exit codes:") :][:900]
-    for code in (0, EX_SOFTWARE, EX_USAGE, EX_DATAERR, EX_NOPERM, EX_CONFIG):
+    for code in (0, EX_SOFTWARE, EX_USAGE, EX_DATAERR, EX_NOINPUT, EX_NOPERM, EX_CONFIG):
         assert re.search(rf"(?<![\d.]){code}(?![\d.])", para), code
 
 

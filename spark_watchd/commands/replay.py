@@ -1,4 +1,8 @@
-"""Classify a recorded trace offline: `spark-watchd replay TRACE --format jsonl|table [--skip-bad]`."""
+"""Classify a recorded trace offline: `spark-watchd replay TRACE --format jsonl|table [--skip-bad]`.
+
+Exit status: 0 replayed, 65 a malformed line (named) or an unreadable file, 66 no such file,
+78 bad configuration.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import os
 import sys
 
 from spark_watchd.commands import term
-from spark_watchd.errors import EX_CONFIG, EX_DATAERR
+from spark_watchd.errors import EX_CONFIG, EX_DATAERR, EX_NOINPUT
 from spark_watchd.sample.codec import dumps_compact
 from spark_watchd.sample.model import GOTCHAS, Sample
 from spark_watchd.sample.trace import TraceError, iter_trace_dicts
@@ -135,7 +139,7 @@ def main(args) -> int:
         return 0
     except FileNotFoundError:
         print(f"spark-watchd replay: {args.trace}: no such file", file=sys.stderr)
-        return EX_DATAERR
+        return EX_NOINPUT
     except OSError as exc:  # a directory, a file without read permission, an I/O error
         print(f"spark-watchd replay: {args.trace}: cannot read: {exc.strerror or exc}", file=sys.stderr)
         return EX_DATAERR

@@ -28,7 +28,9 @@ COLOUR = {"ok": "32", "warning": "33", "critical": "1;31", "unknown": "2"}
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of `spark-watchd status`."""
     parser.add_argument(
-        "--url", default=os.environ.get("SPARK_WATCHD_URL", DEFAULT_URL), help="daemon base URL"
+        "--url",
+        default=os.environ.get("SPARK_WATCHD_URL") or DEFAULT_URL,
+        help="daemon base URL, or HOST:PORT for plain HTTP ($SPARK_WATCHD_URL)",
     )
     parser.add_argument("--json", action="store_true", help="print the daemon's status document as JSON")
     parser.add_argument("--user", default=os.environ.get("SPARK_WATCHD_USER"), help="basic-auth user")
@@ -43,12 +45,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--cacert", help="CA bundle for an https:// daemon with its own certificate")
     parser.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the daemon")
-    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    parser.add_argument(
+        "--color",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="colour the severities: auto on a terminal without NO_COLOR, always, or never",
+    )
 
 
 def fetch_status(args: argparse.Namespace) -> dict[str, Any]:
     """GET /api/v1/status; raises OSError/ValueError with a message naming what went wrong."""
-    url = args.url.rstrip("/") + "/api/v1/status"
+    base = args.url.strip().rstrip("/")
+    if "://" not in base:  # `--url 127.0.0.1:9761`, as `--listen` is written: plain HTTP
+        base = "http://" + base
+    url = base + "/api/v1/status"
     req = urllib.request.Request(url, headers={"Accept": "application/json"})
     password, token = os.environ.get(args.password_env), os.environ.get(args.token_env)
     if args.user:

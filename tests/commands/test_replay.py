@@ -55,5 +55,5 @@ def test_skip_bad_warns_and_goes_on(tmp_path):
 
 def test_missing_file_is_an_error(tmp_path):
     p = run_cli("replay", str(tmp_path / "nope.jsonl"))
-    assert p.returncode != 0
+    assert p.returncode == 66  # EX_NOINPUT: the input is missing, not malformed (65)
     assert "no such file" in p.stderr

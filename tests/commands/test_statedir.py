@@ -128,4 +128,4 @@ def test_replay_finds_a_capture_by_name_in_the_state_dir(tmp_path, traces_dir):
     assert out.returncode == 0, out.stderr
     assert "samples replayed" in out.stdout
     missing = run_cli("replay", "capture-0-none.jsonl", env=env)
-    assert missing.returncode == 65 and "capture-0-none.jsonl: no such file" in missing.stderr
+    assert missing.returncode == 66 and "capture-0-none.jsonl: no such file" in missing.stderr  # EX_NOINPUT

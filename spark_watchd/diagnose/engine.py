@@ -12,7 +12,7 @@ from spark_watchd.diagnose.g3 import G3Tracker
 from spark_watchd.diagnose.g4 import G4Tracker
 from spark_watchd.diagnose.g6 import G6Tracker
 from spark_watchd.diagnose.link import LinkWatch
-from spark_watchd.diagnose.runway import RunwayTracker
+from spark_watchd.diagnose.runway import FootprintDrift, with_growth
 from spark_watchd.diagnose.thresholds import Thresholds
 from spark_watchd.diagnose.tracker import Tracker
 from spark_watchd.sample.findings import Diagnosis, Event
@@ -30,7 +30,7 @@ class Diagnoser:
         self.trackers: tuple[Tracker, ...] = (G4Tracker(self.th), G3Tracker(self.th), G6Tracker(self.th))
         self.driver = DriverTracker(self.th)
         self.link = LinkWatch(self.th)  # the ConnectX-7 ports: evidence beside the findings, not a gotcha
-        self.runway = RunwayTracker(self.th)
+        self.drift = FootprintDrift(self.th)  # each workload's footprint trend (the runway is G3's)
         self.exits = ExitTracker(self.th)
         self._prev: feat.Features | None = None
         self._restored: Mapping[str, Any] | None = None
@@ -57,7 +57,7 @@ class Diagnoser:
         self.th = th
         self.driver.set_thresholds(th)
         self.link.set_thresholds(th)
-        self.runway.set_thresholds(th)
+        self.drift.set_thresholds(th)
         self.exits.set_thresholds(th)
         for t in self.trackers:
             t.set_thresholds(th)
@@ -89,14 +89,14 @@ class Diagnoser:
             cause = self.driver.reboot_cause(sample, prev.ts if prev is not None else None)
             self.driver.reboot()
             self.link.reboot()
-            self.runway.forget()
+            self.drift.forget()
             self.exits.forget()
             for t in self.trackers:
                 events.extend(t.reboot(sample.ts, sample.boot_id, cause))
         elif prev is not None and sample.ts < prev.ts:
             # The clock stepped back (NTP, a hand-edited trace): windows keyed on time would never
             # expire, so start them afresh; episodes and counters carry on.
-            self.runway.forget()
+            self.drift.forget()
             self.exits.forget()
             for t in self.trackers:
                 t.time_jump(sample.ts)
@@ -108,13 +108,10 @@ class Diagnoser:
             events.extend(v.events)
             workloads = workloads or v.workloads
         self.link.observe(sample)
-        if f.oom_delta:
-            self.runway.forget()  # a kill frees memory: the trend before it is not the one after
         if sample.oom_kills:
             events = [name_oom_event(e, sample.oom_kills) if e.kind == "oom_kill" else e for e in events]
         events.extend(self.exits.update(sample, f.oom_delta, workloads))
-        rw = self.runway.update(sample.ts, _budget(f, self.th), workloads)
-        findings["G3"] = self.runway.annotate(findings["G3"], sample.ts, rw) if rw.known else findings["G3"]
+        findings["G3"] = with_growth(findings["G3"], self.drift.update(sample.ts, workloads), self.th)
         findings["G3"] = self.driver.g3(findings["G3"], sample.ts)
         findings["G4"] = self.driver.g4(findings["G4"], sample.ts)
         self._prev = f
@@ -122,18 +119,10 @@ class Diagnoser:
 
     @property
     def latest_runway(self):
-        """The runway at the latest sample (diagnose.runway.Runway)."""
-        return self.runway.latest
+        """The budget's runway at the latest sample (diagnose.runway.Runway, kept by G3)."""
+        return next(t for t in self.trackers if t.gotcha == "G3").runway.latest
 
     def run(self, samples: Iterable[Sample]) -> Iterator[Diagnosis]:
         """Judge each sample in turn."""
         for s in samples:
             yield self.observe(s)
-
-
-def _budget(f: feat.Features, th: Thresholds) -> int | None:
-    """G3's budget of a sample: MemAvailable less CmaFree (when subtracted) less the reserve."""
-    if f.avail_b is None:
-        return None
-    cma = (f.cma_free_b or 0) if th.budget_subtracts_cma_free else 0
-    return f.avail_b - cma - th.os_reserve_bytes

@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from spark_watchd.diagnose import features as feat
 from spark_watchd.diagnose.g3_rules import _BLIND, GIB, RULES, G3Now
+from spark_watchd.diagnose.runway import BudgetRunway
 from spark_watchd.diagnose.steady import Dwell, Latch
 from spark_watchd.diagnose.tracker import Unpersisted, Verdict, judge
 from spark_watchd.diagnose.verdicts import G3State
@@ -87,6 +88,7 @@ class G3Tracker(Unpersisted):
         # Hysteresis per threshold: each condition enters at one level and leaves past another.
         self.stalls, self.swapping, self.full = Latch(), Latch(), Latch()
         self.thin, self.exhausted = Latch(), Latch()
+        self.runway = BudgetRunway(th)  # the budget's 20-minute trend and the runway warning's latch
         self.dwell = Dwell()
 
     def reboot(self, ts: float, boot_id: str | None, cause: str | None) -> list[Event]:
@@ -99,6 +101,7 @@ class G3Tracker(Unpersisted):
         self.avail.clear()
         self.full_since = None
         self.oom_hold_until = None
+        self.runway.forget()
         self.dwell.reset()
 
     def set_thresholds(self, th) -> None:
@@ -106,6 +109,7 @@ class G3Tracker(Unpersisted):
         self.th = th
         self.stalls, self.swapping, self.full = Latch(), Latch(), Latch()
         self.thin, self.exhausted = Latch(), Latch()
+        self.runway.set_thresholds(th)
         self.dwell.reset()
 
     def time_jump(self, ts: float) -> None:
@@ -181,6 +185,7 @@ class G3Tracker(Unpersisted):
         else:
             if s.oom_delta:
                 self.oom_total += s.oom_delta
+                self.runway.forget()  # a kill frees memory: the trend before it is not the one after
                 # A container at its own memory limit is not the pool running out: the event, no critical hold.
                 if not s.oom_memcg:
                     self.oom_hold_until = ts + th.oom_critical_hold_s
@@ -196,9 +201,24 @@ class G3Tracker(Unpersisted):
                 )
             now = self._now(f, s)
         r = judge(RULES, s, now, th)
+        rw = now.runway
+        # A short runway beside another warning or critical is said too (the runway rule ruled otherwise).
+        said = r.severity in ("warning", "critical") and not r.summary.startswith("Memory runway")
+        if said and rw is not None and rw.seconds is not None and rw.seconds <= th.runway_leave_s:
+            r = r._replace(summary=f"{r.summary}; {rw.sentence()}")
         ev = _evidence(s, now, th) if s.avail_b is not None else {}
         state = _new(
-            G3State, (s.budget, s.swapout_per_s, s.majfault_per_s, s.psi_some_pct, s.psi_full_pct, now.tte)
+            G3State,
+            (
+                s.budget,
+                s.swapout_per_s,
+                s.majfault_per_s,
+                s.psi_some_pct,
+                s.psi_full_pct,
+                now.tte,
+                rw is not None and rw.known,
+                rw.seconds if rw is not None else None,
+            ),
         )
         out = self.dwell.apply(
             Finding("G3", r.severity, r.summary, ev, r.advice, state=state), ts, th.min_dwell_s
@@ -229,6 +249,8 @@ class G3Tracker(Unpersisted):
         tte = self._transient(f, budget)
         fall_tte = self._falling(f, budget) if tte is None else None
         oom_hold = self.oom_hold_until is not None and ts < self.oom_hold_until
+        rw = self.runway.update(ts, budget)
+        rw_warn = self.runway.warn(ts, rw) if rw.known else False
         w_stalls, w_swapping, w_thin = stalls, swapping, thin or exhausted
         held = self.dwell.current
         if held is not None and held.severity == "critical":
@@ -241,7 +263,7 @@ class G3Tracker(Unpersisted):
         return _new(G3Now, (
             stalls, swapping, thin, exhausted, full_sustained, oom_hold,
             tte if tte is not None else fall_tte, tte is None and fall_tte is not None,
-            w_stalls, w_swapping, w_thin,
+            w_stalls, w_swapping, w_thin, rw, rw_warn,
         ))  # fmt: skip
 
 
@@ -263,6 +285,8 @@ def _evidence(s: G3Signals, now: G3Now, th) -> dict:
         ev["cma_free_bytes"] = s.cma_free_b
     if now.tte is not None:
         ev["budget_exhausted_in_s"] = round(now.tte, 1)
+    if now.runway is not None and now.runway.known:
+        ev.update(now.runway.evidence())
     return ev
 
 

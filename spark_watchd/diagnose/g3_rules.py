@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
+from spark_watchd.diagnose.runway import ADVICE_RUNWAY, Runway
 from spark_watchd.diagnose.tracker import Ruling
 
 if TYPE_CHECKING:
@@ -50,9 +51,11 @@ class G3Now(NamedTuple):
     w_stalls: bool
     w_swapping: bool
     w_thin: bool
+    runway: Runway | None  # the budget's runway at its 20-minute trend (diagnose/runway.py), None when blind
+    runway_warn: bool  # a runway under runway_warn_s on a sustained fall (latched, see BudgetRunway.warn)
 
 
-_BLIND = G3Now(False, False, False, False, False, False, None, False, False, False, False)
+_BLIND = G3Now(False, False, False, False, False, False, None, False, False, False, False, None, False)
 
 
 def _avail(s: G3Signals) -> str:
@@ -83,6 +86,7 @@ def quiet(s: G3Signals, now: G3Now, th) -> Ruling | None:
         or now.tte is not None
         or now.thin
         or now.exhausted
+        or now.runway_warn
     ):
         return None
     return Ruling("ok", f"Memory OK: {_avail(s)}, no reclaim stalls")
@@ -146,6 +150,18 @@ def falling_fast(s: G3Signals, now: G3Now, th) -> Ruling | None:
     )
 
 
+def runway_short(s: G3Signals, now: G3Now, th) -> Ruling | None:
+    """The budget on a sustained fall (never a settling load) runs out within runway_warn_s: warning."""
+    if not now.runway_warn:
+        return None
+    sentence = now.runway.sentence() if now.runway is not None else None
+    if sentence is None:  # held while the fall eases (hysteresis, dwell)
+        sentence = "the budget is still falling at its 20-minute trend"
+    return Ruling(
+        "warning", f"Memory runway short: {sentence[0].upper()}{sentence[1:]}: {_avail(s)}", ADVICE_RUNWAY
+    )
+
+
 def thin_budget(s: G3Signals, now: G3Now, th) -> Ruling | None:
     """The budget under budget_warn_bytes without stalls: warning."""
     if now.w_thin:
@@ -171,6 +187,7 @@ RULES = (
     reclaim,
     load_transient,
     falling_fast,
+    runway_short,
     thin_budget,
     ok,
 )

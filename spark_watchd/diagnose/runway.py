@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from spark_watchd.sample.findings import Finding
@@ -175,13 +175,12 @@ def runway(
     return Runway(True, max(0.0, budget) / -slope, slope, span, int(budget), growth)
 
 
-class RunwayTracker:
-    """Incremental runway and footprint drift, and the runway warning G3 raises (latched, with hysteresis)."""
+class BudgetRunway:
+    """Incremental runway of the budget and the runway warning's latch (G3 owns one: `G3Tracker._now`)."""
 
     def __init__(self, th):
         self.th = th
         self.points: deque[tuple[float, float]] = deque()
-        self.footprints: dict[tuple, deque] = {}  # workload key -> deque of (ts, footprint bytes)
         self.on = False
         self.hold_until: float | None = None
         self.latest = Runway(False)
@@ -194,14 +193,13 @@ class RunwayTracker:
     def forget(self) -> None:
         """A reboot, a clock step back or a kill: the past trend is not the present one."""
         self.points.clear()
-        self.footprints.clear()
         self.on = False
         self.hold_until = None
+        self.latest = Runway(False)
 
-    def update(self, ts: float, budget: int | None, workloads: Iterable[Any] = ()) -> Runway:
-        """Fold one sample's budget and workload table in; the runway at ts."""
+    def update(self, ts: float, budget: int | None) -> Runway:
+        """Fold one sample's budget in; the runway at ts."""
         th = self.th
-        win = th.runway_window_s
         if budget is None:
             self.points.clear()
             self.latest = Runway(False)
@@ -210,26 +208,9 @@ class RunwayTracker:
         if pts and (ts <= pts[-1][0] or ts - pts[-1][0] > th.max_gap_s):
             pts.clear()
         pts.append((ts, float(budget)))
-        while ts - pts[0][0] > win:
+        while ts - pts[0][0] > th.runway_window_s:
             pts.popleft()
-        growth = []
-        seen = set()
-        for w in workloads:
-            seen.add(w.key)
-            h = self.footprints.get(w.key)
-            if h is None:
-                h = self.footprints[w.key] = deque()
-            h.append((ts, float(w.footprint_bytes)))
-            while ts - h[0][0] > win:
-                h.popleft()
-            span = ts - h[0][0]
-            slope = trend(h) if span >= th.runway_min_span_s else None
-            if slope is not None:
-                grew = int(h[-1][1] - h[0][1])
-                growth.append(Growth(w.kind, w.name, w.pid, w.capped, slope, grew, span))
-        for key in [k for k in self.footprints if k not in seen]:
-            del self.footprints[key]
-        self.latest = runway(pts, budget, th, tuple(growth))
+        self.latest = runway(pts, budget, th)
         return self.latest
 
     def warn(self, ts: float, rw: Runway) -> bool:
@@ -247,32 +228,58 @@ class RunwayTracker:
             return True
         return self.hold_until is not None and ts < self.hold_until
 
-    def annotate(self, finding: Finding, ts: float, rw: Runway) -> Finding:
-        """G3 with the runway in its evidence; raised to warning by a short runway while it is ok."""
-        warn = self.warn(ts, rw)
-        evidence = dict(finding.evidence)
-        evidence.update(rw.evidence())
-        sentence = rw.sentence()
-        if finding.severity == "ok" and warn and sentence is not None:
-            text = sentence[0].upper() + sentence[1:]
-            budget = "" if rw.budget_bytes is None else f" (budget {rw.budget_bytes / GIB:.1f} GiB)"
-            return replace(
-                finding,
-                severity="warning",
-                summary=f"Memory runway short: {text}{budget}",
-                evidence=evidence,
-                advice=ADVICE_RUNWAY,
-            )
-        if finding.severity == "ok" and warn:
-            # Held for its dwell while the trend eased: say so rather than drop at once.
-            return replace(
-                finding,
-                severity="warning",
-                summary=f"Memory runway short (easing): {finding.summary}",
-                evidence=evidence,
-                advice=ADVICE_RUNWAY,
-            )
-        summary = finding.summary
-        if sentence is not None and rw.seconds is not None and rw.seconds <= self.th.runway_leave_s:
-            summary = f"{summary}; {sentence}"
-        return Finding(finding.gotcha, finding.severity, summary, evidence, finding.advice, finding.anomaly)
+
+class FootprintDrift:
+    """Each workload's footprint trend over the runway window (the engine feeds it G6's workload table)."""
+
+    def __init__(self, th):
+        self.th = th
+        self.footprints: dict[tuple, deque] = {}  # workload key -> deque of (ts, footprint bytes)
+
+    def set_thresholds(self, th) -> None:
+        self.th = th
+
+    def forget(self) -> None:
+        self.footprints.clear()
+
+    def update(self, ts: float, workloads: Iterable[Any]) -> tuple[Growth, ...]:
+        """Fold one sample's workload table in; the drift of each workload with enough history."""
+        th = self.th
+        win = th.runway_window_s
+        growth = []
+        seen = set()
+        for w in workloads:
+            seen.add(w.key)
+            h = self.footprints.get(w.key)
+            if h is None:
+                h = self.footprints[w.key] = deque()
+            if h and ts <= h[-1][0]:
+                h.clear()
+            h.append((ts, float(w.footprint_bytes)))
+            while ts - h[0][0] > win:
+                h.popleft()
+            span = ts - h[0][0]
+            slope = trend(h) if span >= th.runway_min_span_s else None
+            if slope is not None:
+                growth.append(Growth(w.kind, w.name, w.pid, w.capped, slope, int(h[-1][1] - h[0][1]), span))
+        if len(seen) != len(self.footprints):
+            for key in [k for k in self.footprints if k not in seen]:
+                del self.footprints[key]
+        return tuple(growth)
+
+
+def with_growth(finding: Finding, growth: tuple[Growth, ...], th) -> Finding:
+    """G3 with each workload's drift in its evidence, and the top grower named after a short runway."""
+    ev = finding.evidence
+    if not growth and "runway_known" not in ev:
+        return finding
+    evidence = dict(ev)
+    evidence["workload_growth"] = [g.to_dict() for g in growth]
+    summary = finding.summary
+    secs = ev.get("runway_s")
+    top = max(growth, key=lambda g: g.grew_bytes, default=None)
+    if secs is not None and secs <= th.runway_leave_s and top is not None and top.grew_bytes >= GIB:
+        summary = f"{summary}; {top.name} grew {top.grew_bytes / GIB:.0f} GiB in that time"
+    return Finding(
+        finding.gotcha, finding.severity, summary, evidence, finding.advice, finding.anomaly, finding.state
+    )

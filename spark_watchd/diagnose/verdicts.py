@@ -41,6 +41,8 @@ class G3State(NamedTuple):
     psi_some_pct: float | None
     psi_full_pct: float | None
     budget_exhausted_in_s: float | None  # a load transient or fast fall heading for the limit
+    runway_known: bool = False  # the runway window holds runway_min_span_s of history (diagnose/runway.py)
+    runway_s: float | None = None  # seconds until the budget runs out at its sustained trend; None: no fall
 
 
 class G6State(NamedTuple):

@@ -19,8 +19,11 @@ def families(snapshot):
     diag = getattr(snapshot, "diagnosis", None)
     g3 = diag.findings.get("G3") if diag is not None else None
     ev = g3.evidence if g3 is not None else {}
-    known = bool(ev.get("runway_known"))
-    secs = ev.get("runway_s") if known else None
+    state = getattr(g3, "state", None)
+    if state is not None and hasattr(state, "runway_known"):  # G3's typed state (diagnose/verdicts.py)
+        known, secs = state.runway_known, state.runway_s
+    else:  # a snapshot built by hand
+        known, secs = bool(ev.get("runway_known")), ev.get("runway_s")
     # +Inf while the budget is not on a sustained fall (no runway), no series before enough history.
     runway = gauge(
         "memory_runway_seconds",

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from spark_watchd.diagnose.engine import Diagnoser
-from spark_watchd.diagnose.runway import RunwayTracker, runway, sustained_fall, trend
+from spark_watchd.diagnose.runway import BudgetRunway, runway, sustained_fall, trend
 from spark_watchd.diagnose.thresholds import Thresholds
 from spark_watchd.export import runway as export_runway
 from spark_watchd.sample.memory import memory_view
@@ -72,7 +72,7 @@ def test_no_runway_before_the_minimum_history():
 
 
 def test_warning_enters_at_the_threshold_and_leaves_only_past_the_leaving_level():
-    t = RunwayTracker(TH)
+    t = BudgetRunway(TH)
     short = SimpleNamespace(known=True, seconds=1700.0, trend_bytes_per_s=-GIB / 60, budget_bytes=28 * GIB)
     assert t.warn(0.0, short)
     # 40 min at the trend: past the entering line, inside the leaving one, still falling: held.
@@ -178,3 +178,19 @@ def test_metrics_say_inf_without_a_fall_nothing_before_history_and_growth_per_ki
     assert not {f.name: f for f in export_runway.families(Snapshot(None, early))}[
         "sparkwatchd_memory_runway_seconds"
     ].samples
+
+
+def test_the_runway_warning_is_a_g3_rule_below_the_stalls_and_above_the_thin_budget():
+    from spark_watchd.diagnose import g3_rules
+
+    names = [r.__name__ for r in g3_rules.RULES]
+    assert names.index("reclaim") < names.index("runway_short") < names.index("thin_budget")
+
+    def procs(i):
+        return (proc(4121, VLLM, 1.0, 40 + 0.7 * i / 2, create_time=500.0),)
+
+    _, out = _engine_run(lambda i: 70 - 0.7 * i / 2, 140, procs)
+    g3 = out[-1].findings["G3"]
+    assert (
+        g3.severity == "warning" and g3.state is not None and g3.state.budget_bytes == g3.evidence["budget_bytes"] and g3.state.runway_known
+    )

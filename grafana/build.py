@@ -179,8 +179,9 @@ def overview() -> dict:
             "timeseries",
             "Workloads",
             "Heavy GPU workloads by kind; capped=false is a vLLM without --gpu-memory-utilization <= 0.5, an "
-            "Ollama, or a large trainer.",
-            refs((m("sparkwatchd_workloads"), "{{kind}} capped={{capped}}")),
+            "Ollama, or a large trainer. Only the kinds present are drawn (the exporter keeps every kind x "
+            "capped series, mostly at 0).",
+            refs((m("sparkwatchd_workloads") + " > 0", "{{kind}} capped={{capped}}")),
             "short",
             min=0,
             decimals=0,
@@ -190,8 +191,9 @@ def overview() -> dict:
         panel(
             "timeseries",
             "Workload memory",
-            "Resident memory of each kind of workload; an eviction shows as one kind losing memory while alive.",
-            refs((m("sparkwatchd_workload_memory_bytes"), "{{kind}} capped={{capped}}")),
+            "Resident memory of each kind of workload; an eviction shows as one kind losing memory while alive. "
+            "Only the kinds present are drawn.",
+            refs((m("sparkwatchd_workload_memory_bytes") + " > 0", "{{kind}} capped={{capped}}")),
             "bytes",
             min=0,
         )

@@ -84,7 +84,7 @@ def _fmt(v, unit: str) -> str:
 
 
 # A source's "(next retry in N s)" aside is for the daemon's loop; a one-shot command never retries.
-_RETRY = re.compile(r" \(next retry in [^)]*\)")
+_RETRY = re.compile(r" \(next retry [^)]*\)")
 
 
 def _no_retry(text: str | None) -> str | None:

@@ -70,6 +70,8 @@ def build_sources(
             backoff_initial_s=s.nvml_backoff_initial_s,
             backoff_max_s=s.nvml_backoff_max_s,
             clock=clock,
+            # The real library missing and no nvidia-smi to fall back on: every error says both.
+            also=f"no {s.nvidia_smi_path} either" if nvml is None and nvml_library_problem() else None,
         )
     core: tuple[Source, ...] = (
         gpu,

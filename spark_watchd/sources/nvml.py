@@ -124,8 +124,10 @@ class NvmlSource:
         backoff_initial_s: float = 10.0,
         backoff_max_s: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
+        also: str | None = None,
     ):
         self._nvml = nvml
+        self.also = also  # e.g. "no nvidia-smi either": said with every error, so the page can say it
         self.proc_root = proc_root
         self.call_timeout_s = call_timeout_s
         self.backoff_initial_s = backoff_initial_s
@@ -154,7 +156,9 @@ class NvmlSource:
         # The same words every tick while the state holds (only the number moves), so the daemon's
         # log-once-per-state-change sees one state, not a new error each tick.
         wait = max(0.0, self._next_attempt - self._clock())
-        return f"{self._last_error} (next retry in {wait:.0f} s)"
+        when = "on the next tick" if wait < 1 else f"in {wait:.0f} s"  # never "in 0 s"
+        also = f"; {self.also}" if self.also else ""
+        return f"{self._last_error}{also} (next retry {when})"
 
     def _module(self) -> Any:
         if self._nvml is None:

@@ -113,3 +113,12 @@ def test_provisioning_points_at_the_dashboards_the_compose_stack_mounts():
     compose = yaml.safe_load((PROM.parent / "docker-compose" / "docker-compose.yml").read_text())
     mounts = compose["services"]["grafana"]["volumes"]
     assert any(v.startswith("../../grafana/dashboards:") and v.split(":")[1] == path for v in mounts)
+
+
+def test_the_workload_panels_draw_only_the_kinds_present():
+    # The exporter keeps all kind x capped series (stable, mostly 0): drawn raw, 14 of 16 lines sat at zero.
+    dash = load_dashboards()["spark-overview.json"]
+    series = {p["title"]: p for p in panels(dash) if p.get("type") == "timeseries"}
+    for title in ("Workloads", "Workload memory"):
+        (target,) = series[title]["targets"]
+        assert target["expr"].endswith(" > 0"), target["expr"]

@@ -121,3 +121,22 @@ def test_ticks_with_the_fast_watch_leak_no_threads_or_fds():
         for s in sources:
             s.close()
     base.assert_no_leak()  # compared by what each descriptor points at, once closing ones are gone
+
+
+def test_without_the_nvml_library_or_nvidia_smi_the_nvml_error_says_both(monkeypatch, tmp_path):
+    # What the page and `status` show for such a machine: not only "NVML missing" (issue 19 §10).
+    import spark_watchd.sources as sources
+
+    monkeypatch.setattr(sources, "nvml_library_problem", lambda: "libnvidia-ml.so.1 not found")
+    settings = SourcesSettings(nvidia_smi_path=str(tmp_path / "nvidia-smi"))
+    (gpu, *rest) = sources.build_sources(settings)
+    try:
+        assert gpu.name == "nvml"
+        with pytest.raises(SourceUnavailable) as exc:
+            gpu.collect({})
+        text = str(exc.value)
+        assert f"; no {tmp_path / 'nvidia-smi'} either (next retry on the next tick)" in text, text
+        assert "in 0 s" not in text
+    finally:
+        for src in (gpu, *rest):
+            src.close()

@@ -450,3 +450,20 @@ def test_evidence_shows_units_pids_as_ids_and_no_empty_rows(browser):
         for text in (*g4_rows.values(), *g6_rows.values()):
             assert "[object" not in text and "undefined" not in text and "NaN" not in text
         assert log.errors == []
+
+
+def test_an_ended_job_leaves_the_legend_saying_so_not_its_last_values(browser):
+    import dataclasses
+
+    samples = list(read_trace(SCENARIOS / "eviction.jsonl"))[:60]
+    # The job reports for 40 samples, then stops (the run finished): 20 more samples without it.
+    samples = samples[:40] + [dataclasses.replace(s, throughput=()) for s in samples[40:]]
+    daemon = FakeDaemon(Settings(web=WebSettings(page_refresh_seconds=0.5)))
+    table = daemon.page_routes()  # the chart store follows every publish from here on
+    for s in samples:
+        daemon.publish(snapshot_of(s, diagnose_by_hand(s, evicted_at=float("inf"))))
+    with RouteServer(table, daemon) as srv, open_page(browser, srv.origin) as (page, log):
+        page.wait_for_selector("#chart-training .legend li", state="attached")
+        legend = page.locator("#chart-training .legend li").all_inner_texts()
+        assert legend and all("(ended)" in li and li.rstrip().endswith("–") for li in legend), legend
+        assert log.errors == []

@@ -351,14 +351,20 @@
         { label: "Major faults (right)", k: 1, axis: "r", points: seriesOf("major_faults_per_s"), fmt: RATE },
       ],
     }));
-    const jobs = [];
-    for (const r of recs) for (const j of r.jobs || []) if (!jobs.includes(j.job)) jobs.push(j.job);
+    // The three jobs seen last (a running one is never crowded out by old ones); a job missing from the
+    // newest sample has ended: its line stays, its legend says so instead of repeating its last values.
+    const lastSeen = new Map();
+    for (const r of recs) for (const j of r.jobs || []) lastSeen.set(j.job, r.ts);
+    const jobs = Array.from(lastSeen.keys()).sort((a, b) => lastSeen.get(b) - lastSeen.get(a)).slice(0, 3);
+    const running = new Set(((recs.length && recs[recs.length - 1].jobs) || []).map((j) => j.job));
     const training = [];
-    jobs.slice(0, 3).forEach((job, i) => {
+    jobs.forEach((job, i) => {
       const pick = (field) => recs.map((r) => { const j = (r.jobs || []).find((x) => x.job === job); return [r.ts, j ? j[field] : null]; });
-      const name = jobs.length > 1 ? job + " " : "";
-      training.push({ label: name + "step time", k: i * 2, points: pick("step_seconds"), fmt: (v) => num(v) + " s" });
-      training.push({ label: name + "tokens/s (right)", k: i * 2 + 1, axis: "r", dash: true, points: pick("tokens_per_second"), fmt: (v) => num(v, 0) });
+      const name = lastSeen.size > 1 ? job + " " : "";
+      const ended = !running.has(job);
+      const tag = ended ? " (ended)" : "";
+      training.push({ label: name + "step time" + tag, k: i * 2, ended: ended, points: pick("step_seconds"), fmt: (v) => num(v) + " s" });
+      training.push({ label: name + "tokens/s (right)" + tag, k: i * 2 + 1, axis: "r", dash: true, ended: ended, points: pick("tokens_per_second"), fmt: (v) => num(v, 0) });
     });
     SparkChart.draw($("chart-training"), Object.assign({}, base, {
       bands: bands, left: { fmt: (v) => num(v) + " s", zero: true }, right: { fmt: (v) => num(v / 1000, 1) + "k", zero: true },

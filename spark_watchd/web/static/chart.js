@@ -230,7 +230,8 @@
       sw.className = "sw k" + (s.k || 0) + (s.dash ? " dash" : "");
       li.appendChild(sw);
       li.appendChild(document.createTextNode(s.label + " "));
-      const p = t === null ? lastValue(s.points) : valueAt(s.points, t);
+      // An ended series (a training job that stopped reporting) has no current value: "–", not its last one.
+      const p = t === null ? (s.ended ? null : lastValue(s.points)) : valueAt(s.points, t);
       const b = document.createElement("b");
       b.textContent = p && p[1] !== null && isFinite(p[1]) ? (s.fmt || String)(p[1]) : "–";
       li.appendChild(b);

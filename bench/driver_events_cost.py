@@ -18,6 +18,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from spark_watchd.diagnose.xid import XIDS  # noqa: E402
 from spark_watchd.sources.driver_events import DriverEventsSource  # noqa: E402
 from spark_watchd.sources.driverlog import parse_journal_json  # noqa: E402
 from spark_watchd.testing import FakeNvml  # noqa: E402
@@ -41,7 +42,8 @@ def journal(lines: int) -> list[str]:
     for i in range(lines):
         msg = FAULTS[(i // 500) % 2] if i % 500 == 499 else NOISE[i % len(NOISE)]
         rec = {"__REALTIME_TIMESTAMP": str(1764400000000000 + i * 1000), "_BOOT_ID": "b" * 32,
-               "PRIORITY": "6", "SYSLOG_IDENTIFIER": "kernel", "MESSAGE": msg}  # fmt: skip
+               "PRIORITY": "6", "_TRANSPORT": "kernel", "SYSLOG_FACILITY": "0",
+               "SYSLOG_IDENTIFIER": "kernel", "MESSAGE": msg}  # fmt: skip
         out.append(json.dumps(rec))
     return out
 
@@ -69,9 +71,9 @@ def main() -> int:
         src.collect({})
     per_tick = (time.perf_counter() - t0) / ticks
     lat = []
-    for _ in range(20):
+    for code in sorted(XIDS)[:20]:  # distinct codes: identical ones within 60 s fold into one event
         t1 = time.perf_counter()
-        nvml.inject_xid(43)
+        nvml.inject_xid(code)
         while not src.collect({})["driver_events"]:
             time.sleep(0.0005)
         lat.append(time.perf_counter() - t1)

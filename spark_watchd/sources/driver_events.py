@@ -129,7 +129,7 @@ class DriverEventsSource:
         with self._lock:
             if ev.gpu is None and ev.pci is not None:
                 ev = dataclasses.replace(ev, gpu=self._gpu_of(ev.pci))
-            first = self._folder.add(ev)
+            first = self._folder.add(ev, time.monotonic())
             if first is not None:
                 self._append(first)
                 return
@@ -172,7 +172,7 @@ class DriverEventsSource:
                 follow = self.follow and self.follow_argv is not None
                 self._spawn("kernel-log", self._follow_loop, follow, "configuration")
         with self._lock:
-            for ev in self._folder.flush(self.clock()):
+            for ev in self._folder.flush(time.monotonic()):
                 self._append(ev)
             events = list(self._queue)
             self._queue.clear()

@@ -193,11 +193,13 @@ class StormFolder:
         self._pending: list[DriverEvent] = []  # summaries of windows a new line closed
         self.folding_started = False
 
-    def add(self, ev: DriverEvent) -> DriverEvent | None:
+    def add(self, ev: DriverEvent, at: float | None = None) -> DriverEvent | None:
+        """`at`: when the line arrived (the live feed's monotonic clock); default the line's own time."""
         key = fold_key(ev)
+        at = ev.ts if at is None else at
         got = self._open.get(key)
         self.folding_started = False
-        if got is not None and 0 <= ev.ts - got[0] <= self.window_s:
+        if got is not None and 0 <= at - got[0] <= self.window_s:
             self.folding_started = got[2] == 0  # the first line folded: a storm begins (log it once)
             self._open[key] = (got[0], ev, got[2] + ev.count)
             return None
@@ -205,7 +207,7 @@ class StormFolder:
             self._pending.append(self._summary(got))
         if len(self._open) >= _FOLD_KEYS_MAX and key not in self._open:
             self._open.pop(next(iter(self._open)))
-        self._open[key] = (ev.ts, None, 0)
+        self._open[key] = (at, None, 0)
         return ev
 
     def absorb(self, ev: DriverEvent) -> None:

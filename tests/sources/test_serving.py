@@ -185,3 +185,23 @@ def test_disabled_overrides_and_extra_endpoints_shape_the_target_list():
 def test_an_off_host_extra_endpoint_is_a_config_error():
     with pytest.raises(ValueError, match="not loopback"):
         ServingSettings(endpoints=[{"kind": "vllm", "url": "http://192.0.2.1:8000"}])
+
+
+def test_the_serving_section_reads_from_toml_with_overrides_and_endpoints(tmp_path):
+    from spark_watchd.config import load_settings
+    from spark_watchd.errors import ConfigError
+
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(
+        "[serving]\ntimeout_s = 1.5\n"
+        '[serving.servers."vllm:8000"]\nenabled = false\n'
+        '[serving.servers."sglang:30000"]\nurl = "http://localhost:31000"\n'
+        '[[serving.endpoints]]\nkind = "ollama"\nurl = "http://127.0.0.1:11500"\nname = "box"\n'
+    )
+    s = load_settings(str(cfg), environ={}).serving
+    assert s.timeout_s == 1.5 and s.servers["vllm:8000"].enabled is False
+    assert s.servers["sglang:30000"].url == "http://127.0.0.1:31000"
+    assert s.endpoints[0].name == "box"
+    cfg.write_text('[[serving.endpoints]]\nkind = "tgi"\nurl = "http://127.0.0.1:8080"\n')
+    with pytest.raises(ConfigError, match="serving.endpoints"):
+        load_settings(str(cfg), environ={})

@@ -111,6 +111,7 @@ def test_daemon_scrapes_all_four_and_shows_them_in_metrics_page_status_and_trace
             page.wait_for_selector('#serving tr[data-kind="vllm"]', timeout=15_000)
             page.wait_for_selector('#chart-serving path[data-series^="vllm:"]', timeout=15_000)
             assert page.locator("#serving tr").count() == 4
+            assert "1 loaded, unloads in" in page.locator('#serving tr[data-kind="ollama"]').inner_text()
             page.locator("#h-serving").scroll_into_view_if_needed()
             page.screenshot(path=str(tmp_path / "serving.png"), full_page=True)
             assert log.errors == [] and log.off_origin == []

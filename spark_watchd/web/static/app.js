@@ -412,7 +412,14 @@
       tr.dataset.kind = r.kind;
       const name = h("th", null, r.server + " ");
       name.scope = "row";
-      name.appendChild(h("span", r.up ? "pid" : "uncapped", r.up ? (r.model || r.kind) : "down: " + (r.error || "no answer")));
+      let what = r.up ? (r.model || r.kind) : "down: " + (r.error || "no answer");
+      // Ollama: what it holds and when keep-alive unloads it (expires_at against the sample's time).
+      const models = r.models || [];
+      if (r.up && r.kind === "ollama") {
+        const left = models.filter((m) => m.expires_at).map((m) => m.expires_at - (state.status.ts || r.ts));
+        what = models.length ? models.length + " loaded" + (left.length ? ", unloads in " + num(Math.max(0, Math.min(...left)) / 60, 0) + " min" : "") : "no model loaded";
+      }
+      name.appendChild(h("span", r.up ? "pid" : "uncapped", what));
       tr.appendChild(name);
       tr.appendChild(h("td", "num", opt(r.generation_tokens_per_s, (v) => num(v, 1))));
       tr.appendChild(h("td", "num", r.up ? opt(r.requests_running, (v) => num(v, 0)) + " / " + opt(r.requests_waiting, (v) => num(v, 0)) : "–"));

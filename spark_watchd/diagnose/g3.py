@@ -16,6 +16,7 @@ from typing import NamedTuple
 from spark_watchd.diagnose import features as feat
 from spark_watchd.diagnose.g3_rules import _BLIND, GIB, RULES, G3Now
 from spark_watchd.diagnose.runway import BudgetRunway
+from spark_watchd.diagnose.serving import ServingWatch
 from spark_watchd.diagnose.steady import Dwell, Latch
 from spark_watchd.diagnose.tracker import Unpersisted, Verdict, judge
 from spark_watchd.diagnose.verdicts import G3State
@@ -90,6 +91,7 @@ class G3Tracker(Unpersisted):
         self.thin, self.exhausted = Latch(), Latch()
         self.runway = BudgetRunway(th)  # the budget's 20-minute trend and the runway warning's latch
         self.dwell = Dwell()
+        self.serving = ServingWatch(th)
 
     def reboot(self, ts: float, boot_id: str | None, cause: str | None) -> list[Event]:
         """Forget windowed memory state across a reboot (a fresh boot is not still OOM-critical); no events."""
@@ -103,10 +105,12 @@ class G3Tracker(Unpersisted):
         self.oom_hold_until = None
         self.runway.forget()
         self.dwell.reset()
+        self.serving.forget()
 
     def set_thresholds(self, th) -> None:
         """Thresholds were reloaded: judge the next sample afresh against them (no level or dwell held)."""
         self.th = th
+        self.serving.th = th
         self.stalls, self.swapping, self.full = Latch(), Latch(), Latch()
         self.thin, self.exhausted = Latch(), Latch()
         self.runway.set_thresholds(th)
@@ -172,6 +176,7 @@ class G3Tracker(Unpersisted):
 
     def observe(self, sample: Sample, f: feat.Features) -> Verdict:
         """Judge the newest sample (held at a severity for min_dwell_s before it may fall)."""
+        self.serving.observe(sample.serving, f.ts, False)
         return self.advance(f, signals(f, self.th))
 
     def advance(self, f: feat.Features, s: G3Signals) -> Verdict:
@@ -207,6 +212,8 @@ class G3Tracker(Unpersisted):
         if said and rw is not None and rw.seconds is not None and rw.seconds <= th.runway_leave_s:
             r = r._replace(summary=f"{r.summary}; {rw.sentence()}")
         ev = _evidence(s, now, th) if s.avail_b is not None else {}
+        if ev and (shrunk := self.serving.kv_budget()):  # a server restarted into a smaller KV cache
+            ev["serving_kv_budget"] = shrunk
         state = _new(
             G3State,
             (

@@ -17,6 +17,7 @@ from spark_watchd.diagnose.anomaly import AnomalyWatch
 from spark_watchd.diagnose.board import BoardEvidence
 from spark_watchd.diagnose.board import evidence as board_evidence
 from spark_watchd.diagnose.g4_rules import RULES, G4Now
+from spark_watchd.diagnose.serving import ServingWatch
 from spark_watchd.diagnose.steady import Dwell
 from spark_watchd.diagnose.steps import Job, step_ratio
 from spark_watchd.diagnose.tracker import Verdict, judge
@@ -116,6 +117,7 @@ class G4Tracker:
         self.jobs: dict[str, Job] = {}
         self.anomalies = AnomalyWatch(th)
         self.dwell = Dwell()
+        self.serving = ServingWatch(th)
 
     def state(self) -> dict:
         """What must survive a power loss to recognise a reboot after a throttle (see restore())."""
@@ -140,6 +142,7 @@ class G4Tracker:
     def set_thresholds(self, th) -> None:
         """Judge with new thresholds from the next sample on (the anomaly watch included)."""
         self.th = self.anomalies.th = th
+        self.serving.th = th
 
     def throttle_recent(self, at_ts: float) -> bool:
         """Whether a throttle was active, or ended within the reboot window, as of at_ts."""
@@ -182,6 +185,7 @@ class G4Tracker:
         self.episode_start = None
         self.jobs.clear()
         self.anomalies.reset()
+        self.serving.forget()
         if after:
             self.reboot_hold_until = ts + th.reboot_critical_hold_s
         return events
@@ -189,6 +193,7 @@ class G4Tracker:
     def time_jump(self, ts: float) -> None:
         """The clock stepped back to ts: restart time windows, keep the episode."""
         self.anomalies.reset()
+        self.serving.forget()
         self.dwell.reset()
         for j in self.jobs.values():
             j.recent.clear()
@@ -214,7 +219,7 @@ class G4Tracker:
             self.reboot_hold_until = None
         if not s.has_gpu:
             self.last_ts = ts
-            now = _new(G4Now, (self.episode, hold, False, None, None, None))
+            now = _new(G4Now, (self.episode, hold, False, None, None, None, ()))
             return self._publish(judge(RULES, s, now, th), {}, s, now, events)
         if s.signature:
             self.last_thermal_ts = ts
@@ -260,6 +265,9 @@ class G4Tracker:
         if self.episode and s.dt is not None:
             self.throttle_s += s.dt
         worst = step_ratio(self.jobs, sample, ts, self.episode, s.thermal_now, th)
+        # The servers' own decode rates: the damage of a throttle on a Spark that serves (no training job).
+        self.serving.observe(sample.serving, ts, self.episode or s.thermal_now)
+        cut = tuple(self.serving.damage()) if self.episode else ()
         self.last_ts = ts
         anomaly = None if (self.episode or s.thermal_now) else self.anomalies.update(f, s.loaded)
         duration = None
@@ -273,7 +281,7 @@ class G4Tracker:
             )
             self.critical = damaged
             duration = ts - self.episode_start
-        now = _new(G4Now, (self.episode, hold, damaged, worst, anomaly, duration))
+        now = _new(G4Now, (self.episode, hold, damaged, worst, anomaly, duration, cut))
         return self._publish(judge(RULES, s, now, th), self._evidence(s, now), s, now, events)
 
     def _evidence(self, s: G4Signals, now: G4Now) -> dict:
@@ -302,6 +310,8 @@ class G4Tracker:
             ev["step_time_ratio"] = w.ratio
         if now.duration_s is not None:
             ev["throttle_duration_s"] = now.duration_s
+        if now.serving_cut:
+            ev["serving_damage"] = list(now.serving_cut)
         return ev
 
     def _publish(self, r, ev: dict, s: G4Signals, now: G4Now, events: list[Event]) -> Verdict:

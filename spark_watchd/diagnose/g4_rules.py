@@ -28,6 +28,7 @@ ADVICE_THROTTLE = (
     f"Or lower the clock ceiling so it stops hitting the slowdown threshold: {CAP_CLOCKS}",
 )
 ADVICE_DAMAGE = ("Training is measurably slower: fix the heat (below) before long runs.",)
+ADVICE_SERVING = ("Its users get measurably slower answers while it throttles: fix the heat (below) first.",)
 ADVICE_REBOOT = (
     "The unit rebooted after a thermal throttle: check airflow before restarting the job, "
     f"and lower the clock ceiling for long runs: {CAP_CLOCKS}",
@@ -43,6 +44,7 @@ class G4Now(NamedTuple):
     step: StepRatio | None
     anomaly: str | None  # "power_delivery" or "hung_engine" once persisted anomaly_min_s
     duration_s: float | None  # of the episode
+    serving_cut: tuple = ()  # per server whose decode rate the episode cut (diagnose/serving.py evidence)
 
 
 def _n(v, fmt: str = "") -> str:
@@ -86,6 +88,20 @@ def slowing_training(s: G4Signals, now: G4Now, th) -> Ruling | None:
         f"Thermal throttle is slowing training: step time x{w.ratio:.2f} of its baseline "
         f"({w.job}), {_n(s.temp_c, '.1f')} C, clocks {_n(s.sm_clock_mhz)} MHz",
         ADVICE_DAMAGE + ADVICE_THROTTLE,
+    )
+
+
+def slowing_serving(s: G4Signals, now: G4Now, th) -> Ruling | None:
+    """Throttling while a server's decode rate per request is well under its own baseline at the same load: critical."""
+    if not (now.throttling and now.serving_cut):
+        return None
+    c = max(now.serving_cut, key=lambda d: d["decode_ratio"])
+    return Ruling(
+        "critical",
+        f"Thermal throttle is slowing inference: {c['server']} generates {c['tokens_per_s']:.0f} tokens/s against "
+        f"{c['tokens_per_s_baseline']:.0f} at the same load ({c['running_requests']:g} requests, "
+        f"x{c['decode_ratio']:.2f}), {_n(s.temp_c, '.1f')} C, clocks {_n(s.sm_clock_mhz)} MHz",
+        ADVICE_SERVING + ADVICE_THROTTLE,
     )
 
 
@@ -207,6 +223,7 @@ RULES = (
     blind,
     at_shutdown,
     slowing_training,
+    slowing_serving,
     throttle_after_reboot,
     throttle,
     after_reboot,

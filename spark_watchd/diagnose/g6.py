@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from spark_watchd.diagnose import features as feat
 from spark_watchd.diagnose.g6_rules import GIB, RULES, G6Now, _over_share
+from spark_watchd.diagnose.serving import ServingWatch
 from spark_watchd.diagnose.steady import Dwell, Latch
 from spark_watchd.diagnose.tracker import Unpersisted, Verdict, judge
 from spark_watchd.diagnose.verdicts import G6State
@@ -74,6 +75,7 @@ class G6Tracker(Unpersisted):
         self.stalls = Latch()
         self.storm = Latch()
         self.dwell = Dwell()
+        self.serving = ServingWatch(th)
 
     def reboot(self, ts: float, boot_id: str | None, cause: str | None) -> list[Event]:
         """Processes do not survive a reboot; no events."""
@@ -91,10 +93,12 @@ class G6Tracker(Unpersisted):
         self.heavy_keys.clear()
         self.pressure_last = None
         self.dwell.reset()
+        self.serving.forget()
 
     def set_thresholds(self, th) -> None:
         """Thresholds were reloaded: judge the next sample afresh against them (no level or dwell held)."""
         self.th = th
+        self.serving.th = th
         self.stalls, self.storm = Latch(), Latch()
         self.heavy_keys.clear()
         self.dwell.reset()
@@ -123,6 +127,8 @@ class G6Tracker(Unpersisted):
             "major_faults_per_s": s.majfault_per_s,
             "workloads": [_row(w) for w in now.heavy],
         }
+        if now.inside:
+            ev["serving_contention"] = list(now.inside)
         out = self.dwell.apply(
             Finding("G6", r.severity, r.summary, ev, r.advice, state=state), ts, th.min_dwell_s
         )
@@ -146,9 +152,19 @@ class G6Tracker(Unpersisted):
             self.grouper = Grouper(th.capped_utilization_max)
         wls = self.workloads = self.grouper.group(procs)
         kind_of = {}
+        launcher_of = {}
         for w in wls:
             for pid in w.members:
                 kind_of[pid] = w.kind
+                launcher_of[pid] = w.pid
+        self.serving.observe(sample.serving, ts, False)
+        unloaded = {self.serving.last[server].pid for server, _m in self.serving.unloads}
+        if unloaded:  # Ollama's expires_at passed: its keep-alive gave the memory up, nothing took it
+            for p in procs:
+                if launcher_of.get(p.pid) in unloaded:
+                    key = (p.pid, p.create_time)
+                    hists.pop(key, None)  # its level starts over from what it holds now
+                    refs.pop(key, None)
         if pressure:
             last = self.pressure_last
             if last is None or ts - last > th.eviction_episode_gap_s:
@@ -222,7 +238,10 @@ class G6Tracker(Unpersisted):
                 n_large += 1
         near_cap = s.mem_total_b is not None and total_foot >= th.near_capacity_ratio * s.mem_total_b
         evicted = self.last_eviction if self.hold_until is not None and s.ts < self.hold_until else None
-        return _new(G6Now, (tuple(heavy), stalls, storm, n_uncapped, n_large, total_foot, near_cap, evicted))
+        inside = tuple(self.serving.contention()) if len(heavy) >= 2 else ()  # the servers' own view of it
+        return _new(
+            G6Now, (tuple(heavy), stalls, storm, n_uncapped, n_large, total_foot, near_cap, evicted, inside)
+        )
 
     def _eviction(self, p, key, hist, ref, gpu, ts, f, kind):
         """An eviction event when this live process lost a large share of its reference level under pressure.

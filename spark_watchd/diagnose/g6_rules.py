@@ -34,6 +34,7 @@ class G6Now(NamedTuple):
     footprint_bytes: int  # of the heavy workloads together
     near_capacity: bool  # they hold near_capacity_ratio of the pool
     evicted: str | None  # the last eviction's words while eviction_hold_s lasts
+    inside: tuple = ()  # what sharing servers' own counters show (diagnose/serving.py contention evidence)
 
 
 def evicted(s: G6Signals, now: G6Now, th) -> Ruling | None:
@@ -64,7 +65,8 @@ def uncapped_sharing(s: G6Signals, now: G6Now, th) -> Ruling | None:
         why = f", together near capacity ({now.footprint_bytes / GIB:.0f} of {s.mem_total_b / GIB:.0f} GiB)"
     return Ruling(
         "warning",
-        f"{len(now.heavy)} heavy GPU workloads share the pool: {_names(now.heavy, th, s.share_max)}{why}",
+        f"{len(now.heavy)} heavy GPU workloads share the pool: {_names(now.heavy, th, s.share_max)}{why}"
+        f"{_inside(now.inside)}",
         g6_advice(now.heavy, evicting=False),
     )
 
@@ -85,6 +87,21 @@ def alone(s: G6Signals, now: G6Now, th) -> Ruling:
 
 
 RULES = (evicted, fault_storm, uncapped_sharing, capped_sharing, alone)
+
+
+def _inside(inside: tuple) -> str:
+    """What the servers' own counters say about the sharing, for the summary."""
+    parts = []
+    for e in inside[:2]:
+        if e["signal"] == "preemption_storm":
+            parts.append(
+                f"{e['server']} preempted {e['preemptions']:.0f} requests in {e['over_s'] / 60:.0f} min"
+            )
+        else:
+            parts.append(
+                f"{e['server']} KV use fell to {e['kv_usage']:.0%} from {e['kv_usage_before']:.0%} while busy"
+            )
+    return "; " + ", ".join(parts) if parts else ""
 
 
 def _over_share(w: Workload, share_max) -> bool:

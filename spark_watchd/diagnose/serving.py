@@ -17,38 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from spark_watchd.diagnose.serving_thresholds import ServingThresholds
 from spark_watchd.sample.serving import ServingReading
-
-
-@dataclass(frozen=True)
-class ServingThresholds:
-    """Defaults judged on the scenario traces (tests/fixtures/traces/serving/)."""
-
-    # "Well below": the decode rate per request down by a third (baseline/now 1.5) is damage; it stays
-    # damage until it is back within 1.25 (the same hysteresis as a training job's step time).
-    damage_ratio: float = 1.5
-    recover_ratio: float = 1.25
-    # Comparable load: the baseline only counts intervals whose running requests were within 35 % of now.
-    load_tolerance: float = 0.35
-    baseline_min_points: int = 6
-    # The baseline is the server's last baseline_max_points intervals outside a throttle (idle ones included).
-    baseline_max_points: int = 120
-    # Bursty: idle in more than this share of those intervals, or a rate per request varying more than
-    # baseline_max_cv (coefficient of variation) at the load of now: no baseline, so no damage.
-    baseline_max_idle_share: float = 0.2
-    baseline_max_cv: float = 0.25
-    recent_points: int = 2  # consecutive throttled intervals before the cut counts
-    min_tokens_per_s: float = 1.0
-    history_s: float = 1800.0
-    # A preemption storm: this many preemptions within storm_window_s, after a calm window as long.
-    storm_preemptions: float = 10.0
-    storm_window_s: float = 300.0
-    # KV use falling to this share of its recent level or less while requests keep running.
-    kv_collapse_share: float = 0.5
-    kv_collapse_from: float = 0.3  # ... from at least this much in use
-    # Ollama: a model gone from /api/ps within this much of its expires_at is its keep-alive unload.
-    keepalive_slack_s: float = 90.0
-    kv_shrink_share: float = 0.8  # a KV budget under 80 % of what the server allocated before
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +52,7 @@ def _cv(vals: Sequence[float]) -> float:
 
 
 def _busy(p: Point, th: ServingThresholds) -> bool:
-    return p.per_request is not None and p.tps >= th.min_tokens_per_s
+    return p.per_request is not None and p.tps >= th.serving_min_tokens_per_s
 
 
 def decode_damage(
@@ -92,21 +62,21 @@ def decode_damage(
 
     `baseline` holds the server's intervals outside a throttle (idle ones too); `recent` its latest ones.
     """
-    if len(recent) < th.recent_points or len(baseline) < th.baseline_min_points:
+    if len(recent) < th.serving_recent_points or len(baseline) < th.serving_baseline_min_points:
         return None
-    recent = recent[-th.recent_points :]
+    recent = recent[-th.serving_recent_points :]
     if not all(p.throttled and _busy(p, th) for p in recent):
         return None
     idle = sum(not _busy(p, th) for p in baseline)
-    if idle > th.baseline_max_idle_share * len(baseline):
+    if idle > th.serving_baseline_max_idle_share * len(baseline):
         return None  # a server idle between bursts: its rate per request is no baseline
     running = _median([p.running for p in recent])
-    lo, hi = running * (1 - th.load_tolerance), running * (1 + th.load_tolerance)
+    lo, hi = running * (1 - th.serving_load_tolerance), running * (1 + th.serving_load_tolerance)
     base = [p.per_request for p in baseline if _busy(p, th) and lo <= p.running <= hi]
-    if len(base) < th.baseline_min_points or _cv(base) > th.baseline_max_cv:
+    if len(base) < th.serving_baseline_min_points or _cv(base) > th.serving_baseline_max_cv:
         return None  # no baseline at this load, or a rate too variable to have one
     now = [p.per_request for p in recent]
-    if _cv(now) > th.baseline_max_cv:
+    if _cv(now) > th.serving_baseline_max_cv:
         return None
     b, c = _median(base), _median(now)
     if c <= 0 or b / c < ratio_needed:
@@ -120,22 +90,28 @@ def decode_damage(
     }
 
 
-def preemption_storm(points: Sequence[Point], th: ServingThresholds) -> dict[str, Any] | None:
-    """Preemptions rising: storm_preemptions within the latest window, after a calmer window before it."""
+def preemption_storm(
+    points: Sequence[Point], th: ServingThresholds, going: bool = False
+) -> dict[str, Any] | None:
+    """Preemptions rising: storm_preemptions within the latest window, after a calmer window before it;
+    once `going`, it lasts while the window still holds half as many (a storm that settles is still one)."""
     if not points or points[-1].preempt is None:
         return None
     now = points[-1]
-    start = next((p for p in points if p.preempt is not None and now.ts - p.ts <= th.storm_window_s), None)
+    start = next(
+        (p for p in points if p.preempt is not None and now.ts - p.ts <= th.serving_storm_window_s), None
+    )
     if start is None or start is now or now.preempt < start.preempt:
         return None
     recent = now.preempt - start.preempt
     before = [
         p
         for p in points
-        if p.preempt is not None and start.ts - p.ts <= th.storm_window_s and p.ts <= start.ts
+        if p.preempt is not None and start.ts - p.ts <= th.serving_storm_window_s and p.ts <= start.ts
     ]
     earlier = start.preempt - before[0].preempt if before else 0.0
-    if recent >= th.storm_preemptions and recent > 2 * max(earlier, 0.0):
+    rising = recent >= th.serving_storm_preemptions and recent > 2 * max(earlier, 0.0)
+    if rising or (going and recent >= th.serving_storm_preemptions / 2):
         return {
             "preemptions": round(recent, 1),
             "over_s": round(now.ts - start.ts),
@@ -155,7 +131,7 @@ def kv_collapse(points: Sequence[Point], th: ServingThresholds) -> dict[str, Any
     if len(prior) < 3:
         return None
     level = _median(prior)
-    if level >= th.kv_collapse_from and now.kv <= th.kv_collapse_share * level:
+    if level >= th.serving_kv_collapse_from and now.kv <= th.serving_kv_collapse_share * level:
         return {
             "kv_usage": round(now.kv, 3),
             "kv_usage_before": round(level, 3),
@@ -173,7 +149,7 @@ def keepalive_unloads(prev: ServingReading, cur: ServingReading, ts: float, th: 
     for m in prev.models:
         if m.name in held:
             continue
-        if m.expires_at is not None and m.expires_at <= ts + th.keepalive_slack_s:
+        if m.expires_at is not None and m.expires_at <= ts + th.serving_keepalive_slack_s:
             explained.append(m)
         else:
             unexplained.append(m)
@@ -188,6 +164,7 @@ class ServingWatch:
         self.points: dict[str, deque[Point]] = {}
         self.base: dict[str, deque[Point]] = {}  # per server, its latest intervals outside a throttle
         self.damaged: set[str] = set()
+        self.storming: set[str] = set()
         self.kv_high: dict[tuple[str, int | None], float] = {}
         self.last: dict[str, ServingReading] = {}
         self.unloads: list[tuple[str, Any]] = []  # this sample's keep-alive unloads (server, model)
@@ -196,6 +173,7 @@ class ServingWatch:
     def forget(self) -> None:
         self.points.clear()
         self.base.clear()
+        self.storming.clear()
         self.damaged.clear()
         self.last.clear()
 
@@ -228,17 +206,17 @@ class ServingWatch:
             if prev is not None and prev.pid != r.pid:
                 self.base.pop(r.server, None)  # a restarted server (another model, other flags) starts over
             if not throttled:
-                self.base.setdefault(r.server, deque(maxlen=th.baseline_max_points)).append(pt)
-            while pts and sts - pts[0].ts > th.history_s:
+                self.base.setdefault(r.server, deque(maxlen=th.serving_baseline_max_points)).append(pt)
+            while pts and sts - pts[0].ts > th.serving_history_s:
                 pts.popleft()
 
     def damage(self) -> list[dict[str, Any]]:
         """Per server whose decode rate a throttle cut: its evidence (latched until it recovers)."""
         out = []
         for server, pts in self.points.items():
-            need = self.th.recover_ratio if server in self.damaged else self.th.damage_ratio
+            need = self.th.serving_recover_ratio if server in self.damaged else self.th.serving_damage_ratio
             ev = decode_damage(
-                list(pts)[-self.th.recent_points :], list(self.base.get(server, ())), self.th, need
+                list(pts)[-self.th.serving_recent_points :], list(self.base.get(server, ())), self.th, need
             )
             if ev is None:
                 self.damaged.discard(server)
@@ -252,10 +230,12 @@ class ServingWatch:
         out = []
         for server, pts in self.points.items():
             p = list(pts)
-            for what, ev in (
-                ("preemption_storm", preemption_storm(p, self.th)),
-                ("kv_collapse", kv_collapse(p, self.th)),
-            ):
+            storm = preemption_storm(p, self.th, server in self.storming)
+            if storm is None:
+                self.storming.discard(server)
+            else:
+                self.storming.add(server)
+            for what, ev in (("preemption_storm", storm), ("kv_collapse", kv_collapse(p, self.th))):
                 if ev is not None:
                     out.append({"server": server, "kind": self.last[server].kind, "signal": what, **ev})
         return out
@@ -268,7 +248,7 @@ class ServingWatch:
             best[server] = max(best.get(server, 0.0), cap)
         for server, r in self.last.items():
             cap = r.kv_capacity_tokens
-            if r.up and cap and server in best and cap < self.th.kv_shrink_share * best[server]:
+            if r.up and cap and server in best and cap < self.th.serving_kv_shrink_share * best[server]:
                 out.append(
                     {"server": server, "kv_capacity_tokens": cap, "kv_capacity_tokens_before": best[server]}
                 )

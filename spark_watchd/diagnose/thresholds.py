@@ -1,7 +1,8 @@
 """Every threshold the classifiers use (`[thresholds]` in config.toml), each with the evidence behind it."""
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
+from spark_watchd.diagnose.serving_thresholds import ServingThresholds
 from spark_watchd.sample.quantities import Bytes, Count, Delay, Level, Positive, Seconds, Share
 
 GIB = 1024**3
@@ -13,7 +14,7 @@ RETIRED = {
 }
 
 
-class Thresholds(BaseModel):
+class Thresholds(ServingThresholds):
     """Classifier thresholds; windows are in seconds of sample time so 30 s and 60 s intervals behave alike."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -99,7 +99,7 @@ def slowing_serving(s: G4Signals, now: G4Now, th) -> Ruling | None:
     return Ruling(
         "critical",
         f"Thermal throttle is slowing inference: {c['server']} generates {c['tokens_per_s']:.0f} tokens/s against "
-        f"{c['tokens_per_s_baseline']:.0f} at the same load ({c['running_requests']:g} requests, "
+        f"{c['baseline_tokens_per_s']:.0f} at the same load ({c['running_requests']:g} requests, "
         f"x{c['decode_ratio']:.2f}), {_n(s.temp_c, '.1f')} C, clocks {_n(s.sm_clock_mhz)} MHz",
         ADVICE_SERVING + ADVICE_THROTTLE,
     )

@@ -99,7 +99,7 @@ def _inside(inside: tuple) -> str:
             )
         else:
             parts.append(
-                f"{e['server']} KV use fell to {e['kv_usage']:.0%} from {e['kv_usage_before']:.0%} while busy"
+                f"{e['server']} KV use fell to {e['kv_usage_share']:.0%} from {e['kv_usage_before_share']:.0%} while busy"
             )
     return "; " + ", ".join(parts) if parts else ""
 

@@ -83,7 +83,7 @@ def decode_damage(
         return None
     return {
         "tokens_per_s": round(_median([p.tps for p in recent]), 1),
-        "tokens_per_s_baseline": round(b * running, 1),
+        "baseline_tokens_per_s": round(b * running, 1),
         "running_requests": running,
         "decode_ratio": round(b / c, 2),
         "baseline_points": len(base),
@@ -133,8 +133,8 @@ def kv_collapse(points: Sequence[Point], th: ServingThresholds) -> dict[str, Any
     level = _median(prior)
     if level >= th.serving_kv_collapse_from and now.kv <= th.serving_kv_collapse_share * level:
         return {
-            "kv_usage": round(now.kv, 3),
-            "kv_usage_before": round(level, 3),
+            "kv_usage_share": round(now.kv, 3),
+            "kv_usage_before_share": round(level, 3),
             "running_requests": now.running,
         }
     return None

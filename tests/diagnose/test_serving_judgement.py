@@ -36,7 +36,7 @@ def test_a_throttle_cutting_decode_on_a_serving_only_spark_is_g4_critical_with_t
     assert g4.severity == "critical" and "slowing inference" in g4.summary
     (cut,) = g4.evidence["serving_damage"]
     assert cut["server"] == "vllm:8000" and cut["decode_ratio"] >= 1.5
-    assert cut["tokens_per_s"] < 0.67 * cut["tokens_per_s_baseline"]
+    assert cut["tokens_per_s"] < 0.67 * cut["baseline_tokens_per_s"]
 
 
 def test_without_the_servers_telemetry_the_same_throttle_is_only_a_warning(scenarios):

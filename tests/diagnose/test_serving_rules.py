@@ -25,7 +25,7 @@ def test_a_throttle_cutting_decode_at_the_same_load_is_damage_with_the_numbers()
     _feed(w, [(240.0 + i, 8, False) for i in range(8)] + [(140.0, 8, True), (135.0, 8, True)])
     (d,) = w.damage()
     assert d["server"] == "vllm:8000" and d["decode_ratio"] >= 1.5
-    assert d["tokens_per_s"] == 137.5 and d["tokens_per_s_baseline"] > 240
+    assert d["tokens_per_s"] == 137.5 and d["baseline_tokens_per_s"] > 240
 
 
 def test_fewer_tokens_because_fewer_requests_is_not_damage():

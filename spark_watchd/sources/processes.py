@@ -1,11 +1,11 @@
 """The process scan: GPU-resident processes (NVML pids) and known workloads (vLLM, Ollama, trainers...).
 
-Cheap at thousands of processes: `psutil.process_iter()` without attrs keeps
-its own Process table and reads nothing for pids it already knows (with attrs
-it would call as_dict on every process, every tick). Name and argv are read
-once per (pid, create_time) and the classification cached; only the few
-relevant processes are read each tick (rss, and create_time again to catch a
-reused pid). Processes that vanish or deny access mid-scan are skipped.
+Cheap at thousands of processes: the live /proc is walked by `procfs.LiveTable`, which (as
+`psutil.process_iter()` does) keeps its own table and reads nothing for pids it already knows, and reads
+one stat file for a new one where psutil reads two; values are psutil's (create_time, name, rss, ppid).
+Name and argv are read once per (pid, create_time) and the classification cached; only the few relevant
+processes are read each tick (one stat read: rss, ppid, and the start time again to catch a reused pid).
+Processes that vanish or deny access mid-scan are skipped.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from spark_watchd.sample.workloads import (
     is_ray_runtime,
     is_training_script,
 )
-from spark_watchd.sources.procfs import iter_root, read_argv, read_name
+from spark_watchd.sources.procfs import LiveTable, iter_root, read_argv, read_name
 
 # How many scans a new process's argv is read again before the cached answer is trusted.
 SETTLE_SCANS = 3
@@ -51,7 +51,7 @@ class ProcessSource:
         if process_iter is None:
             # psutil reads only the real /proc; any other root (a container's /host/proc) is read directly.
             real = os.path.realpath(proc_root) == "/proc"
-            process_iter = psutil.process_iter if real else functools.partial(iter_root, proc_root)
+            process_iter = LiveTable(proc_root) if real else functools.partial(iter_root, proc_root)
             self._direct = real
         self._iter = process_iter
         self.malformed = 0  # /proc/PID entries skipped because they could not be parsed
@@ -82,15 +82,17 @@ class ProcessSource:
         with contextlib.nullcontext() if self._direct else proc.oneshot():
             try:  # bounded as it is read: another user's 1.9 MB argv is not kept whole (issue 20 §2)
                 argv = read_argv(root, proc.pid)
-                zombie = (
-                    not argv and isinstance(proc, psutil.Process) and proc.status() == psutil.STATUS_ZOMBIE
-                )
+                zombie = not argv and hasattr(proc, "status") and proc.status() == psutil.STATUS_ZOMBIE
                 if zombie:  # as psutil's own cmdline() says
                     raise psutil.ZombieProcess(proc.pid)
             except psutil.AccessDenied:
                 argv = ()
             if self._direct:
-                name = read_name(root, proc.pid, argv)
+                # The stat bytes read when the process was first seen hold its name, unless an exec since.
+                raw = getattr(proc, "raw_stat", None)
+                if raw is not None:
+                    proc.raw_stat = None  # read once: not kept for every process on the machine
+                name = read_name(root, proc.pid, argv, raw if hit is None else None)
             else:
                 try:
                     name = proc.name()
@@ -117,8 +119,9 @@ class ProcessSource:
                 name, argv, kind, _ = self._identify(proc, key, resident)
                 if not resident and kind == "other":
                     continue
-                # A pid reused since psutil first saw it: skip now, psutil refreshes it next scan.
+                # A pid reused since it was first seen: skip now, read afresh next scan.
                 if not proc.is_running():
+                    getattr(self._iter, "forget", lambda pid: None)(proc.pid)
                     continue
                 rss = proc.memory_info().rss
                 # Read each tick: a child whose launcher exits is re-parented (to init or a subreaper).

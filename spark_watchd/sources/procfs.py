@@ -110,6 +110,85 @@ class ProcEntry:
         return nullcontext()
 
 
+class LiveEntry(ProcEntry):
+    """A process of the live /proc, as psutil.Process sees it: the same create_time (unrounded: the boot time
+    plus starttime / CLK_TCK, in psutil's order), a pid reused since it was first seen is not running."""
+
+    def __init__(self, root: str, pid: int, btime: float):
+        self.root = root
+        self.pid = pid
+        self._btime = btime
+        self._dir = f"{root}/{pid}"
+        try:
+            with open(f"{self._dir}/stat", "rb") as f:
+                self.raw_stat: bytes | None = f.read(4096)  # the name is read from it once (read_name)
+        except FileNotFoundError:
+            raise psutil.NoSuchProcess(pid) from None
+        self._stat = parse_stat(self.raw_stat.decode("utf-8", "replace"))
+        self._start = self._stat[2]
+        self._ctime = float(self._start) / _CLK_TCK + btime
+
+    def create_time(self) -> float:
+        return self._ctime
+
+    def is_running(self) -> bool:
+        """Still there and still this process (the stat read fresh: rss and ppid come from it)."""
+        try:
+            return self._read_stat()[2] == self._start
+        except psutil.NoSuchProcess:
+            return False
+
+    def memory_info(self) -> _Mem:
+        """RSS as psutil reads it (statm's resident pages: stat's own count can lag it by a few pages)."""
+        try:
+            with open(os.path.join(self._dir, "statm"), "rb") as f:
+                return _Mem(int(f.read(512).split()[1]) * _PAGE)
+        except FileNotFoundError:
+            raise psutil.NoSuchProcess(self.pid) from None
+
+    def status(self) -> str:
+        """psutil's status for a zombie (the one state the scan asks about), else "running"."""
+        try:
+            with open(os.path.join(self._dir, "stat"), "rb") as f:
+                data = f.read(4096)
+        except FileNotFoundError:
+            raise psutil.NoSuchProcess(self.pid) from None
+        return (
+            psutil.STATUS_ZOMBIE if data[data.rfind(b")") + 2 : data.rfind(b")") + 3] == b"Z" else "running"
+        )
+
+
+class LiveTable:
+    """The live /proc walked as psutil.process_iter() walks it, with half its reads: a pid seen before is
+    yielded from the table without a read; a new one costs one stat read (psutil: stat and /proc/stat)."""
+
+    def __init__(self, root: str = "/proc"):
+        self.root = root
+        self._known: dict[int, LiveEntry] = {}
+
+    def __call__(self) -> Iterator[LiveEntry]:
+        known, fresh, btime = self._known, {}, None
+        for n in os.listdir(self.root):
+            if not n.isdigit() or not n.isascii():
+                continue
+            pid = int(n)
+            e = known.get(pid)
+            if e is None:
+                if btime is None:
+                    btime = boot_time(self.root)
+                try:
+                    e = LiveEntry(self.root, pid, btime)
+                except (psutil.NoSuchProcess, OSError, ValueError):
+                    continue
+            fresh[pid] = e
+            yield e
+        self._known = fresh
+
+    def forget(self, pid: int) -> None:
+        """Read PID afresh next scan (it was found reused)."""
+        self._known.pop(pid, None)
+
+
 def read_argv(root: str, pid: int) -> tuple[str, ...]:
     """ROOT/PID/cmdline as a bounded argv (sample/workloads.bound_cmdline): the bytes are read whole, since a
     launcher's cap flag may follow a megabyte of padding, and only what is kept becomes strings."""
@@ -123,14 +202,17 @@ def read_argv(root: str, pid: int) -> tuple[str, ...]:
     return bound_cmdline(raw)
 
 
-def read_name(root: str, pid: int, argv: tuple[str, ...]) -> str:
-    """The process name exactly as psutil's name() gives it: comm from ROOT/PID/stat, or argv[0]'s basename
-    where the kernel truncated comm (15 characters) and argv[0] extends it. psutil.NoSuchProcess when gone."""
-    try:
-        with open(os.path.join(root, str(pid), "stat"), "rb") as f:
-            data = f.read(4096)
-    except (FileNotFoundError, ProcessLookupError):
-        raise psutil.NoSuchProcess(pid) from None
+def read_name(root: str, pid: int, argv: tuple[str, ...], stat: bytes | None = None) -> str:
+    """The process name exactly as psutil's name() gives it: comm from ROOT/PID/stat (or `stat`, its bytes
+    just read), or argv[0]'s basename where the kernel truncated comm (15 characters) and argv[0] extends it.
+    psutil.NoSuchProcess when gone."""
+    data = stat
+    if data is None:
+        try:
+            with open(f"{root}/{pid}/stat", "rb") as f:
+                data = f.read(4096)
+        except (FileNotFoundError, ProcessLookupError):
+            raise psutil.NoSuchProcess(pid) from None
     name = data[data.find(b"(") + 1 : data.rfind(b")")].decode(_FS_ENC, _FS_ERRS)
     if len(name) >= _COMM_LEN and argv:
         ext = os.path.basename(argv[0])

@@ -223,3 +223,36 @@ def test_ray_runtime_processes_are_kept_so_a_ray_executor_chains_to_its_launcher
     got = by_pid(ProcessSource().collect({"_gpu_processes": {}}))
     assert raylet.pid in got and gcs.pid in got and plain.pid not in got
     assert not got[raylet.pid].gpu_resident and got[raylet.pid].ppid == os.getpid()
+
+
+def test_the_live_table_reads_what_psutil_reads(spawn):
+    """create_time, rss and ppid of the live /proc walk are psutil's, for every process it lists."""
+    from spark_watchd.sources.procfs import LiveTable
+
+    p = spawn("vllm", "serve", "m")
+    table = LiveTable()
+    entries = {e.pid: e for e in table()}
+    assert p.pid in entries and entries.keys() >= {os.getpid()}
+    for pid in (p.pid, os.getppid()):
+        e, ref = entries[pid], psutil.Process(pid)
+        assert e.create_time() == ref.create_time()
+        assert e.is_running() and e.ppid() == ref.ppid()
+        assert e.memory_info().rss == ref.memory_info().rss
+    again = {e.pid: e for e in table()}
+    assert again[p.pid] is entries[p.pid]  # a pid seen before costs no read
+
+
+def test_a_zombie_in_the_live_table_says_so(tmp_path):
+    from spark_watchd.sources.procfs import LiveTable
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    for _ in range(200):
+        if psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE:
+            break
+        threading.Event().wait(0.01)
+    try:
+        e = next(e for e in LiveTable()() if e.pid == child.pid)
+        assert e.status() == psutil.STATUS_ZOMBIE
+        assert child.pid not in by_pid(ProcessSource().collect({}))
+    finally:
+        child.wait()

@@ -54,6 +54,25 @@ def signals(f: feat.Features, th) -> G6Signals:
     return _new(G6Signals, (f.ts, some, f.psi_some_now, f.majfault_per_s, total, share_max, pressure))
 
 
+class _Level(NamedTuple):
+    """One sample of one process, kept over eviction_window_s."""
+
+    ts: float
+    rss: int
+    gpu: int  # NVML memory (0 when not reported)
+    held: int | None  # the RSS level held for eviction_level_hold_s up to ts (the lowest over that span)
+    avail: int | None  # MemAvailable at ts
+
+
+class _Reference:
+    """The level a process is judged against in a pressure episode (at most one eviction per episode)."""
+
+    __slots__ = ("level", "ts", "gpu", "avail", "fired")
+
+    def __init__(self, level: int, ts: float, gpu: int, avail: int | None):
+        self.level, self.ts, self.gpu, self.avail, self.fired = level, ts, gpu, avail, False
+
+
 class G6Tracker(Unpersisted):
     """Incremental G6 classifier: feed samples oldest first."""
 
@@ -64,10 +83,10 @@ class G6Tracker(Unpersisted):
         self.grouper = Grouper(th.capped_utilization_max)
         self.workloads: tuple[Workload, ...] = ()  # the latest sample's workload table
         self.heavy_keys: set[tuple] = set()  # workloads counted heavy (hysteresis on the footprint)
-        self.rss: dict[tuple, deque] = {}  # key -> deque of (ts, rss, gpu_mem, held level, MemAvailable)
+        self.rss: dict[tuple, deque[_Level]] = {}  # (pid, create_time) -> its levels over the window
         self.fired: dict[tuple, float] = {}
-        # Per process, the reference level of the current pressure episode: [rss, ts, gpu_mem, fired, avail].
-        self.ref: dict[tuple, list] = {}
+        # Per process, the reference level of the current pressure episode.
+        self.ref: dict[tuple, _Reference] = {}
         # Time of the last sample under pressure: a gap longer than eviction_episode_gap_s ends the episode.
         self.pressure_last = None
         self.hold_until = None
@@ -182,23 +201,23 @@ class G6Tracker(Unpersisted):
             held = None
             lo = rss
             for e in reversed(hist):
-                if e[1] < lo:
-                    lo = e[1]
-                if ts - e[0] >= hold:
+                if e.rss < lo:
+                    lo = e.rss
+                if ts - e.ts >= hold:
                     held = lo
                     break
-            hist.append((ts, rss, gpu, held, avail))
-            while ts - hist[0][0] > win:
+            hist.append(_new(_Level, (ts, rss, gpu, held, avail)))
+            while ts - hist[0].ts > win:
                 hist.popleft()
             r = refs.get(key)
             if r is not None:
-                if held is not None and held >= r[0]:
-                    r[0], r[1], r[2], r[4] = held, ts, gpu, avail
+                if held is not None and held >= r.level:
+                    r.level, r.ts, r.gpu, r.avail = held, ts, gpu, avail
             elif pressure:
                 r = _window_reference(hist)
                 if r is not None:
                     refs[key] = r
-            if pressure and r is not None and not r[3]:
+            if pressure and r is not None and not r.fired:
                 ev = self._eviction(p, key, hist, r, gpu, ts, f, kind_of.get(p.pid, "other"))
                 if ev is not None:
                     events.append(ev)
@@ -251,7 +270,7 @@ class G6Tracker(Unpersisted):
         squeeze accumulates against the level it held when the pressure started.
         """
         th = self.th
-        ref_rss, ref_ts, ref_gpu = ref[0], ref[1], ref[2]
+        ref_rss, ref_ts, ref_gpu = ref.level, ref.ts, ref.gpu
         loss = ref_rss - p.rss_bytes
         if loss < th.eviction_min_loss_bytes or loss < th.eviction_loss_ratio * ref_rss:
             return None
@@ -259,25 +278,29 @@ class G6Tracker(Unpersisted):
         # while RSS still sits at its level, so the gain can predate the reference).
         gpu_lo = ref_gpu
         for e in hist:
-            if e[2] < gpu_lo:
-                gpu_lo = e[2]
+            if e.gpu < gpu_lo:
+                gpu_lo = e.gpu
         if gpu - gpu_lo >= th.gpu_move_ratio * loss:
             return None  # it moved its own weights into GPU memory
         # Memory that came back to the pool was given up (a model unloaded: Ollama keep-alive, vLLM sleep
         # mode, a restart), not taken: an eviction's pages go to the aggressor and MemAvailable stays low.
-        if f.avail_b is not None and ref[4] is not None and f.avail_b - ref[4] >= th.gpu_move_ratio * loss:
+        if (
+            f.avail_b is not None
+            and ref.avail is not None
+            and f.avail_b - ref.avail >= th.gpu_move_ratio * loss
+        ):
             return None
         if p.gpu_mem_bytes is None and p.gpu_resident:
             # No per-process GPU memory to check: a GPU process that climbed to its level within the window
             # and fell back is loading weights and handing them to the GPU, not a settled victim.
-            before = [e[1] for e in hist if e[0] < ref_ts]
+            before = [e.rss for e in hist if e.ts < ref_ts]
             if before and min(before) <= ref_rss - th.gpu_move_ratio * loss:
                 return None
         last = self.fired.get(key)
         if last is not None and ts - last < th.eviction_rearm_s:
             return None
         self.fired[key] = ts
-        ref[3] = True  # one eviction per process per pressure episode
+        ref.fired = True  # one eviction per process per pressure episode
         self.hold_until = ts + th.eviction_hold_s
         span = ts - ref_ts
         msg = (
@@ -315,14 +338,14 @@ def _row(w: Workload) -> dict:
     }
 
 
-def _window_reference(hist):
-    """[level, ts, gpu_mem, fired] of the highest held level in the window (the latest such), or None."""
+def _window_reference(hist) -> _Reference | None:
+    """The highest held level in the window (the latest such) as a reference, or None."""
     best = None
     for e in hist:
-        h = e[3]
-        if h is not None and (best is None or h >= best[3]):
+        h = e.held
+        if h is not None and (best is None or h >= best.held):
             best = e
-    return None if best is None else [best[3], best[0], best[2], False, best[4]]
+    return None if best is None else _Reference(best.held, best.ts, best.gpu, best.avail)
 
 
 def classify(window: Sequence[Sample], th) -> Finding:

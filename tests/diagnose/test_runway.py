@@ -192,5 +192,8 @@ def test_the_runway_warning_is_a_g3_rule_below_the_stalls_and_above_the_thin_bud
     _, out = _engine_run(lambda i: 70 - 0.7 * i / 2, 140, procs)
     g3 = out[-1].findings["G3"]
     assert (
-        g3.severity == "warning" and g3.state is not None and g3.state.budget_bytes == g3.evidence["budget_bytes"] and g3.state.runway_known
+        g3.severity == "warning"
+        and g3.state is not None
+        and g3.state.budget_bytes == g3.evidence["budget_bytes"]
+        and g3.state.runway_known
     )

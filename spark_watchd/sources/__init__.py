@@ -15,6 +15,7 @@ from spark_watchd.sources.driver_events import DriverEventsSource
 from spark_watchd.sources.kernel import BootSource, MeminfoSource, PsiSource, VmstatSource
 from spark_watchd.sources.link import LinkSource
 from spark_watchd.sources.nvml import NvmlSource
+from spark_watchd.sources.oomkillers import OomKillersSource
 from spark_watchd.sources.processes import ProcessSource
 from spark_watchd.sources.sensors import SensorsSource
 from spark_watchd.sources.serving import ServingSource
@@ -94,6 +95,8 @@ def build_sources(
                 nvml_events=isinstance(gpu, NvmlSource),
             ),
         )
+        if s.kernel_log_follow and s.journalctl_path:  # after it: appends to the kernel's oom_kills
+            core += (OomKillersSource(s.journalctl_path),)
     serving = getattr(
         settings, "serving", None
     )  # the root Settings carry [serving]; a bare [sources] does not

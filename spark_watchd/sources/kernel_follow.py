@@ -35,7 +35,10 @@ class KernelFollower:
         state: Callable[..., None],
         take: Callable[[JournalRead], None],
         reject: Callable[[int], None],
+        reader: Callable[..., JournalRead] | None = None,
     ):
+        # Each batch of lines to records: read_journal, the kernel's (looked up per batch), or oomkillers.py's.
+        self.reader = reader
         self.argv = list(argv)
         self.retry_s = retry_s
         self.log = log
@@ -102,7 +105,8 @@ class KernelFollower:
                     skipping = True
                     self.reject(1)
             if lines:
-                self.take(read_journal([ln.decode("utf-8", "replace") for ln in lines], ctx=ctx))
+                read = self.reader or read_journal
+                self.take(read([ln.decode("utf-8", "replace") for ln in lines], ctx=ctx))
 
     def terminate(self) -> None:
         proc = self.proc

@@ -31,6 +31,8 @@ from spark_watchd.throughput.service import Throughput
 from spark_watchd.web import api, page, progress
 from spark_watchd.web import postmortem as postmortem_web
 from spark_watchd.web.charts import History
+from spark_watchd.web.fleet import FleetWatch
+from spark_watchd.web.fleet import routes as fleet_routes
 
 # "settings": daemon.state_dir from the settings; None: nothing on disk (replay, once, tests).
 FROM_SETTINGS = "settings"
@@ -124,6 +126,11 @@ def build(
         extras += (("demo", lambda: demo),)
     if postmortem is not None:  # the page's link to the latest post-mortem
         extras += (("postmortem", lambda: postmortem_web.latest_info(postmortem.root)),)
+    # The pair view ([fleet] peers): its own worker reads the peers and this daemon's status document.
+    owner: list[Daemon] = []
+    fleet = FleetWatch(settings.fleet, lambda: api.status_dict(owner[0])) if settings.fleet.peers else None
+    if fleet is not None:
+        extras += (("fleet", fleet.view),)
     daemon = Daemon(
         settings,
         **core,
@@ -137,14 +144,19 @@ def build(
             recorder.close if recorder is not None else None,
             postmortem.close if postmortem is not None else None,
             (lambda: notifier.close(timeout=10)) if notifier is not None else None,
+            fleet.close if fleet is not None else None,
         ),
     )
+    owner.append(daemon)
     daemon.routes = (
         *api.routes(daemon, build_registry(daemon)),
         *page.routes(daemon, charts, settings.web),
         *(progress.routes(throughput.tracker) if throughput is not None else ()),
         *(postmortem_web.routes(postmortem.root) if postmortem is not None else ()),
+        *fleet_routes(fleet),
     )
+    if fleet is not None:
+        fleet.start()
     if throughput is not None:
         throughput.start()  # follow the configured logs
     return daemon

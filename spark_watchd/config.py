@@ -24,6 +24,7 @@ from spark_watchd.sources.serving_settings import ServingSettings
 from spark_watchd.sources.settings import SourcesSettings
 from spark_watchd.throughput.settings import ProgressSettings
 from spark_watchd.web.http import parse_listen
+from spark_watchd.web.peers import FleetSettings
 from spark_watchd.web.settings import WebSettings
 
 if sys.version_info >= (3, 11):
@@ -135,6 +136,7 @@ class Settings(BaseModel):
     notify: NotifySettings = NotifySettings()
     web: WebSettings = WebSettings()
     serving: ServingSettings = ServingSettings()
+    fleet: FleetSettings = FleetSettings()
 
 
 def _env_settings(env: Mapping[str, str]) -> dict[str, Any]:

@@ -378,6 +378,8 @@ class Runner:
         ):
             if getattr(new.daemon, key) != getattr(old.daemon, key):
                 self.log.warning(f"daemon.{key} changed: takes effect after a restart")
+        if getattr(new, "fleet", None) != getattr(old, "fleet", None):
+            self.log.warning("[fleet] changed: takes effect after a restart")
         from spark_watchd.logs import configure_logging
 
         configure_logging(new.daemon.log_level, new.daemon.log_format)

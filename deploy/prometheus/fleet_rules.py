@@ -11,15 +11,15 @@ excluded), so the rule means the same for a pair and for eight Sparks.
 
 from __future__ import annotations
 
-# A peer is "under load" from this utilisation (the classifiers' load_util_pct, 50 %).
-LOAD_RATIO = 0.5
-# Healthy GB10 clocks wander 2300-2480 MHz; a throttled one sinks to 1900-2100: >10 % under its peers.
-CLOCK_SHORTFALL = 0.9
-# Sparks side by side in one room run within a few degrees of each other; 5 C more is its own heat.
-TEMP_EXCESS_C = 5
-# Peers of a straggler wait in the collective: their utilisation drops 10 points or more below its own.
-UTIL_GAP = 0.1
-STRAGGLER_FOR_S = 900  # the issue: "for 15 min"
+# The thresholds live in the package, where the daemon's own pair view judges with the same numbers
+# (spark_watchd/diagnose/straggler.py): one definition, so the alert and the page cannot disagree.
+from spark_watchd.diagnose.straggler import (  # noqa: F401 (re-exported for the tests)
+    CLOCK_SHORTFALL,
+    LOAD_RATIO,
+    STRAGGLER_FOR_S,
+    TEMP_EXCESS_C,
+    UTIL_GAP,
+)
 
 
 def _peers(series: str) -> str:
@@ -76,7 +76,8 @@ def straggler_alert(c) -> tuple:
         c.dur(STRAGGLER_FOR_S),
         expr,
         "{{ $labels.instance }} is the straggler of cluster {{ $labels.cluster }}",
-        "Under load, {{ $labels.instance }} runs its SM clock more than 10% under its cluster peers', "
-        "or 5 C hotter than them, or shows the thermal throttle signature while its peers wait on it "
-        "with lower utilisation. In DDP/FSDP the whole job runs at the pace of this Spark.",
+        f"Under load, {{{{ $labels.instance }}}} runs its SM clock more than {round((1 - CLOCK_SHORTFALL) * 100)}% "
+        f"under its cluster peers', or {TEMP_EXCESS_C} C hotter than them, or shows the thermal throttle signature "
+        "while its peers wait on it with lower utilisation. In DDP/FSDP the whole job runs at the pace of this "
+        "Spark.",
     )

@@ -131,9 +131,14 @@ def fleet(tmp_path_factory):
         (tmp / "prometheus.yml").write_text(yaml.safe_dump(prom_cfg))
         daemons = {}
         for name in ("hot", "healthy"):
+            # Each daemon is the other's [fleet] peer: the pair view judges the straggler in the daemon.
+            other = "healthy" if name == "hot" else "hot"
+            cfg = tmp / f"{name}.toml"
+            cfg.write_text(f'[fleet]\nname = "spark-{name}"\ninterval_s = 1\ntimeout_s = 2\n'
+                           f'peers = ["spark-{other}=127.0.0.1:{ports[other]}"]\n')  # fmt: skip
             daemons[name] = spawn(
-                [sys.executable, "-m", "spark_watchd", "run", "--replay", str(traces[name]), "--speed", str(SPEED),
-                 "--loop", "--interval", "1", "--listen", f"127.0.0.1:{ports[name]}",
+                [sys.executable, "-m", "spark_watchd", "run", "--config", str(cfg), "--replay", str(traces[name]),
+                 "--speed", str(SPEED), "--loop", "--interval", "1", "--listen", f"127.0.0.1:{ports[name]}",
                  "--state-dir", str(tmp / f"state-{name}")],
                 env=cli_env(), cwd=str(REPO),
             )  # fmt: skip
@@ -149,6 +154,7 @@ def fleet(tmp_path_factory):
             "prom": prom_url,
             "started": time.monotonic(),
             "instances": {n: f"127.0.0.1:{ports[n]}" for n in ("hot", "healthy")},
+            "daemons": {n: f"http://127.0.0.1:{ports[n]}" for n in ("hot", "healthy")},
         }
     finally:
         spawn.stop()
@@ -198,3 +204,38 @@ def test_board_and_cluster_dashboard_queries_return_data(fleet):
     assert len(pending) >= 9
     pending = queries_without_data(fleet["prom"], pending)
     assert not pending, "queries without data:\n" + "\n".join(f"{n} {w}: {e}" for n, w, e in pending)
+
+
+def _fleet(base: str) -> dict:
+    return get_json(f"{base}/api/v1/fleet")
+
+
+def test_both_daemons_name_the_same_straggler_as_the_prometheus_rule(fleet):
+    """The pair view in each daemon (no Prometheus) and SparkWatchdStraggler agree on the same data."""
+    end = fleet["started"] + DEADLINE_S
+    views: dict = {}
+    seen_straggler: dict[str, set] = {"hot": set(), "healthy": set()}
+    while time.monotonic() < end:
+        views = {n: _fleet(b)["view"] for n, b in fleet["daemons"].items()}
+        for n, v in views.items():
+            if v and v["straggler"]:
+                seen_straggler[n].add(v["straggler"])
+        if all(v and v["straggler"] for v in views.values()):
+            break
+        time.sleep(1)
+    assert views["hot"]["straggler"] == "spark-hot" and views["healthy"]["straggler"] == "spark-hot", views
+    assert seen_straggler == {"hot": {"spark-hot"}, "healthy": {"spark-hot"}}  # never the healthy one
+    assert views["hot"]["summary"].startswith("this Spark is the straggler") or views["hot"][
+        "summary"
+    ].startswith("this Spark is throttling and its DDP peer spark-healthy waits"), views["hot"]["summary"]
+    assert "spark-hot" in views["healthy"]["summary"] and "this Spark" in views["healthy"]["summary"]
+    assert {m["name"]: m["up"] for m in views["hot"]["members"]} == {"spark-hot": True, "spark-healthy": True}
+    # The same data through Prometheus: the shipped rule names the same Spark, and only it.
+    inst = fleet["instances"]
+    firing: list = []
+    while time.monotonic() < end + 30 and not any(a["instance"] == inst["hot"] for a in firing):
+        firing = _firing(fleet["prom"])
+        time.sleep(1)
+    assert {a["instance"] for a in firing} == {inst["hot"]}
+    history = _fleet(fleet["daemons"]["healthy"])["history"]
+    assert set(history) == {"spark-hot", "spark-healthy"} and all(p["up"] for p in history["spark-hot"])

@@ -1,0 +1,199 @@
+"""The pair view: this Spark and its `[fleet]` peers side by side, with the straggler judged in the daemon.
+
+A worker thread of its own reads each peer's /api/v1/status every `interval_s` (never the tick: a peer
+that hangs costs this thread its timeout, nothing else), reads this daemon's own status document the
+same way, and judges every member against the others with diagnose/straggler.py, the one definition
+the SparkWatchdStraggler alert is generated from. The result is published as the `fleet` extra, on
+GET /api/v1/fleet, on the page and in `status --fleet`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from spark_watchd.diagnose import straggler as st
+from spark_watchd.logs import get_logger
+from spark_watchd.web.http import Request, Response, Route
+from spark_watchd.web.peers import FleetSettings, PeerClient, PeerError, parse_peer
+
+FLEET_PATH = "/api/v1/fleet"
+
+
+def _point(doc: Mapping[str, Any] | None, t: float) -> dict[str, Any]:
+    """One chart point of a member: worst finding, temperature, clock, memory budget, tokens/s (None: down)."""
+    if doc is None:
+        return {"t": t, "up": False}
+    g = max(doc.get("gpus") or [{}], key=lambda g: g.get("util_pct") or 0)
+    tps = [x["tokens_per_second"] for x in doc.get("throughput") or () if x.get("tokens_per_second")]
+    return {
+        "t": t,
+        "up": True,
+        "worst": doc.get("worst"),
+        "temp_c": g.get("temp_c"),
+        "sm_clock_mhz": g.get("sm_clock_mhz"),
+        "util_pct": g.get("util_pct"),
+        "budget_bytes": (doc.get("memory") or {}).get("budget_bytes"),
+        "tokens_per_second": sum(tps) if tps else None,
+    }
+
+
+def _row(m: st.Member, doc: Mapping[str, Any] | None, own: bool) -> dict[str, Any]:
+    findings = (doc or {}).get("findings") or {}
+    link = ((doc or {}).get("extras") or {}).get("link") or {}
+    return {
+        "name": m.name,
+        "self": own,
+        "up": m.up,
+        "error": m.error,
+        "host": (doc or {}).get("host"),
+        "fresh": (doc or {}).get("fresh"),
+        "findings": {
+            g: {"severity": f.get("severity"), "summary": f.get("summary")} for g, f in findings.items()
+        },
+        "link": {"problem": link.get("problem"), "summary": link.get("summary")} if link else None,
+        **{k: v for k, v in _point(doc, 0.0).items() if k not in ("t", "up")},
+    }
+
+
+class FleetWatch:
+    """Polls the peers on its own thread and keeps the latest pair view; view() is what readers get."""
+
+    def __init__(
+        self,
+        settings: FleetSettings,
+        own_status: Callable[[], Mapping[str, Any]],
+        clock: Callable[[], float] = time.time,
+    ):
+        self.s = settings
+        self.own_status = own_status
+        self.clock = clock
+        self.log = get_logger("fleet")
+        self.clients = [PeerClient(parse_peer(p), settings) for p in settings.peers]
+        self.hold = st.StragglerHold()
+        self.history: dict[str, deque] = {}
+        self._down: dict[str, str | None] = {}
+        self._view: dict[str, Any] | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # ---- the worker ----
+    def start(self) -> None:
+        if self._thread is None and self.clients:
+            self._thread = threading.Thread(target=self._run, name="fleet", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.poll_once()
+            except Exception as exc:  # nothing a peer sends may end the worker
+                self.log.exception("fleet poll failed", error=str(exc))
+            self._stop.wait(self.s.interval_s)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.s.timeout_s * 2 + 1)
+
+    def _note(self, name: str, error: str | None) -> None:
+        """Log a peer going down or coming back once per change, never every poll."""
+        before = self._down.get(name, "unseen")
+        self._down[name] = error
+        if error is not None and before != error and (before is None or before == "unseen"):
+            self.log.warning(f"peer {name} down: {error}", peer=name, error=error)
+        elif error is None and before not in (None, "unseen"):
+            self.log.info(f"peer {name} back", peer=name)
+
+    def poll_once(self) -> dict[str, Any]:
+        """Read every peer and ourselves once, judge, keep the history point, publish the view."""
+        own = dict(self.own_status())
+        me = self.s.name or own.get("host") or "this Spark"
+        docs: list[tuple[str, Mapping[str, Any] | None, str | None, bool]] = [(me, own, None, True)]
+        for c in self.clients:
+            try:
+                doc, err = c.status(), None
+            except PeerError as exc:
+                doc, err = None, str(exc)[:200]
+            self._note(c.peer.name, err)
+            docs.append((c.peer.name, doc, err, False))
+        now = self.clock()
+        ts = own.get("ts") if isinstance(own.get("ts"), int | float) else now
+        members = [st.member(n, d, e) for n, d, e, _ in docs]
+        verdicts = []
+        for m in members:
+            j = st.judge(m, [o for o in members if o is not m])
+            state, held = self.hold.update(j, float(ts))
+            if state is not None:
+                verdicts.append((state, held, j))
+        rows = []
+        for m, (n, d, _, own_flag) in zip(members, docs, strict=True):
+            rows.append(_row(m, d, own_flag))
+            h = self.history.setdefault(n, deque(maxlen=self.s.history_points))
+            h.append(_point(d, now))
+        self._view = self._compose(me, rows, verdicts, now)
+        return self._view
+
+    def _compose(self, me: str, rows: list[dict], verdicts: list, now: float) -> dict[str, Any]:
+        names = [r["name"] for r in rows]
+        straggler = next(((s, h, j) for s, h, j in verdicts if s == "straggler"), None)
+        pending = next(((s, h, j) for s, h, j in verdicts if s == "pending"), None)
+        links = [
+            f"{r['name']}: {r['link']['summary']}" for r in rows if r.get("link") and r["link"]["problem"]
+        ]
+        down = [r["name"] for r in rows if not r["up"]]
+        if straggler is not None:
+            summary = st.sentence(straggler[2], me, names)
+        elif pending is not None:
+            mins = st.STRAGGLER_FOR_S // 60
+            summary = f"{st.sentence(pending[2], me, names)}; for {pending[1] / 60:.0f} min (straggler after {mins})"
+        elif down:
+            summary = f"peer {', '.join(down)} down: no comparison"
+        else:
+            summary = "no straggler: the Sparks under load run alike"
+        if links:  # a slow peer because of the link, not heat
+            summary += "; ConnectX-7 link problem on " + "; ".join(links)
+        return {
+            "self": me,
+            "ts": now,
+            "summary": summary,
+            "straggler": straggler[2].name if straggler else None,
+            "pending": pending[2].name if pending else None,
+            "reasons": list((straggler or pending or (None, 0, st.Judgement("", ())))[2].reasons),
+            "link_problem": bool(links),
+            "members": rows,
+            "thresholds": {
+                "load_ratio": st.LOAD_RATIO,
+                "clock_shortfall": st.CLOCK_SHORTFALL,
+                "temp_excess_c": st.TEMP_EXCESS_C,
+                "util_gap": st.UTIL_GAP,
+                "for_s": st.STRAGGLER_FOR_S,
+            },
+        }
+
+    # ---- readers ----
+    def view(self) -> dict[str, Any] | None:
+        """The latest pair view (None before the first poll)."""
+        return self._view
+
+    def history_json(self) -> dict[str, list]:
+        """Each member's chart points, oldest first, on one wall-clock axis."""
+        return {name: list(points) for name, points in self.history.items()}
+
+
+def routes(watch: FleetWatch | None) -> list[Route]:
+    """GET /api/v1/fleet: the pair view and each member's chart points; `configured` false without peers."""
+
+    def fleet(_req: Request) -> Response:
+        if watch is None:
+            doc: dict[str, Any] = {"configured": False, "view": None, "history": {}}
+        else:
+            doc = {"configured": True, "view": watch.view(), "history": watch.history_json()}
+        body = json.dumps(doc, separators=(",", ":"), default=str).encode()
+        return Response(200, body, "application/json", {"Cache-Control": "no-store"})
+
+    return [Route("GET", FLEET_PATH, fleet)]

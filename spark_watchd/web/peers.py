@@ -1,0 +1,183 @@
+"""`[fleet]`: the other Sparks of a desk, read daemon to daemon (their /api/v1/status), no Prometheus.
+
+The client speaks to a peer the way a browser speaks to our own server (web/server.py): plain HTTP on
+loopback or a LAN, or HTTPS with the peer's CA or certificate fingerprint pinned, basic auth when the
+peer asks for it. Every read has a timeout and a size bound: a peer that hangs or answers a gigabyte
+costs one worker poll, never the tick (the worker in web/fleet.py owns every call).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import http.client
+import json
+import re
+import ssl
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from spark_watchd.sample.quantities import Seconds
+
+STATUS_PATH = "/api/v1/status"
+_FINGERPRINT = re.compile(r"^[0-9a-f]{64}$")
+
+
+class FleetSettings(BaseModel):
+    """The peers this daemon reads and shows beside itself; off while `peers` is empty."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    peers: list[str] = Field(
+        default_factory=list,
+        max_length=16,
+        description='The other Sparks\' spark-watchd, "HOST:PORT" or "https://HOST:PORT", optionally named '
+        '"spark-b=https://10.0.0.2:9761". E.g. ["spark-b.local:9761"].',
+    )
+    name: str | None = Field(
+        None, max_length=64, description="This Spark's name in the pair view (default: host)."
+    )
+    interval_s: Seconds = Field(
+        30.0, ge=1, le=3600, description="Seconds between two reads of each peer (on the fleet worker)."
+    )
+    timeout_s: Seconds = Field(5.0, le=60, description="Connect and read timeout per peer read, seconds.")
+    max_response_bytes: int = Field(
+        4 << 20, ge=4096, le=64 << 20, description="Largest status document accepted from a peer, bytes."
+    )
+    ca_file: str | None = Field(None, description="PEM CA bundle that signs the peers' certificates (https).")
+    fingerprint_sha256: str | None = Field(
+        None,
+        description="Pin the peers' certificate instead of a CA: its SHA-256 in hex "
+        "(`openssl x509 -noout -fingerprint -sha256 -in cert.pem`, colons allowed).",
+    )
+    username: str | None = Field(
+        None, description="Basic auth user, when the peers' web config asks for one."
+    )
+    password_file: str | None = Field(None, description="File holding the basic auth password (one line).")
+    history_points: int = Field(
+        720, ge=10, le=20_000, description="Readings kept per Spark for the pair view's charts."
+    )
+
+    @field_validator("peers")
+    @classmethod
+    def _peer_addresses(cls, v: list[str]) -> list[str]:
+        for p in v:
+            parse_peer(p)  # raises ValueError naming the entry
+        return v
+
+    @field_validator("fingerprint_sha256")
+    @classmethod
+    def _hex_digest(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        d = v.replace(":", "").lower()
+        if not _FINGERPRINT.match(d):
+            raise ValueError("must be a SHA-256 digest: 64 hex digits (colons allowed)")
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class Peer:
+    name: str
+    scheme: str  # http or https
+    host: str
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"{self.scheme}://{self.host}:{self.port}"
+
+
+def parse_peer(text: str) -> Peer:
+    """`spark-b.local:9761`, `https://10.0.0.2:9761`, `spark-b=https://10.0.0.2:9761` -> Peer."""
+    name, sep, addr = text.partition("=")
+    if not sep:
+        name, addr = "", text
+    addr = addr.strip()
+    if "://" not in addr:
+        addr = "http://" + addr
+    u = urlsplit(addr)
+    if u.scheme not in ("http", "https") or not u.hostname or (u.path not in ("", "/")) or u.query:
+        raise ValueError(f"peer {text!r}: expected HOST:PORT or http(s)://HOST:PORT")
+    try:
+        port = u.port or (443 if u.scheme == "https" else 9761)
+    except ValueError:
+        raise ValueError(f"peer {text!r}: bad port") from None
+    host = u.hostname
+    label = name.strip() or (host.split(".")[0] if not host.replace(".", "").isdigit() else f"{host}:{port}")
+    return Peer(label, u.scheme, host, port)
+
+
+class PeerError(Exception):
+    """A peer read failed: refused, timed out, TLS, auth, too big, not a status document."""
+
+
+class PeerClient:
+    """Reads one peer's status document; one short connection per read (no pooled socket to go stale)."""
+
+    def __init__(self, peer: Peer, settings: FleetSettings):
+        self.peer = peer
+        self.s = settings
+        self._auth = None
+        if settings.username:
+            password = ""
+            if settings.password_file:
+                with open(settings.password_file, encoding="utf-8") as fh:
+                    password = fh.readline().rstrip("\r\n")
+            token = base64.b64encode(f"{settings.username}:{password}".encode()).decode()
+            self._auth = f"Basic {token}"
+        self._ctx = self._tls_context() if peer.scheme == "https" else None
+
+    def _tls_context(self) -> ssl.SSLContext:
+        if self.s.fingerprint_sha256:  # pinned certificate: the digest is the trust, not a CA or a name
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        else:
+            ctx = ssl.create_default_context(cafile=self.s.ca_file)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        return ctx
+
+    def _connection(self) -> http.client.HTTPConnection:
+        t = self.s.timeout_s
+        if self._ctx is None:
+            return http.client.HTTPConnection(self.peer.host, self.peer.port, timeout=t)
+        return http.client.HTTPSConnection(self.peer.host, self.peer.port, timeout=t, context=self._ctx)
+
+    def status(self) -> dict[str, Any]:
+        """The peer's /api/v1/status as a dict; PeerError with a short reason otherwise."""
+        conn = self._connection()
+        try:
+            conn.connect()
+            if self._ctx is not None and self.s.fingerprint_sha256:
+                der = conn.sock.getpeercert(binary_form=True) or b""
+                if hashlib.sha256(der).hexdigest() != self.s.fingerprint_sha256:
+                    raise PeerError("certificate fingerprint does not match fingerprint_sha256")
+            headers = {"Accept": "application/json", "Host": f"{self.peer.host}:{self.peer.port}"}
+            if self._auth:
+                headers["Authorization"] = self._auth
+            conn.request("GET", STATUS_PATH, headers=headers)
+            resp = conn.getresponse()
+            if resp.status != 200:
+                raise PeerError(f"HTTP {resp.status} {resp.reason}".strip())
+            body = resp.read(self.s.max_response_bytes + 1)
+            if len(body) > self.s.max_response_bytes:
+                raise PeerError(f"status document larger than {self.s.max_response_bytes} bytes")
+        except PeerError:
+            raise
+        except ssl.SSLError as exc:
+            raise PeerError(f"TLS: {exc.reason or exc}") from None
+        except (OSError, http.client.HTTPException) as exc:
+            raise PeerError(str(exc) or type(exc).__name__) from None
+        finally:
+            conn.close()
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            raise PeerError("not JSON") from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("gpus", []), list):
+            raise PeerError("not a spark-watchd status document")
+        return doc

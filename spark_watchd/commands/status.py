@@ -51,14 +51,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="colour the severities: auto on a terminal without NO_COLOR, always, or never",
     )
+    parser.add_argument(
+        "--fleet", action="store_true", help="the pair view: this Spark and its [fleet] peers side by side"
+    )
 
 
-def fetch_status(args: argparse.Namespace) -> dict[str, Any]:
-    """GET /api/v1/status; raises OSError/ValueError with a message naming what went wrong."""
+def fetch_status(
+    args: argparse.Namespace, path: str = "/api/v1/status", key: str = "findings"
+) -> dict[str, Any]:
+    """GET /api/v1/status (or `path`); raises OSError/ValueError with a message naming what went wrong."""
     base = args.url.strip().rstrip("/")
     if "://" not in base:  # `--url 127.0.0.1:9761`, as `--listen` is written: plain HTTP
         base = "http://" + base
-    url = base + "/api/v1/status"
+    url = base + path
     req = urllib.request.Request(url, headers={"Accept": "application/json"})
     password, token = os.environ.get(args.password_env), os.environ.get(args.token_env)
     if args.user:
@@ -81,8 +86,8 @@ def fetch_status(args: argparse.Namespace) -> dict[str, Any]:
         doc = json.loads(body)
     except ValueError:
         raise ValueError(f"{url}: answer is not JSON") from None
-    if not isinstance(doc, dict) or "findings" not in doc:
-        raise ValueError(f"{url}: answer has no findings (is this spark-watchd?)")
+    if not isinstance(doc, dict) or key not in doc:
+        raise ValueError(f"{url}: answer has no {key} (is this spark-watchd?)")
     return doc
 
 
@@ -274,6 +279,10 @@ def render(doc: dict[str, Any], colour: bool, cols: int | None = None) -> str:
 
 def main(args: argparse.Namespace) -> int:
     """Fetch, print, exit with the worst severity."""
+    if getattr(args, "fleet", False):
+        from spark_watchd.commands import status_fleet
+
+        return status_fleet.main(args)
     try:
         doc = fetch_status(args)
     except (OSError, ValueError) as exc:

@@ -134,7 +134,7 @@ class FleetWatch:
         for m, (n, d, _, own_flag) in zip(members, docs, strict=True):
             rows.append(_row(m, d, own_flag))
             h = self.history.setdefault(n, deque(maxlen=self.s.history_points))
-            h.append(_point(d, now))
+            h.append(_point(d, float(ts)))  # one axis: this daemon's sample clock (the page's own charts)
         self._view = self._compose(me, rows, verdicts, now)
         return self._view
 

@@ -171,7 +171,7 @@ class PeerClient:
         except ssl.SSLError as exc:
             raise PeerError(f"TLS: {exc.reason or exc}") from None
         except (OSError, http.client.HTTPException) as exc:
-            raise PeerError(str(exc) or type(exc).__name__) from None
+            raise PeerError(getattr(exc, "strerror", None) or str(exc) or type(exc).__name__) from None
         finally:
             conn.close()
         try:

@@ -1,0 +1,84 @@
+/* spark-watchd status page, pair view: this Spark and its [fleet] peers side by side (GET /api/v1/fleet).
+ * Hidden unless [fleet] peers are configured. Findings, temperature, clock, memory budget and tokens/s of
+ * every Spark on one time axis (this daemon's sample clock); a peer that is down is shown down. */
+"use strict";
+(function () {
+  const REFRESH_MS = Math.max(500, 1000 * (parseFloat(document.body.dataset.refreshS) || 10));
+  const GIB = 1024 * 1024 * 1024;
+  const $ = (id) => document.getElementById(id);
+  function h(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = text;
+    return e;
+  }
+  function num(v, d) {
+    if (v === null || v === undefined || !isFinite(v)) return "–";
+    return Number(v).toLocaleString("en-US", { maximumFractionDigits: d === undefined ? 0 : d });
+  }
+
+  function renderTable(view) {
+    const tbody = $("fleet-members");
+    tbody.replaceChildren();
+    for (const m of view.members || []) {
+      const tr = h("tr", m.up ? "sev-" + (m.worst || "unknown") : "fleet-down");
+      tr.dataset.member = m.name;
+      tr.appendChild(h("th", null, m.name + (m.self ? " (this Spark)" : ""))).setAttribute("scope", "row");
+      if (!m.up) {
+        tr.appendChild(h("td", "state", "down"));
+        const td = h("td", "error", m.error || "no answer");
+        td.colSpan = 6;
+        tr.appendChild(td);
+        tbody.appendChild(tr);
+        continue;
+      }
+      const f = m.findings || {};
+      const worst = ["G3", "G4", "G6"].filter((g) => f[g] && f[g].severity !== "ok").map((g) => g + " " + f[g].severity);
+      tr.appendChild(h("td", "state", m.fresh === false ? "stale" : "up"));
+      tr.appendChild(h("td", "findings", worst.length ? worst.join(", ") : "all ok"));
+      tr.appendChild(h("td", "num", num(m.temp_c) + " °C"));
+      tr.appendChild(h("td", "num", num(m.sm_clock_mhz) + " MHz"));
+      tr.appendChild(h("td", "num", m.budget_bytes === null || m.budget_bytes === undefined ? "–" : num(m.budget_bytes / GIB, 1) + " GiB"));
+      tr.appendChild(h("td", "num", num(m.tokens_per_second)));
+      tr.appendChild(h("td", "link", m.link && m.link.problem ? m.link.summary : "–"));
+      tbody.appendChild(tr);
+    }
+    const v = $("fleet-verdict");
+    v.textContent = view.summary || "";
+    v.className = "fleet-verdict" + (view.straggler ? " sev-warning" : view.pending ? " pending" : "");
+  }
+
+  function renderCharts(history) {
+    if (!window.SparkChart) return;
+    const names = Object.keys(history);
+    let t0 = Infinity, t1 = -Infinity;
+    for (const n of names) for (const p of history[n]) { if (p.t < t0) t0 = p.t; if (p.t > t1) t1 = p.t; }
+    if (!isFinite(t0)) return;
+    if (t1 - t0 < 60) t0 = t1 - 60;
+    const series = (key, scale) => names.map((n, i) => ({
+      label: n, k: i % 7, points: history[n].map((p) => [p.t, p.up && p[key] !== null && p[key] !== undefined ? p[key] * (scale || 1) : null]),
+    }));
+    const base = { t0: t0, t1: t1, gap: Math.max(5, (t1 - t0) / 20) };
+    SparkChart.draw($("fleet-temp"), Object.assign({}, base, { left: { fmt: (v) => num(v) + " °C" }, series: series("temp_c") }));
+    SparkChart.draw($("fleet-clock"), Object.assign({}, base, { left: { fmt: (v) => num(v) }, series: series("sm_clock_mhz") }));
+    SparkChart.draw($("fleet-budget"), Object.assign({}, base, { left: { fmt: (v) => num(v, 1), zero: true }, series: series("budget_bytes", 1 / GIB) }));
+    SparkChart.draw($("fleet-tokens"), Object.assign({}, base, { left: { fmt: (v) => num(v), zero: true }, series: series("tokens_per_second") }));
+  }
+
+  async function tick() {
+    try {
+      const r = await fetch("/api/v1/fleet", { cache: "no-store", credentials: "same-origin" });
+      if (!r.ok) return;
+      const doc = await r.json();
+      const section = $("fleet");
+      section.hidden = !doc.configured;
+      if (!doc.configured || !doc.view) return;
+      renderTable(doc.view);
+      renderCharts(doc.history || {});
+    } catch (e) {
+      /* the main view reports the daemon unreachable */
+    }
+  }
+  function loop() { tick().finally(() => setTimeout(loop, REFRESH_MS)); }
+  loop();
+})();

@@ -1,0 +1,89 @@
+"""`spark-watchd status --fleet`: the pair view the daemon composed, printed as one table and a verdict."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from spark_watchd import cli
+from spark_watchd.web.fleet import FleetWatch
+from spark_watchd.web.peers import FleetSettings
+from tests.conftest import free_port
+from tests.support.fakes import CaptureServer, Reply
+
+
+def _doc(name, util, clock, temp, g4, ts=0.0):
+    return {"ts": ts, "host": name, "worst": g4, "fresh": True, "memory": {"budget_bytes": 41 << 30},
+            "gpus": [{"util_pct": util, "sm_clock_mhz": clock, "temp_c": temp}],
+            "findings": {"G4": {"severity": g4, "summary": "x"}}, "throughput": [{"tokens_per_second": 1480.0}],
+            "extras": {}}  # fmt: skip
+
+
+def _view(peer_up: bool) -> dict:
+    """What /api/v1/fleet answers on the hot Spark after 16 min of throttling while spark-b waits."""
+    port = free_port()
+    w = FleetWatch(
+        FleetSettings(peers=[f"spark-b=127.0.0.1:{port}"], name="spark-a", timeout_s=1), lambda: {}
+    )
+    peer = _doc("spark-b", 62, 2410, 71, "ok")
+    for minute in range(17):
+        own = _doc("spark-a", 91, 2290, 83, "warning", ts=minute * 60.0)
+        w.own_status = lambda own=own: own
+        if peer_up:
+            w.clients[0].status = lambda: peer  # the peer's answer, as the client would hand it over
+        w.poll_once()
+    return {"configured": True, "view": w.view(), "history": w.history_json()}
+
+
+@pytest.fixture
+def fleet_status(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+
+    def call(doc):
+        body = json.dumps(doc).encode()
+        srv = CaptureServer(
+            lambda r: (
+                Reply(200, body, {"Content-Type": "application/json"})
+                if r.path == "/api/v1/fleet"
+                else Reply(404)
+            )
+        )
+        with srv:
+            code = cli.main(["status", "--fleet", "--url", srv.url])
+        return code, *capsys.readouterr()
+
+    return call
+
+
+def test_the_hot_spark_and_its_waiting_peer_side_by_side_with_the_verdict(fleet_status):
+    code, out, _ = fleet_status(_view(True))
+    lines = out.splitlines()
+    assert lines[0].split() == [
+        "SPARK",
+        "STATE",
+        "WORST",
+        "TEMP",
+        "SM",
+        "CLOCK",
+        "UTIL",
+        "BUDGET",
+        "TOKENS/S",
+        "LINK",
+    ]
+    assert lines[1].split()[:8] == ["spark-a", "(this)", "up", "warning", "83", "C", "2290", "MHz"]
+    assert "spark-b" in lines[2] and "62%" in lines[2] and "41.0 GiB" in lines[2]
+    assert "pair: this Spark is throttling and its DDP peer spark-b waits (utilisation 62% vs 91%)" in out
+    assert code == 1
+
+
+def test_a_peer_that_is_down_is_a_down_row(fleet_status):
+    code, out, _ = fleet_status(_view(False))
+    row = next(ln for ln in out.splitlines() if ln.startswith("spark-b"))
+    assert "DOWN" in row and "refused" in row.lower()
+    assert "pair: peer spark-b down: no comparison" in out
+
+
+def test_without_peers_it_says_how_to_configure_them_and_is_unknown(fleet_status):
+    code, out, _ = fleet_status({"configured": False, "view": None, "history": {}})
+    assert code == 3 and "[fleet] peers" in out

@@ -267,7 +267,9 @@ def alert_rules(c: Ctx) -> list[dict]:
             "warning",
             "G4",
             c.dur(120),
-            f"{_finding_share(warn, 'G4', w5)} >= 0.5\n"
+            f"({_finding_share(warn, 'G4', w5)} >= 0.5\n"
+            # A lost clock cap is a G4 warning but no heat: SparkWatchdClockCapLost says it.
+            f" unless on (job, instance) {_anomaly(c, 'clock_cap_lost')})\n"
             "or\n"
             "max by (job, instance) (sparkwatchd:gpu_thermal_clock_event:ratio_rate5m) > 0.1",
             "Thermal throttle signature on {{ $labels.instance }} (G4)",
@@ -402,6 +404,18 @@ def alert_rules(c: Ctx) -> list[dict]:
             f"and on (job, instance, source)\nmax_over_time(sparkwatchd_source_up{other}[{c.win(21600)}]) == 1",
             "spark-watchd source {{ $labels.source }} is failing on {{ $labels.instance }}",
             "A source that worked before keeps failing; the findings that need it may read unknown.",
+        ),
+        (
+            "SparkWatchdClockCapLost",
+            "warning",
+            None,
+            c.dur(120),
+            _anomaly(c, "clock_cap_lost"),
+            "The SM clock cap of {{ $labels.instance }} was lost at its last reboot",
+            "The owner keeps an SM clock cap (nvidia-smi -lgc 0,CAP) against G4, and since the last boot the "
+            "clock runs above it under load: the driver forgets the cap at every boot. The G4 finding names "
+            "the cap and the command that restores it; `spark-watchd install-service --clock-cap CAP` makes "
+            "it stick.",
         ),
         (
             "SparkWatchdLinkProblem",

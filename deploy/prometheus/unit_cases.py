@@ -326,6 +326,21 @@ CASES = [
         ],
     ),
     (
+        "clock_cap_lost",
+        # After a reboot the cap is gone: G4 warning with anomaly clock_cap_lost. That is the cap alert, never
+        # the throttle signature (no thermal reason moves).
+        {
+            s(F, G4): "0x9 1x30",
+            s("sparkwatchd_anomaly", 'kind="clock_cap_lost"'): "0x9 1x30",
+            s(CLK, 'gpu="0", reason="sw_thermal"'): "0x40",
+        },
+        [
+            (5, "SparkWatchdClockCapLost", quiet),
+            (20, "SparkWatchdClockCapLost", fires),
+            (20, "SparkWatchdThrottleSignature", quiet),
+        ],
+    ),
+    (
         "link_problem",
         # rocep1s0f0 goes down at 10 min for 20 min; one blip at 35 min; the uncabled rocep1s0f1 (up 0,
         # problem 0 all along) never fires.

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from spark_watchd.errors import EX_NOPERM
-from spark_watchd.service import configdoc, unitfile
+from spark_watchd.service import clockcap, configdoc, unitfile
 
 try:
     import tomllib
@@ -132,6 +132,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="/",
         help="install into this root (image builds; offline systemctl --root, no start)",
     )
+    parser.add_argument(
+        "--clock-cap",
+        metavar="MHZ|off",
+        help="also install a oneshot unit applying `nvidia-smi -lgc 0,MHZ` at every boot, after the driver and "
+        "before the daemon; `off` stops (resetting the clocks) and removes it",
+    )
+    parser.add_argument(
+        "--nvidia-smi", default=None, help="nvidia-smi the cap unit runs (default: found on PATH)"
+    )
 
 
 def _in_root(root: str, path: str) -> str:
@@ -241,6 +250,40 @@ def plan_install(args: argparse.Namespace) -> list[Action]:
     return actions
 
 
+def _systemctl(root: str, *argv: str) -> tuple[str, ...]:
+    offline = os.path.abspath(root) != "/"
+    return ("systemctl", f"--root={os.path.abspath(root)}", *argv) if offline else ("systemctl", *argv)
+
+
+def plan_clock_cap(args: argparse.Namespace, cap: int | None) -> list[Action]:
+    """The cap unit's steps: write and enable it (applied now on a live system), or stop and remove it."""
+    root, offline = args.root, os.path.abspath(args.root) != "/"
+    path = _in_root(root, os.path.join(args.unit_dir, clockcap.UNIT_NAME))
+    if cap is None:
+        stop = ("disable",) if offline else ("disable", "--now")
+        out = [Action("run", argv=_systemctl(root, *stop, clockcap.UNIT_NAME), may_fail=True),
+               Action("remove", path=path)]  # fmt: skip
+        if not offline:
+            out.append(Action("run", argv=("systemctl", "daemon-reload")))
+        out.append(Action("note", text="clock cap off: the unit's stop ran nvidia-smi -rgc (clocks reset)"))
+        return out
+    smi = args.nvidia_smi or shutil.which("nvidia-smi") or clockcap.DEFAULT_NVIDIA_SMI
+    out = [Action("write", path=path, content=clockcap.render_unit(cap, smi))]
+    if offline:
+        out.append(Action("run", argv=_systemctl(root, "enable", clockcap.UNIT_NAME)))
+    else:
+        out.append(Action("run", argv=("systemctl", "daemon-reload")))
+        out.append(Action("run", argv=("systemctl", "enable", "--now", clockcap.UNIT_NAME)))
+    out.append(
+        Action(
+            "note",
+            text=f"clock cap {cap} MHz at every boot; the daemon flags a boot that runs above it "
+            f"(set [thresholds] expected_clock_cap_mhz = {cap} to expect it from the first boot on)",
+        )
+    )
+    return out
+
+
 def plan_uninstall(args: argparse.Namespace) -> list[Action]:
     """The uninstall steps; config, state and user stay unless --purge."""
     root, offline = args.root, os.path.abspath(args.root) != "/"
@@ -251,6 +294,8 @@ def plan_uninstall(args: argparse.Namespace) -> list[Action]:
         argv = ("systemctl", "disable", "--now", UNIT_NAME)
     actions.append(Action("run", argv=argv, may_fail=True))
     actions.append(Action("remove", path=_in_root(root, os.path.join(args.unit_dir, UNIT_NAME))))
+    if os.path.exists(_in_root(root, os.path.join(args.unit_dir, clockcap.UNIT_NAME))):
+        actions += [a for a in plan_clock_cap(args, None) if a.kind != "run" or "daemon-reload" not in a.argv]
     if not offline:
         actions.append(Action("run", argv=("systemctl", "daemon-reload")))
     if args.purge:
@@ -314,8 +359,15 @@ def main(args: argparse.Namespace, runner: Runner = run_argv) -> int:
         print("spark-watchd install-service: --purge only goes with --uninstall", file=sys.stderr)
         return 2
     try:
-        actions = plan_uninstall(args) if args.uninstall else plan_install(args)
-    except ValueError as exc:  # a path that cannot go into a unit file
+        cap_given = getattr(args, "clock_cap", None) is not None
+        cap = clockcap.parse_cap(args.clock_cap) if cap_given else None
+        if cap_given and cap is None and not args.uninstall:
+            actions = plan_clock_cap(args, None)  # --clock-cap off: only the cap unit goes
+        else:
+            actions = plan_uninstall(args) if args.uninstall else plan_install(args)
+            if cap is not None and not args.uninstall:  # first: the cap is on before the daemon starts
+                actions = plan_clock_cap(args, cap) + actions
+    except ValueError as exc:  # a path that cannot go into a unit file, a cap out of range
         print(f"spark-watchd install-service: {exc}", file=sys.stderr)
         return 2
     if os.environ.get("PYTHONPATH") and not args.uninstall:

@@ -67,6 +67,8 @@ def collect(args: argparse.Namespace, launch_text: str | None, settings) -> list
             if smi_gpus:
                 gpus, via = smi_gpus, "nvidia-smi"
         out += checks.g4_thermal(gpus, gpu_error, smi_error, via)
+        if gpus:  # a cap means something only where there is a GPU to cap
+            out += checks.g4_clock_cap(gather.clock_cap_unit(args.root))
     else:  # another root's tree says nothing about its GPU: not a missing GPU either
         out.append(checks.Check("G4", "SKIP", "host root given: the GPU is this machine's"))
     out += checks.g6_contention(workloads, wl_error, gather.proc_hidepid(os.path.join(args.root, "proc")))

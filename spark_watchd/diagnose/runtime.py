@@ -195,6 +195,11 @@ class DiagnosisRuntime:
         st = self.engine.link.status
         return st.to_dict() if st is not None else None
 
+    def clock_cap_status(self) -> dict | None:
+        """The SM clock cap on the last sample (the `clock_cap` extra): seen, expected, lost, its cost."""
+        st = self.engine.cap.status
+        return st.to_dict() if st is not None and (st.cap_mhz or st.expected_mhz) else None
+
     def throttle_seconds(self) -> float:
         """Seconds spent in thermal throttle per the classifier (carried across restarts)."""
         return self.engine.throttle_seconds

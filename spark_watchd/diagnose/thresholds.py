@@ -318,10 +318,15 @@ class Thresholds(ServingThresholds):
     link_min_rate_gbps: Positive = Field(
         200.0, description="An active ConnectX-7 port below this rate is reported as slow, Gb/s."
     )
-    # The owner's intended SM clock cap (`nvidia-smi -lgc 0,2100`): the driver forgets it at every boot,
-    # so a boot whose loaded clock runs above it has lost the cap. Unset: no cap is expected.
+    # The owner's intended SM clock cap (`nvidia-smi -lgc 0,2100` took one unit from 91 to 65 C): the driver
+    # forgets it at every boot, so a boot whose loaded clock runs above it has lost the cap. Unset: the cap
+    # this daemon saw in the previous boot is the one expected; 0: no cap is ever expected.
     expected_clock_cap_mhz: int | None = Field(
-        None, ge=300, le=4000, description="The SM clock cap the owner means to keep (nvidia-smi -lgc), MHz."
+        None,
+        ge=0,
+        le=4000,
+        description="The SM clock cap the owner keeps (nvidia-smi -lgc 0,CAP), MHz; unset: the previous "
+        "boot's cap, 0: none.",
     )
 
     @model_validator(mode="before")

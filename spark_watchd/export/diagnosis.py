@@ -6,7 +6,7 @@ from spark_watchd.export.families import counter, gauge
 from spark_watchd.logs import get_logger
 from spark_watchd.sample.model import COUNTED_EVENT_KINDS, GOTCHAS, SEVERITY_LEVEL
 
-ANOMALY_KINDS = ("power_delivery", "hung_engine", "power_limit")
+ANOMALY_KINDS = ("power_delivery", "hung_engine", "power_limit", "clock_cap_lost")
 EVENT_KINDS = COUNTED_EVENT_KINDS  # the kind label's values (README's table)
 log = get_logger("exporter")
 
@@ -53,7 +53,8 @@ def _families(snapshot):
 
     an = gauge(
         "anomaly",
-        "Non-thermal GPU anomaly (1 present): power_delivery fault, hung_engine or firmware power_limit; never a throttle.",
+        "Non-thermal GPU anomaly (1 present): power_delivery fault, hung_engine, firmware power_limit or "
+        "clock_cap_lost (the owner's SM clock cap gone after a reboot); never a throttle.",
         ["kind"],
     )
     for k in ANOMALY_KINDS:

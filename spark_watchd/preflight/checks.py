@@ -154,6 +154,27 @@ def g4_thermal(
     return out
 
 
+def g4_clock_cap(unit_cap: int | None) -> list[Check]:
+    """G4: whether an SM clock cap is applied at boot (the one lever: GB10 accepts no power limit)."""
+    if unit_cap is not None:
+        return [
+            Check(
+                "G4",
+                "INFO",
+                f"clock cap {unit_cap} MHz applied at every boot (spark-watchd-clock-cap.service); GB10 accepts "
+                "no power limit, the clock cap is the lever against G4",
+            )
+        ]
+    return [
+        Check(
+            "G4",
+            "INFO",
+            "no clock cap at boot: the SM clock runs free (GB10 accepts no power limit: nvidia-smi -pl is not "
+            "supported; `sudo spark-watchd install-service --clock-cap 2100` caps the clock at every boot)",
+        )
+    ]
+
+
 def g6_contention(
     workloads: Sequence[Mapping[str, Any]] | None, error: str | None = None, hidepid: str | None = None
 ) -> list[Check]:

@@ -137,6 +137,19 @@ def smi_snapshot(path: str = "nvidia-smi", timeout: float = 10.0):
     ], None
 
 
+def clock_cap_unit(root: str = "/") -> int | None:
+    """The cap the installed spark-watchd-clock-cap.service applies at boot (None: no such unit)."""
+    from spark_watchd.service import clockcap
+
+    for unit_dir in ("etc/systemd/system", "lib/systemd/system"):
+        try:
+            with open(os.path.join(root, unit_dir, clockcap.UNIT_NAME), encoding="utf-8") as f:
+                return clockcap.installed_cap(f.read(16384))
+        except OSError:
+            continue
+    return None
+
+
 def nvml_snapshot(nvml: Any = None):
     """([{index, name, temp_c, power_w, slowdown_temp_c, sm_clock_mhz}], None) or (None, reason)."""
     try:

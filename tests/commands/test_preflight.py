@@ -198,8 +198,24 @@ def test_g10_tensor_parallel_across_two_sparks(preflight, tmp_path):
 def test_g4_reads_nvml_through_the_fake_gb10(preflight, monkeypatch, fake, expected):
     monkeypatch.setenv("SPARK_WATCHD_FAKE_NVML", fake)
     _, lines = preflight("--python", "/nonexistent")
-    (g4,) = _lines_for(lines, "G4")
+    g4, *cap = _lines_for(lines, "G4")
     assert g4.startswith(expected)
+    # With a GPU the next line says whether a clock cap is applied at boot; without one there is none.
+    assert [c.split(":")[0] for c in cap] == (["G4 INFO"] if "GPU 0" in expected else [])
+
+
+def test_the_clock_cap_line_names_an_installed_cap_and_says_gb10_takes_no_power_limit(tmp_path):
+    from spark_watchd.preflight import gather
+    from spark_watchd.service import clockcap
+
+    assert gather.clock_cap_unit(str(tmp_path)) is None
+    (tmp_path / "etc/systemd/system").mkdir(parents=True)
+    (tmp_path / "etc/systemd/system" / clockcap.UNIT_NAME).write_text(clockcap.render_unit(2100))
+    assert gather.clock_cap_unit(str(tmp_path)) == 2100
+    (line,) = checks.g4_clock_cap(2100)
+    assert line.line().startswith("G4 INFO: clock cap 2100 MHz applied at every boot")
+    assert "GB10 accepts no power limit" in line.line()
+    assert "install-service --clock-cap 2100" in checks.g4_clock_cap(None)[0].line()
 
 
 def test_a_probe_that_hangs_is_killed_with_its_children_and_reported(preflight, tmp_path):

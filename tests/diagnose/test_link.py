@@ -103,3 +103,19 @@ def test_a_counter_reset_is_not_a_rise_and_no_link_is_no_verdict():
         LinkWatch(Thresholds()).observe(Sample(ts=0.0, link=LinkReading((LinkPort("mlx5_0", 1),)))).problem
         is None
     )
+
+
+def test_a_link_going_down_under_a_ddp_job_is_down_for_its_window_and_nothing_else():
+    from spark_watchd.diagnose.engine import Diagnoser
+    from spark_watchd.sample.trace import read_trace
+    from tests.diagnose.test_scenarios import OWN
+
+    d = Diagnoser()
+    seen = []
+    for s in read_trace(OWN / "pair" / "link_down_ddp_60s.jsonl"):
+        diag = d.observe(s)
+        seen.append((d.link.status.problem, {g: f.severity for g, f in diag.findings.items()}))
+    problems = [p for p, _ in seen]
+    assert problems[:60] == [None] * 60 and problems[60:80] == ["down"] * 20
+    assert set(problems[81:]) == {None} or set(problems[81:]) <= {None, "errors"}
+    assert all(sev == {"G3": "ok", "G4": "ok", "G6": "ok"} for _, sev in seen)

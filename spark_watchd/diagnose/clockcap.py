@@ -1,0 +1,226 @@
+"""The SM clock cap owners set against G4 (`nvidia-smi -lgc 0,2100`): seen, lost at a reboot, and its cost.
+
+A cap is the SM clock held at a ceiling under load while the GPU runs cool, with no thermal reason bits:
+not a throttle (nothing is hot), not a power-delivery fault (the clock is far above the pinned 500-900 MHz
+and power is normal). The driver forgets a cap at every boot, so a boot whose loaded clock runs above
+the cap the owner keeps (`[thresholds] expected_clock_cap_mhz`, or the cap this daemon saw in the
+previous boot) has lost it: a G4 warning with the command that restores it. The cost of the cap is
+measured on comparable stretches (under load, not throttling, a training job reporting): the mean
+temperature and tokens/s (or step time) with the cap against without it.
+
+Pure: samples and their features in, a CapStatus and a G4 annotation out; no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from statistics import median
+from typing import Any
+
+from spark_watchd.sample.findings import Finding
+from spark_watchd.sample.model import Sample
+
+WINDOW_S = 1800.0  # loaded, cool, clean clocks kept to find a ceiling
+MIN_SAMPLES = 10  # and at least this many of them ...
+MIN_SPAN_S = 600.0  # ... over at least ten minutes
+# Healthy GB10 clocks wander 2300-2480 MHz under load; a cap holds them within a few tens of MHz.
+BAND_MHZ = 80
+BELOW_APP_MHZ = 150  # a ceiling this far under the applications clock (2418 on GB10) is no boost wobble
+ABOVE_MHZ = 50  # a loaded clock this far over the cap runs uncapped
+LOST_SAMPLES = 3  # loaded samples above the cap before the cap counts as lost
+COST_MIN = 5  # samples on each side before a cost is quoted
+
+ADVICE_LOST = (
+    "Re-apply the cap now: sudo nvidia-smi -lgc 0,{cap}",
+    "Make it stick across reboots: sudo spark-watchd install-service --clock-cap {cap} "
+    "(a oneshot unit that applies it after the driver loads, before the daemon starts).",
+)
+
+
+@dataclasses.dataclass
+class _Side:
+    n: int = 0
+    temp: float = 0.0
+    tps_n: int = 0
+    tps: float = 0.0
+    step_n: int = 0
+    step: float = 0.0
+
+    def add(self, temp: float | None, tps: float | None, step: float | None) -> None:
+        if temp is not None:
+            self.n += 1
+            self.temp += temp
+        if tps:
+            self.tps_n += 1
+            self.tps += tps
+        if step:
+            self.step_n += 1
+            self.step += step
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CapStatus:
+    """What the cap watch says at one sample."""
+
+    cap_mhz: int | None  # the ceiling seen this boot
+    expected_mhz: int | None  # the cap the owner keeps (configured, or seen the boot before)
+    lost: bool
+    clock_mhz: float | None  # the loaded clock that ran above the expected cap
+    cost: dict[str, Any] | None  # temp_delta_c, tokens_delta_pct / step_delta_pct, samples
+
+    def sentence(self) -> str | None:
+        cap = self.cap_mhz or self.expected_mhz
+        if cap is None:
+            return None
+        if self.lost:
+            head = f"clock cap lost at reboot: SM clock {self.clock_mhz:.0f} MHz under load, above the {cap} MHz cap"
+        else:
+            head = f"SM clock capped at {cap} MHz (a cap, not a throttle)"
+        c = self.cost
+        if not c:
+            return head
+        parts = [f"{c['temp_delta_c']:+.0f} C"]
+        if c.get("tokens_delta_pct") is not None:
+            parts.append(f"{c['tokens_delta_pct']:+.0f}% tokens/s")
+        elif c.get("step_delta_pct") is not None:
+            parts.append(f"{c['step_delta_pct']:+.0f}% step time")
+        return f"{head}; cap {cap} MHz: {', '.join(parts)}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cap_mhz": self.cap_mhz,
+            "expected_mhz": self.expected_mhz,
+            "lost": self.lost,
+            "clock_mhz": self.clock_mhz,
+            "cost": self.cost,
+            "summary": self.sentence(),
+        }
+
+
+def _tps(sample: Sample) -> tuple[float | None, float | None]:
+    tps = [t.tokens_per_second for t in sample.throughput if t.tokens_per_second]
+    steps = [t.step_seconds for t in sample.throughput if t.step_seconds]
+    return (sum(tps) if tps else None), (sum(steps) / len(steps) if steps else None)
+
+
+class ClockCapWatch:
+    """Finds the cap of this boot, remembers it across a reboot, and says when a boot runs without it."""
+
+    def __init__(self, th):
+        self.th = th
+        self._clean: deque[tuple[float, float]] = deque()
+        self.cap: int | None = None
+        self.prev_cap: int | None = None  # the cap of the previous boot (persisted)
+        self._after_reboot = False
+        self._ran_free = False  # this boot ran loaded above any ceiling (no cap held)
+        self._above = 0
+        self.lost = False
+        self._lost_clock: float | None = None
+        self._sides = {"capped": _Side(), "uncapped": _Side()}
+        self.status: CapStatus | None = None
+
+    def set_thresholds(self, th) -> None:
+        self.th = th
+
+    def reboot(self) -> None:
+        """A new boot: the driver has forgotten any cap; the one kept is what this boot must show."""
+        if self.cap is not None:
+            self.prev_cap = self.cap
+        elif self._ran_free and not self.lost:
+            self.prev_cap = None  # a boot that ran uncapped with nothing expected: no cap is kept
+        # (a boot that never ran loaded, or a daemon just restarted, keeps the cap it knew)
+        self.cap = None
+        self._ran_free = False
+        self._clean.clear()
+        self._after_reboot = True
+        self._above = 0
+        self.lost = False
+
+    def time_jump(self) -> None:
+        self._clean.clear()
+
+    def state(self) -> dict[str, Any]:
+        return {"clock_cap_mhz": self.cap if self.cap is not None else self.prev_cap if self.lost else None}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        cap = state.get("clock_cap_mhz")
+        self.prev_cap = int(cap) if isinstance(cap, int | float) and cap > 0 else None
+
+    def expected(self) -> int | None:
+        e = self.th.expected_clock_cap_mhz
+        if e is not None:
+            return int(e) or None  # 0: the owner keeps no cap
+        return self.prev_cap if self._after_reboot else None
+
+    def observe(self, sample: Sample, f) -> CapStatus:
+        """Judge one sample (its features `f` from diagnose/features.py)."""
+        th = self.th
+        clk, temp, util = f.sm_clock_mhz, f.temp_c, f.util_pct
+        loaded = clk is not None and util is not None and util >= th.load_util_pct
+        hot = f.thermal_bits or (temp is not None and temp >= f.slowdown_c - th.slowdown_margin_c)
+        cool = temp is not None and temp < f.slowdown_c - th.cool_margin_c
+        if loaded and cool and not f.thermal_bits and clk > th.pinned_clock_max_mhz:
+            self._clean.append((f.ts, float(clk)))
+            if clk > (f.app_clock_mhz or 2418) - BELOW_APP_MHZ:
+                self._ran_free = True
+        while self._clean and f.ts - self._clean[0][0] > WINDOW_S:
+            self._clean.popleft()
+        self._find_cap(f.app_clock_mhz)
+        expected = self.expected()
+        ceiling = self.cap or expected
+        if loaded and expected is not None:
+            if clk > expected + ABOVE_MHZ:
+                self._above += 1
+                if self._above >= LOST_SAMPLES and not self.lost:
+                    self.lost = True
+                self._lost_clock = float(clk)
+            elif self.cap is not None:  # held again: restored by hand
+                self._above = 0
+                self.lost = False
+        if loaded and not hot and ceiling is not None:
+            side = "capped" if clk <= ceiling + ABOVE_MHZ else "uncapped"
+            self._sides[side].add(temp, *_tps(sample))
+        self.status = CapStatus(self.cap, expected, self.lost, self._lost_clock, self._cost())
+        return self.status
+
+    def _find_cap(self, app_clock: float | None) -> None:
+        clean = self._clean
+        if len(clean) < MIN_SAMPLES or clean[-1][0] - clean[0][0] < MIN_SPAN_S:
+            return
+        clocks = [c for _, c in clean]
+        top = max(clocks)
+        app = app_clock or 2418
+        if top - min(clocks) <= BAND_MHZ and top <= app - BELOW_APP_MHZ:
+            mid = median(clocks)
+            e = self.th.expected_clock_cap_mhz
+            self.cap = int(e) if e and abs(mid - e) <= BAND_MHZ else int(round(mid / 25.0) * 25)
+        elif top > app - BELOW_APP_MHZ and self.cap is not None and top > self.cap + ABOVE_MHZ:
+            self.cap = None  # the clocks run free again
+
+    def _cost(self) -> dict[str, Any] | None:
+        c, u = self._sides["capped"], self._sides["uncapped"]
+        if c.n < COST_MIN or u.n < COST_MIN:
+            return None
+        out: dict[str, Any] = {"temp_delta_c": round(c.temp / c.n - u.temp / u.n, 1), "samples": [c.n, u.n]}
+        if c.tps_n >= COST_MIN and u.tps_n >= COST_MIN:
+            out["tokens_delta_pct"] = round(100 * ((c.tps / c.tps_n) / (u.tps / u.tps_n) - 1), 1)
+        elif c.step_n >= COST_MIN and u.step_n >= COST_MIN:
+            out["step_delta_pct"] = round(100 * ((c.step / c.step_n) / (u.step / u.step_n) - 1), 1)
+        return out
+
+    def g4(self, finding: Finding) -> Finding:
+        """The G4 finding with the cap in its evidence; a lost cap raises an ok G4 to warning."""
+        st = self.status
+        if st is None or (st.cap_mhz is None and st.expected_mhz is None):
+            return finding
+        cap = st.cap_mhz or st.expected_mhz
+        ev = {**finding.evidence, **{f"clock_cap_{k}": v for k, v in st.to_dict().items() if k != "summary"}}
+        if st.lost:
+            advice = tuple(a.format(cap=cap) for a in ADVICE_LOST)
+            if finding.severity in ("ok", "unknown"):
+                return Finding("G4", "warning", st.sentence(), ev, advice, anomaly="clock_cap_lost")
+            return dataclasses.replace(finding, evidence=ev, advice=(*finding.advice, *advice))
+        if finding.severity == "ok" and st.cap_mhz is not None:
+            return dataclasses.replace(finding, summary=f"{finding.summary}; {st.sentence()}", evidence=ev)
+        return dataclasses.replace(finding, evidence=ev)

@@ -217,6 +217,11 @@ def _head(doc: dict[str, Any]) -> list[str]:
         if g.get("sm_clock_mhz") is not None:
             parts.append(f"SM {g['sm_clock_mhz']} MHz")
         out.append(" ".join(parts))
+    extras = doc.get("extras") or {}
+    if isinstance(link := extras.get("link"), dict) and link.get("summary"):
+        out.append(f"ConnectX-7 {link['summary']}")
+    if isinstance(cap := extras.get("clock_cap"), dict) and cap.get("summary"):
+        out.append(f"clock cap: {cap['summary']}")
     for t in doc.get("throughput") or ():
         parts = [f"training {t.get('job', '?')}: step {t.get('step', '?')}"]
         if t.get("step_seconds") is not None:
@@ -282,7 +287,7 @@ def main(args: argparse.Namespace) -> int:
     if getattr(args, "fleet", False):
         from spark_watchd.commands import status_fleet
 
-        return status_fleet.main(args)
+        return status_fleet.run(args)
     try:
         doc = fetch_status(args)
     except (OSError, ValueError) as exc:

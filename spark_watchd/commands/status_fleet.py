@@ -69,7 +69,8 @@ def worst(doc: dict[str, Any]) -> str:
     return "warning" if view.get("straggler") and RANK[w] < RANK["warning"] else w
 
 
-def main(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    """`status --fleet`: fetch the pair view, print it, exit with its worst severity."""
     try:
         doc = fetch_status(args, "/api/v1/fleet", "configured")
     except (OSError, ValueError) as exc:

@@ -141,7 +141,9 @@ class ClockCapWatch:
         self._clean.clear()
 
     def state(self) -> dict[str, Any]:
-        return {"clock_cap_mhz": self.cap if self.cap is not None else self.prev_cap if self.lost else None}
+        """`clock_cap_mhz`, the cap a next boot must show; absent when none (older state files keep their shape)."""
+        cap = self.cap if self.cap is not None else self.prev_cap
+        return {"clock_cap_mhz": cap} if cap is not None else {}
 
     def restore(self, state: dict[str, Any]) -> None:
         cap = state.get("clock_cap_mhz")

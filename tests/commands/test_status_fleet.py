@@ -87,3 +87,18 @@ def test_a_peer_that_is_down_is_a_down_row(fleet_status):
 def test_without_peers_it_says_how_to_configure_them_and_is_unknown(fleet_status):
     code, out, _ = fleet_status({"configured": False, "view": None, "history": {}})
     assert code == 3 and "[fleet] peers" in out
+
+
+def test_plain_status_says_the_link_verdict_and_the_clock_cap_with_its_cost():
+    from spark_watchd.commands import status
+
+    doc = {"host": "spark-a", "findings": {}, "extras": {
+        "link": {"problem": "down", "summary": "link down: rocep1s0f0/1 (enp1s0f0np0) was up this boot and is down now"},
+        "clock_cap": {"summary": "SM clock capped at 2100 MHz (a cap, not a throttle); cap 2100 MHz: -14 C, -3% tokens/s"},
+    }}  # fmt: skip
+    out = status.render(doc, colour=False, cols=200)
+    assert "ConnectX-7 link down: rocep1s0f0/1 (enp1s0f0np0) was up this boot and is down now" in out
+    assert (
+        "clock cap: SM clock capped at 2100 MHz (a cap, not a throttle); cap 2100 MHz: -14 C, -3% tokens/s"
+        in out
+    )

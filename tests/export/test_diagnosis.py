@@ -52,5 +52,10 @@ def test_anomaly_gauge_follows_the_g4_finding():
     assert d.findings["G4"].anomaly == "power_delivery"
     fams = {m.name: m for m in metrics.families(Snapshot(sample=s, diagnosis=d))}
     vals = {tuple(x.labels.values()): x.value for x in fams["sparkwatchd_anomaly"].samples}
-    assert vals == {("power_delivery",): 1.0, ("hung_engine",): 0.0, ("power_limit",): 0.0}
+    assert vals == {
+        ("power_delivery",): 1.0,
+        ("hung_engine",): 0.0,
+        ("power_limit",): 0.0,
+        ("clock_cap_lost",): 0.0,
+    }
     assert fams["sparkwatchd_thermal_throttle_active"].samples[0].value == 0.0

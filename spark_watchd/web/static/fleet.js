@@ -65,8 +65,22 @@
     SparkChart.draw($("fleet-tokens"), Object.assign({}, base, { left: { fmt: (v) => num(v), zero: true }, series: series("tokens_per_second") }));
   }
 
+  async function linkLine() {
+    /* The ConnectX-7 verdict of this Spark (the `link` extra), shown whenever the host has an RDMA NIC. */
+    const r = await fetch("/api/v1/status", { cache: "no-store", credentials: "same-origin" });
+    if (!r.ok) return;
+    const ex = ((await r.json()) || {}).extras || {};
+    const p = $("link-line");
+    p.hidden = !(ex.link && ex.link.summary);
+    if (!p.hidden) {
+      p.textContent = "ConnectX-7 " + ex.link.summary;
+      p.className = "link-line" + (ex.link.problem ? " sev-warning" : "");
+    }
+  }
+
   async function tick() {
     try {
+      await linkLine();
       const r = await fetch("/api/v1/fleet", { cache: "no-store", credentials: "same-origin" });
       if (!r.ok) return;
       const doc = await r.json();

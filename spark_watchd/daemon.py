@@ -200,7 +200,6 @@ class Daemon:
         for src in self.collector.sources if self.collector is not None else ():
             if hasattr(src, "feed_status"):  # the driver-events feeds (sparkwatchd_driver_feed_state)
                 out["driver_feeds"] = self._guard("extras driver feeds", src.feed_status)
-
         if hasattr(self.runtime, "clock_cap_status"):  # the SM clock cap (diagnose/clockcap.py)
             out["clock_cap"] = self._guard("extras clock cap", self.runtime.clock_cap_status)
         out.update((k, self._guard(f"extras {k}", fn)) for k, fn in self.extras)

@@ -79,7 +79,9 @@ def test_the_waiting_spark_shows_both_side_by_side_and_names_the_hot_one(pair):
         expect(page.locator("#fleet-verdict")).to_contain_text(
             "DDP peer spark-a is throttling and this Spark waits on it"
         )
-        expect(page.locator("#link-line")).to_contain_text("ConnectX-7 link up: rocep1s0f0 200 Gb/s, roceP2p1s0f0 200 Gb/s")
+        expect(page.locator("#link-line")).to_contain_text(
+            "ConnectX-7 link up: rocep1s0f0 200 Gb/s, roceP2p1s0f0 200 Gb/s"
+        )
         for chart in ("fleet-temp", "fleet-clock", "fleet-budget", "fleet-tokens"):
             expect(page.locator(f"#{chart} svg")).to_have_count(1)
         procs["a"].terminate()

@@ -17,7 +17,19 @@ from tests.conftest import FIXTURES, REPO
 from tests.support.resources import Baseline
 
 GB10 = FIXTURES / "hosts" / "gb10-eviction"
-ORDER = ["nvml", "meminfo", "psi", "vmstat", "boot", "processes", "sensors", "board", "link", "driver_events", "oom_killers"]
+ORDER = [
+    "nvml",
+    "meminfo",
+    "psi",
+    "vmstat",
+    "boot",
+    "processes",
+    "sensors",
+    "board",
+    "link",
+    "driver_events",
+    "oom_killers",
+]
 
 
 def tick(sources):

@@ -9,6 +9,7 @@ them in /metrics, on the page (Chromium), in `status` and in a recorded trace.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -125,3 +126,38 @@ def test_daemon_scrapes_all_four_and_shows_them_in_metrics_page_status_and_trace
     assert res.returncode == 0, res.stderr
     got = {r.kind for s in read_trace(trace) for r in s.serving if r.up}
     assert got == set(KINDS)
+
+
+def test_a_replayed_inference_throttle_shows_the_cut_beside_the_heat_on_the_page(tmp_path):
+    """The page lines the server's own decode rate up with the throttle: G4 critical, the Serving chart
+    under the same shaded throttle band as temperature and clocks."""
+    require_binary("chromium")
+    from tests.conftest import FIXTURES
+    from tests.web.browser import launch, open_page
+
+    trace = FIXTURES / "traces" / "serving" / "inference_throttle_30s.jsonl"
+    args = (
+        "--replay",
+        str(trace),
+        "--speed",
+        "100000",
+        "--interval",
+        "1",
+        "--state-dir",
+        str(tmp_path / "s"),
+    )
+    with running_daemon(*args, env={"SPARK_WATCHD_WEB__PAGE_REFRESH_SECONDS": "1"}) as (_proc, base):
+        wait_until(
+            lambda: json.loads(http_get(base + "/api/v1/history?limit=1")[1])["held"] >= 360, timeout=60
+        )
+        with launch() as ctx, open_page(ctx, base) as (page, log):
+            card = page.locator('.finding[data-gotcha="G4"][data-severity="critical"]')
+            card.wait_for(timeout=15_000)
+            assert "slowing inference" in card.inner_text() and "vllm:8000" in card.inner_text()
+            page.wait_for_selector('#chart-serving path[data-series="vllm:8000 tokens/s"]')
+            # The throttle band the temperature chart shades is drawn on the Serving chart too.
+            assert (
+                page.locator("#chart-serving .band").count() == page.locator("#chart-temp .band").count() >= 1
+            )
+            page.locator("#chart-serving").screenshot(path=str(tmp_path / "serving-chart.png"))
+            assert log.errors == [] and log.off_origin == []

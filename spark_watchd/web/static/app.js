@@ -386,7 +386,7 @@
     });
     const noServer = "No inference server found (vLLM, SGLang, llama.cpp, TensorRT-LLM, Ollama)";
     SparkChart.draw($("chart-serving"), Object.assign({}, base, {
-      bands: bands, left: { fmt: (v) => num(v, 0), zero: true }, right: { fmt: (v) => num(v, 0), zero: true },
+      bands: bands, left: { fmt: (v) => num(v, 0), zero: true }, right: { fmt: (v) => num(v, Number.isInteger(v) ? 0 : 1), zero: true },
       series: serving, empty: noServer,
     }));
     SparkChart.draw($("chart-serving-latency"), Object.assign({}, base, {

@@ -3,17 +3,24 @@
 Each exposition is built with prometheus_client metric objects of the server's own names, labels and
 bucket bounds, on a registry of its own, exactly as the server builds them; provenance per kind:
 
-- vLLM 0.10/0.11 V1 engine: vllm/v1/metrics/loggers.py (PrometheusStatLogger): labels model_name,
-  engine; buckets of time_to_first_token and inter_token_latency as there. `vllm:inter_token_latency_seconds`
-  arrived in 0.11 beside the older `vllm:time_per_output_token_seconds` (legacy=True serves the 0.9 names).
-- SGLang: python/sglang/srt/metrics/collector.py (SchedulerMetricsCollector, TokenizerMetricsCollector):
-  labels model_name, engine_type, tp_rank, pp_rank; `--enable-metrics`.
-- llama.cpp llama-server --metrics: tools/server/server.cpp handle_metrics, names as in
-  tools/server/README.md (no labels; counters written with HELP/TYPE as the server does).
-- TensorRT-LLM trtllm-serve: tensorrt_llm/metrics/collector.py (MetricsCollector, prefix trtllm_,
-  labels model_name, engine_type) on /prometheus/metrics.
-- Ollama: docs/api.md `GET /api/ps` (name, model, size, digest, details, expires_at, size_vram) and
-  `GET /api/version`.
+- vLLM 0.10/0.11 V1 engine: vllm-project/vllm vllm/v1/metrics/loggers.py (PrometheusStatLogger; read at
+  commit 005a810bc40f for the 0.10 names, and the 0.11 form adding `vllm:inter_token_latency_seconds` beside
+  `vllm:time_per_output_token_seconds`): labels model_name, engine; the TTFT and ITL bucket bounds as there;
+  `vllm:cache_config_info` labels (num_gpu_blocks, block_size...). legacy=True serves the 0.9 names
+  (`vllm:gpu_cache_usage_perc`, no inter_token_latency).
+- SGLang: sgl-project/sglang python/sglang/srt/metrics/collector.py (commit 00ae9c1590d2:
+  SchedulerMetricsCollector, TokenizerMetricsCollector): labels model_name, engine_type, tp_rank, pp_rank
+  on the scheduler's gauges, model_name on the tokenizer's counters and histograms; `--enable-metrics`;
+  `sglang:num_retracted_requests_total` (retractions); the default TTFT and ITL buckets.
+- llama.cpp llama-server --metrics: ggml-org/llama.cpp tools/server/README.md (commit 00dc8057ab28,
+  "GET /metrics") and handle_metrics's output form (HELP/TYPE per metric, no labels); the ggml-org/ci
+  capture of commit a2df2787 shows `llamacpp:requests_processing` / `requests_deferred` verbatim.
+- TensorRT-LLM trtllm-serve: NVIDIA/TensorRT-LLM tensorrt_llm/metrics/collector.py (commit 050f80def8df,
+  MetricsCollector: prefix trtllm_, labels model_name, engine_type) served on /prometheus/metrics
+  (docs/source/commands/trtllm-serve.rst: its /metrics is JSON iteration stats).
+- Ollama: ollama/ollama docs/api.md `GET /api/ps` (name, model, size, digest, details, expires_at,
+  size_vram; the docs' own example expiry "2024-06-04T14:38:31.83753-07:00" is parsed in
+  tests/sources/test_serving_parse.py) and `GET /api/version`.
 """
 
 from __future__ import annotations

@@ -171,3 +171,13 @@ def test_reload_rebuilds_sources_and_runtime_when_their_sections_change(settings
     snap = d.tick()
     assert snap.sample.meminfo["MemAvailable"] == avail  # read from the new root
     d.close()
+
+
+def test_reload_with_a_changed_serving_section_rebuilds_the_sources(settings, tmp_path):
+    d = build(settings, state_dir=str(tmp_path), serve=False)
+    assert "serving" in [s.name for s in d.collector.sources]
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[serving]\nenabled = false\n")
+    Runner(d, reload=lambda: load_settings(str(cfg), environ={})).do_reload()
+    assert "serving" not in [s.name for s in d.collector.sources]  # the scrapers went with the old tuple
+    d.close()

@@ -159,5 +159,10 @@ def test_a_replayed_inference_throttle_shows_the_cut_beside_the_heat_on_the_page
             assert (
                 page.locator("#chart-serving .band").count() == page.locator("#chart-temp .band").count() >= 1
             )
+            # Energy per unit of work beside the charts: the trace's J per generated token for the server.
+            assert (
+                "vllm:8000" in page.locator("#energy").inner_text()
+                and "J/token" in page.locator("#energy").inner_text()
+            )
             page.locator("#chart-serving").screenshot(path=str(tmp_path / "serving-chart.png"))
             assert log.errors == [] and log.off_origin == []

@@ -105,6 +105,7 @@
     out.replay = s.replay && typeof s.replay.shift_s === "number" ? s.replay : null;
     out.gpus = Array.isArray(s.gpus) ? s.gpus : null;
     out.serving = Array.isArray(s.serving) ? s.serving : [];
+    out.extras = s.extras && typeof s.extras === "object" ? s.extras : {};
     out.driverFeeds = s.driver_feeds && typeof s.driver_feeds === "object" ? s.driver_feeds : {};
     return out;
   }
@@ -123,6 +124,7 @@
     renderCharts();
     renderEvents();
     renderServing();
+    renderEnergy();
     renderWorkloads();
     for (const t of document.querySelectorAll("table.workloads")) labelCells(t);
   }
@@ -393,6 +395,22 @@
       bands: bands, left: { fmt: (v) => num(v, 1) + " s", zero: true }, right: { fmt: (v) => num(v, 0) + "%", zero: true, max: 100 },
       series: latency, empty: noServer,
     }));
+  }
+
+  // Energy per unit of work: J per training token and step of each running job, J per generated token per server.
+  function renderEnergy() {
+    const p = $("energy");
+    const parts = [];
+    const jobs = (state.status && state.status.extras && state.status.extras.job_energy) || {};
+    for (const job of Object.keys(jobs).sort()) {
+      const e = jobs[job] || {};
+      if (e.joules_per_token != null) parts.push(job + " " + num(e.joules_per_token, 3) + " J/token" + (e.joules_per_step != null ? ", " + num(e.joules_per_step, 0) + " J/step" : ""));
+    }
+    for (const r of (state.status && state.status.serving) || []) {
+      if (r.joules_per_token != null) parts.push(r.server + " " + num(r.joules_per_token, 3) + " J/token");
+    }
+    p.hidden = !parts.length;
+    p.textContent = parts.length ? "Energy per unit of work (GPU energy counter): " + parts.join(" · ") : "";
   }
 
   function renderServing() {

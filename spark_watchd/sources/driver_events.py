@@ -162,6 +162,10 @@ class DriverEventsSource:
     def collect(self, partial: Mapping[str, Any]) -> Mapping[str, Any]:
         if not self._started:
             self._started = True
+            if (
+                self._pci_index is None
+            ):  # read now: a GPU that falls off the bus may leave /sys/bus/pci with it
+                self._pci_index = sysfs_pci_index(self.sys_root)
             try:
                 self._read_previous_boot()  # synchronous: the first sample must carry it for a reboot verdict
             except Exception as exc:  # a bad previous boot never keeps the live feeds from starting
@@ -328,7 +332,7 @@ class DriverEventsSource:
                 )
                 return False
             self._nvml_watching.set()
-            self._pci_index = nvml_pci_index(nv, handles) or None
+            self._pci_index = nvml_pci_index(nv, handles) or self._pci_index
             self._state("nvml-events", f"watching Xid events on {len(handles)} GPU(s)")
             while not self._stop.is_set():
                 try:

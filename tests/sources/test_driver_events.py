@@ -341,3 +341,21 @@ def test_a_kernel_line_names_its_gpu_through_the_nvidia_device_under_sys_bus_pci
         assert (ev.gpu, ev.pci, ev.xid) == (0, "000f:01:00.0", 79)
     finally:
         src.close()
+
+
+def test_the_gpu_index_is_read_at_start_so_a_gpu_gone_from_sys_still_has_it(tmp_path):
+    d = tmp_path / "bus" / "pci" / "devices" / "000f:01:00.0"
+    d.mkdir(parents=True)
+    (d / "vendor").write_text("0x10de\n")
+    (d / "class").write_text("0x030200\n")
+    src = DriverEventsSource(None, journalctl=None, follow=False, nvml_events=False, sys_root=str(tmp_path))
+    try:
+        src.collect({})
+        for f in d.iterdir():  # off the bus: the device leaves /sys/bus/pci
+            f.unlink()
+        d.rmdir()
+        src._push(DriverEvent(1.0, None, 79, "journal", XID_79, pci="000f:01:00.0"))
+        (ev,) = src.collect({})["driver_events"]
+        assert ev.gpu == 0
+    finally:
+        src.close()

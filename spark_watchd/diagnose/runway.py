@@ -229,6 +229,9 @@ class BudgetRunway:
         return self.hold_until is not None and ts < self.hold_until
 
 
+DRIFT_POINTS = 120  # footprint points per workload over runway_window_s: one per 10 s of the default 20 min
+
+
 class FootprintDrift:
     """Each workload's footprint trend over the runway window (the engine feeds it G6's workload table)."""
 
@@ -246,6 +249,9 @@ class FootprintDrift:
         """Fold one sample's workload table in; the drift of each workload with enough history."""
         th = self.th
         win = th.runway_window_s
+        # At most DRIFT_POINTS points a workload over the window, whatever the interval: at --interval 1 and
+        # 50 servers a point a sample was 60,000 points (6 MiB) and a 1,200-point sort per workload per tick.
+        spacing = win / DRIFT_POINTS
         growth = []
         seen = set()
         for w in workloads:
@@ -255,7 +261,13 @@ class FootprintDrift:
                 h = self.footprints[w.key] = deque()
             if h and ts <= h[-1][0]:
                 h.clear()
-            h.append((ts, float(w.footprint_bytes)))
+            if len(h) >= 2 and ts - h[-2][0] < spacing:
+                h[-1] = (
+                    ts,
+                    float(w.footprint_bytes),
+                )  # the latest reading, the series no denser than spacing
+            else:
+                h.append((ts, float(w.footprint_bytes)))
             while ts - h[0][0] > win:
                 h.popleft()
             span = ts - h[0][0]

@@ -197,3 +197,27 @@ def test_the_runway_warning_is_a_g3_rule_below_the_stalls_and_above_the_thin_bud
         and g3.state.budget_bytes == g3.evidence["budget_bytes"]
         and g3.state.runway_known
     )
+
+
+def test_footprint_drift_is_bounded_at_any_interval_and_keeps_its_trend():
+    """Issue 19 §11: at --interval 1 each workload kept a point a second (60,000 for 50 servers)."""
+    from spark_watchd.diagnose.runway import DRIFT_POINTS, FootprintDrift
+
+    th = Thresholds()
+    rate = 2 * 2**30 / 3600  # a server growing 2 GiB an hour
+    results = {}
+    for interval in (1.0, 30.0):
+        drift = FootprintDrift(th)
+        growth = ()
+        for i in range(int(2 * th.runway_window_s / interval)):
+            ts = 1_000_000.0 + i * interval
+            w = SimpleNamespace(key=(7, 1.0), kind="vllm", name="vllm", pid=7, capped=True,
+                                footprint_bytes=int(40 * 2**30 + rate * (ts - 1_000_000.0)))  # fmt: skip
+            growth = drift.update(ts, [w])
+        assert len(drift.footprints[(7, 1.0)]) <= 1.15 * DRIFT_POINTS  # one a spacing, the newest moving
+        results[interval] = growth[0]
+    dense, sparse = results[1.0], results[30.0]
+    assert dense.bytes_per_s == pytest.approx(rate, rel=0.01) and sparse.bytes_per_s == pytest.approx(
+        rate, rel=0.01
+    )
+    assert dense.grew_bytes == pytest.approx(sparse.grew_bytes, rel=0.03)

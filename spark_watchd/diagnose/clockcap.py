@@ -8,7 +8,9 @@ previous boot) has lost it: a G4 warning with the command that restores it. The 
 measured on comparable stretches (under load, not throttling, a training job reporting): the mean
 temperature and tokens/s (or step time) with the cap against without it.
 
-Pure: samples and their features in, a CapStatus and a G4 annotation out; no I/O, no clock.
+Pure: samples and their features in, a CapStatus out; no I/O, no clock. G4Tracker moves it in advance();
+the rules g4_rules.clock_cap_lost (a warning, after the thermal and reboot rules) and g4_rules.clock_capped
+(ok, before the plain `cool`) rule on it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from collections import deque
 from statistics import median
 from typing import Any
 
-from spark_watchd.sample.findings import Finding
 from spark_watchd.sample.model import Sample
 
 WINDOW_S = 1800.0  # loaded, cool, clean clocks kept to find a ceiling
@@ -210,19 +211,3 @@ class ClockCapWatch:
         elif c.step_n >= COST_MIN and u.step_n >= COST_MIN:
             out["step_delta_pct"] = round(100 * ((c.step / c.step_n) / (u.step / u.step_n) - 1), 1)
         return out
-
-    def g4(self, finding: Finding) -> Finding:
-        """The G4 finding with the cap in its evidence; a lost cap raises an ok G4 to warning."""
-        st = self.status
-        if st is None or (st.cap_mhz is None and st.expected_mhz is None):
-            return finding
-        cap = st.cap_mhz or st.expected_mhz
-        ev = {**finding.evidence, **{f"clock_cap_{k}": v for k, v in st.to_dict().items() if k != "summary"}}
-        if st.lost:
-            advice = tuple(a.format(cap=cap) for a in ADVICE_LOST)
-            if finding.severity in ("ok", "unknown"):
-                return Finding("G4", "warning", st.sentence(), ev, advice, anomaly="clock_cap_lost")
-            return dataclasses.replace(finding, evidence=ev, advice=(*finding.advice, *advice))
-        if finding.severity == "ok" and st.cap_mhz is not None:
-            return dataclasses.replace(finding, summary=f"{finding.summary}; {st.sentence()}", evidence=ev)
-        return dataclasses.replace(finding, evidence=ev)

@@ -6,7 +6,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from spark_watchd.diagnose import features as feat
-from spark_watchd.diagnose.clockcap import ClockCapWatch
 from spark_watchd.diagnose.driver import DriverTracker
 from spark_watchd.diagnose.exits import ExitTracker, name_oom_event
 from spark_watchd.diagnose.g3 import G3Tracker
@@ -32,7 +31,6 @@ class Diagnoser:
         self.driver = DriverTracker(self.th)
         self.link = LinkWatch(self.th)  # the ConnectX-7 ports: evidence beside the findings, not a gotcha
         self.drift = FootprintDrift(self.th)  # each workload's footprint trend (the runway is G3's)
-        self.cap = ClockCapWatch(self.th)  # the owner's SM clock cap: G4 evidence, a lost cap a G4 warning
         self.exits = ExitTracker(self.th)
         self._prev: feat.Features | None = None
         self._restored: Mapping[str, Any] | None = None
@@ -42,7 +40,6 @@ class Diagnoser:
         self._restored = dict(state)
         for t in self.trackers:
             t.restore(self._restored)
-        self.cap.restore(self._restored)
 
     def state(self) -> dict[str, Any]:
         """What must survive a power loss to recognise a reboot after a throttle: one flat JSON object."""
@@ -53,7 +50,6 @@ class Diagnoser:
         }
         for t in self.trackers:
             out.update(t.state())
-        out.update(self.cap.state())
         return out
 
     def set_thresholds(self, th: Thresholds) -> None:
@@ -62,7 +58,6 @@ class Diagnoser:
         self.driver.set_thresholds(th)
         self.link.set_thresholds(th)
         self.drift.set_thresholds(th)
-        self.cap.set_thresholds(th)
         self.exits.set_thresholds(th)
         for t in self.trackers:
             t.set_thresholds(th)
@@ -95,7 +90,6 @@ class Diagnoser:
             self.driver.reboot()
             self.link.reboot()
             self.drift.forget()
-            self.cap.reboot()
             self.exits.forget()
             for t in self.trackers:
                 events.extend(t.reboot(sample.ts, sample.boot_id, cause))
@@ -106,7 +100,6 @@ class Diagnoser:
             self.exits.forget()
             for t in self.trackers:
                 t.time_jump(sample.ts)
-            self.cap.time_jump()
         events.extend(self.driver.update(sample) if sample.driver_events else ())
         findings, workloads = {}, ()
         for t in self.trackers:
@@ -120,10 +113,14 @@ class Diagnoser:
         events.extend(self.exits.update(sample, f.oom_delta, workloads))
         findings["G3"] = with_growth(findings["G3"], self.drift.update(sample.ts, workloads), self.th)
         findings["G3"] = self.driver.g3(findings["G3"], sample.ts)
-        self.cap.observe(sample, f)
-        findings["G4"] = self.cap.g4(self.driver.g4(findings["G4"], sample.ts))
+        findings["G4"] = self.driver.g4(findings["G4"], sample.ts)
         self._prev = f
         return Diagnosis(sample.ts, {g: findings[g] for g in GOTCHAS}, tuple(events), workloads)
+
+    @property
+    def cap(self):
+        """The SM clock cap watch, G4's (diagnose/clockcap.py; its rules are g4_rules.clock_cap_lost/_capped)."""
+        return next(t for t in self.trackers if t.gotcha == "G4").cap
 
     @property
     def latest_runway(self):

@@ -16,6 +16,7 @@ from spark_watchd.diagnose import features as feat
 from spark_watchd.diagnose.anomaly import AnomalyWatch
 from spark_watchd.diagnose.board import BoardEvidence
 from spark_watchd.diagnose.board import evidence as board_evidence
+from spark_watchd.diagnose.clockcap import ClockCapWatch
 from spark_watchd.diagnose.g4_rules import RULES, G4Now
 from spark_watchd.diagnose.serving import ServingWatch
 from spark_watchd.diagnose.steady import Dwell
@@ -118,6 +119,7 @@ class G4Tracker:
         self.anomalies = AnomalyWatch(th)
         self.dwell = Dwell()
         self.serving = ServingWatch(th)
+        self.cap = ClockCapWatch(th)  # the owner's SM clock cap: seen, lost at a reboot, its cost
 
     def state(self) -> dict:
         """What must survive a power loss to recognise a reboot after a throttle (see restore())."""
@@ -128,6 +130,7 @@ class G4Tracker:
             "last_thermal_ts": self.last_thermal_ts,
             "throttle_seconds_total": round(self.throttle_s, 3),
             "reboot_hold_until": self.reboot_hold_until,
+            **self.cap.state(),
         }
 
     def restore(self, state: dict) -> None:
@@ -138,11 +141,13 @@ class G4Tracker:
         self.last_ts = state.get("last_ts")
         self.throttle_s = float(state.get("throttle_seconds_total") or 0.0)
         self.reboot_hold_until = state.get("reboot_hold_until")
+        self.cap.restore(state)
 
     def set_thresholds(self, th) -> None:
         """Judge with new thresholds from the next sample on (the anomaly watch included)."""
         self.th = self.anomalies.th = th
         self.serving.th = th
+        self.cap.set_thresholds(th)
 
     def throttle_recent(self, at_ts: float) -> bool:
         """Whether a throttle was active, or ended within the reboot window, as of at_ts."""
@@ -186,6 +191,7 @@ class G4Tracker:
         self.jobs.clear()
         self.anomalies.reset()
         self.serving.forget()
+        self.cap.reboot()
         if after:
             self.reboot_hold_until = ts + th.reboot_critical_hold_s
         return events
@@ -194,6 +200,7 @@ class G4Tracker:
         """The clock stepped back to ts: restart time windows, keep the episode."""
         self.anomalies.reset()
         self.serving.forget()
+        self.cap.time_jump()
         self.dwell.reset()
         for j in self.jobs.values():
             j.recent.clear()
@@ -219,7 +226,7 @@ class G4Tracker:
             self.reboot_hold_until = None
         if not s.has_gpu:
             self.last_ts = ts
-            now = _new(G4Now, (self.episode, hold, False, None, None, None, ()))
+            now = _new(G4Now, (self.episode, hold, False, None, None, None, (), None))
             return self._publish(judge(RULES, s, now, th), {}, s, now, events)
         if s.signature:
             self.last_thermal_ts = ts
@@ -281,7 +288,8 @@ class G4Tracker:
             )
             self.critical = damaged
             duration = ts - self.episode_start
-        now = _new(G4Now, (self.episode, hold, damaged, worst, anomaly, duration, cut))
+        cap = self.cap.observe(sample, f)
+        now = _new(G4Now, (self.episode, hold, damaged, worst, anomaly, duration, cut, cap))
         return self._publish(judge(RULES, s, now, th), self._evidence(s, now), s, now, events)
 
     def _evidence(self, s: G4Signals, now: G4Now) -> dict:
@@ -312,6 +320,9 @@ class G4Tracker:
             ev["throttle_duration_s"] = now.duration_s
         if now.serving_cut:
             ev["serving_damage"] = list(now.serving_cut)
+        c = now.cap
+        if c is not None and (c.cap_mhz or c.expected_mhz):
+            ev.update((f"clock_cap_{k}", v) for k, v in c.to_dict().items() if k != "summary")
         return ev
 
     def _publish(self, r, ev: dict, s: G4Signals, now: G4Now, events: list[Event]) -> Verdict:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from spark_watchd.diagnose.anomaly import ADVICE_HUNG, ADVICE_LIMIT, ADVICE_POWER
 from spark_watchd.diagnose.board import ADVICE_PROCHOT_COOL
+from spark_watchd.diagnose.clockcap import ADVICE_LOST, CapStatus
 from spark_watchd.diagnose.tracker import Ruling
 from spark_watchd.diagnose.verdicts import StepRatio
 
@@ -45,6 +46,7 @@ class G4Now(NamedTuple):
     anomaly: str | None  # "power_delivery" or "hung_engine" once persisted anomaly_min_s
     duration_s: float | None  # of the episode
     serving_cut: tuple = ()  # per server whose decode rate the episode cut (diagnose/serving.py evidence)
+    cap: CapStatus | None = None  # the SM clock cap watch (diagnose/clockcap.py): seen, expected, lost, cost
 
 
 def _n(v, fmt: str = "") -> str:
@@ -131,6 +133,15 @@ def after_reboot(s: G4Signals, now: G4Now, th) -> Ruling | None:
     return _REBOOTED if now.hold else None
 
 
+def clock_cap_lost(s: G4Signals, now: G4Now, th) -> Ruling | None:
+    """The owner's SM clock cap is gone this boot (the loaded clock runs above it): warning, never a throttle."""
+    c = now.cap
+    if c is None or not c.lost:
+        return None
+    cap = c.cap_mhz or c.expected_mhz
+    return Ruling("warning", c.sentence(), tuple(a.format(cap=cap) for a in ADVICE_LOST), "clock_cap_lost")
+
+
 def power_delivery(s: G4Signals, now: G4Now, th) -> Ruling | None:
     """Clocks pinned low, cool, no reason bit, for anomaly_min_s: ok, a power-delivery anomaly."""
     if now.anomaly != "power_delivery":
@@ -203,6 +214,14 @@ def power_limit(s: G4Signals, now: G4Now, th) -> Ruling | None:
     )
 
 
+def clock_capped(s: G4Signals, now: G4Now, th) -> Ruling | None:
+    """The SM clock held at a ceiling under load while cool, no reason bit: ok, a cap with its value (and cost)."""
+    c = now.cap
+    if c is None or c.cap_mhz is None or s.temp_c is None:
+        return None
+    return Ruling("ok", f"{cool(s, now, th).summary}; {c.sentence()}")
+
+
 def no_temperature(s: G4Signals, now: G4Now, th) -> Ruling | None:
     """No temperature reported: ok, said so."""
     return Ruling("ok", "No throttle signature (temperature not reported)") if s.temp_c is None else None
@@ -227,11 +246,13 @@ RULES = (
     throttle_after_reboot,
     throttle,
     after_reboot,
+    clock_cap_lost,
     power_delivery,
     hung_engine,
     prochot_cool,
     power_limit_slowdown,
     power_limit,
+    clock_capped,
     no_temperature,
     cool,
 )

@@ -81,9 +81,12 @@ def capped_sharing(s: G6Signals, now: G6Now, th) -> Ruling | None:
     return None
 
 
+_ALONE = Ruling("ok", "No contention: at most one heavy GPU workload")
+
+
 def alone(s: G6Signals, now: G6Now, th) -> Ruling:
     """At most one heavy workload: ok."""
-    return Ruling("ok", "No contention: at most one heavy GPU workload")
+    return _ALONE
 
 
 RULES = (evicted, fault_storm, uncapped_sharing, capped_sharing, alone)

@@ -21,10 +21,10 @@ class Ruling(NamedTuple):
     anomaly: str | None = None  # a non-thermal G4 anomaly ("power_delivery" ...), never a throttle
 
 
-def judge(rules: tuple[Callable[..., Ruling | None], ...], *args: Any) -> Ruling:
+def judge(rules: tuple[Callable[..., Ruling | None], ...], s: Any, now: Any, th: Any) -> Ruling:
     """The first rule's ruling that does not pass (None): RULES are in priority order, the last never passes."""
     for rule in rules:
-        r = rule(*args)
+        r = rule(s, now, th)
         if r is not None:
             return r
     raise AssertionError(f"no rule ruled (the last of {rules!r} must)")

@@ -125,10 +125,15 @@ class DriverEventsSource:
             for feed in DRIVER_FEEDS
         }
 
-    def _push(self, ev: DriverEvent) -> None:
+    def _push(self, ev: DriverEvent, live: bool = True) -> None:
+        """Queue an event; a live one through the storm folder (a previous boot's batch is folded already and
+        must not fold the first live fault of the same GPU into itself)."""
         with self._lock:
             if ev.gpu is None and ev.pci is not None:
                 ev = dataclasses.replace(ev, gpu=self._gpu_of(ev.pci))
+            if not live:
+                self._append(ev)
+                return
             first = self._folder.add(ev, time.monotonic())
             if first is not None:
                 self._append(first)
@@ -246,7 +251,7 @@ class DriverEventsSource:
         problem = journal_problem(cp.returncode, cp.stderr or "", bool(events))
         end = self._previous_boot_end(lines) if events else None
         for ev in events:
-            self._push(dataclasses.replace(ev, boot_end_ts=end) if end is not None else ev)
+            self._push(dataclasses.replace(ev, boot_end_ts=end) if end is not None else ev, live=False)
         with self._lock:
             for key, recs in got.records.items():
                 # A kill in the previous boot names no process of this one (the reboot event speaks for it).

@@ -359,3 +359,21 @@ def test_the_gpu_index_is_read_at_start_so_a_gpu_gone_from_sys_still_has_it(tmp_
         assert ev.gpu == 0
     finally:
         src.close()
+
+
+def test_malformed_lines_in_the_previous_boot_are_counted_and_the_live_feed_still_starts():
+    bad = [
+        json.dumps({"__REALTIME_TIMESTAMP": "9" * 400, **KERNEL, "MESSAGE": XID_79}),
+        '{"__REALTIME_TIMESTAMP": "1", "MESSAGE": "NVRM", "x": ' + "[" * 50_000 + "]" * 50_000 + "}",
+        "NVRM " + "x" * 70_000,
+    ]
+    run = _runner("\n".join(bad + _lines("previous-boot-xid79.jsonl")))
+    src = DriverEventsSource(None, runner=run, nvml_events=False, follow_argv=_follower([XID_79]))
+    try:
+        first = src.collect({})["driver_events"]
+        assert [e.xid for e in first][-1] == 79 and src.feed_status()["previous-boot"]["lines_rejected"] == 3
+        # The previous boot's Xid 79 on the same GPU does not fold the first live one into itself.
+        live = _until(lambda: src.collect({})["driver_events"])
+        assert live[0].xid == 79 and live[0].boot_end_ts is None
+    finally:
+        src.close()

@@ -70,6 +70,13 @@ BAD = [
     (("host",), 7, "host"),
     (("driver_events",), [{"ts": 1.0, "gpu": 0, "xid": 79, "source": "dmesg", "text": "x"}], "source"),
     (("driver_events",), [{"ts": 1.0, "gpu": "0", "xid": None, "source": "nvml", "text": "x"}], "gpu"),
+    (("driver_events",), [{"ts": 1.0, "xid": 79, "source": "journal", "text": "x", "count": 0}], "count"),
+    (("driver_events",), [{"ts": 1.0, "xid": 79, "source": "journal", "text": "x", "pci": 1}], "pci"),
+    (
+        ("driver_events",),
+        [{"ts": 1.0, "xid": 79, "source": "journal", "text": "x", "boot_end_ts": "x"}],
+        "boot_end_ts",
+    ),
     (("board",), [1], "board"),
     (("board",), {"power_w": {"dc_input": "135"}}, "board.power_w.dc_input"),
     (("board",), {"temps_c": {"tj_max": math.inf}}, "board.temps_c.tj_max"),

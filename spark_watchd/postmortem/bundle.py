@@ -34,7 +34,9 @@ def is_critical(e: Event) -> bool:
     if e.kind not in CRITICAL_KINDS or e.details.get("previous_boot"):
         return False
     if e.kind == "workload_exit":
-        return bool(e.gotcha) and not e.details.get("follows")  # a kill, not a plain exit
+        # A kill by oomd, earlyoom or the driver; the kernel's kills have their own oom_kill event.
+        cause = str(e.details.get("cause", ""))
+        return bool(e.gotcha) and not e.details.get("follows") and not cause.startswith("oom_kill")
     if e.kind == "reboot":
         return bool(e.after_throttle) or bool(
             e.details.get("driver_cause")

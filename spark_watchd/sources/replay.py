@@ -102,6 +102,7 @@ class ReplayFeed:
             # Shifted with the sample: a fault's place before or after the boot must not change.
             driver_events=tuple(_shift_driver(e, offset) for e in sample.driver_events),
             serving=tuple(shift_serving(r, offset) for r in sample.serving),
+            oom_kills=tuple(dataclasses.replace(k, ts=k.ts + offset) for k in sample.oom_kills),
         )
 
 

@@ -98,3 +98,14 @@ def test_the_report_of_thirty_minutes_at_two_second_sampling_stays_under_one_meg
     events = [{"kind": "oom_kill", "ts": samples[-1].ts, "summary": "The kernel OOM killer killed x"}]
     html = render_report(samples, tl, events, [], events[0])
     assert len(html.encode()) < 1_000_000
+
+
+def test_a_replay_served_as_if_it_ended_now_keeps_each_kill_report_with_its_sample():
+    import dataclasses
+
+    from spark_watchd.sources.replay import ReplayFeed
+
+    (kill,) = [s for s in scenario("vllm_creep_oom_30s") if s.oom_kills]
+    moved = ReplayFeed._shift(kill, 3600.0, 0.0)
+    assert moved.oom_kills[0].ts - kill.oom_kills[0].ts == 3600.0
+    assert dataclasses.replace(moved.oom_kills[0], ts=kill.oom_kills[0].ts) == kill.oom_kills[0]

@@ -272,7 +272,8 @@ def render(doc: dict[str, Any], colour: bool, cols: int | None = None) -> str:
         shift = float((doc.get("replay") or {}).get("shift_s") or 0.0)
         for e in events:
             when = term.stamp(float(e.get("ts", 0)), shift)
-            text = f"{when} {e.get('kind', '?')} {e.get('gotcha', '')}: {e.get('summary', '')}"
+            tag = f" {e['gotcha']}" if e.get("gotcha") else ""  # a workload exit belongs to no gotcha
+            text = f"{when} {e.get('kind', '?')}{tag}: {e.get('summary', '')}"
             out += term.wrap(text, "    ", first="  ", cols=cols)
     overall = worst(doc)
     out.append("")

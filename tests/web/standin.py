@@ -15,7 +15,7 @@ from spark_watchd.sample.findings import Diagnosis, Event, Finding
 from spark_watchd.sample.groups import group_workloads
 from spark_watchd.sample.model import Sample
 from spark_watchd.snapshot import Snapshot, SourceStatus
-from spark_watchd.web import page
+from spark_watchd.web import fleet, page
 from spark_watchd.web.charts import History
 from spark_watchd.web.http import Request, Response, Route
 from spark_watchd.web.page import _json
@@ -43,7 +43,7 @@ class FakeDaemon:
         """The page's routes over this stand-in and a chart store subscribed to it, as the app wires them."""
         self.history = History(self.settings.web)
         self.subscribe(self.history)
-        return page.routes(self, self.history, self.settings.web)
+        return page.routes(self, self.history, self.settings.web) + fleet.routes(None)  # no [fleet] peers
 
     def publish(self, snap: Snapshot) -> None:
         self._snap = snap

@@ -177,3 +177,25 @@ def test_a_peer_that_is_down_is_shown_down_beside_this_spark():
     assert view["summary"] == "peer spark-b down: no comparison" and view["straggler"] is None
     assert [p["up"] for p in w.history_json()["spark-b"]] == [False, False]
     assert w.history_json()["spark-a"][-1]["tokens_per_second"] == 1500.0
+
+
+def test_a_slow_peer_because_of_the_link_is_told_from_a_hot_one():
+    """No straggler by heat, but the ConnectX-7 verdict of a member is a problem: the view says so."""
+    own = _own(g4="ok", temp=70, clock=2410, util=40)
+    own["extras"] = {
+        "link": {
+            "problem": "down",
+            "summary": "link down: rocep1s0f0/1 (enp1s0f0np0) was up this boot and is down now",
+        }
+    }
+    peer = {**_own(g4="ok", temp=71, clock=2405, util=38), "host": "spark-b"}
+    w = FleetWatch(FleetSettings(peers=["spark-b=127.0.0.1:9"], timeout_s=1), lambda: own)
+    w.clients[0].status = lambda: peer
+    view = w.poll_once()
+    assert view["straggler"] is None and view["link_problem"] is True
+    assert view["summary"] == (
+        "no straggler: the Sparks under load run alike; ConnectX-7 link problem on spark-a: "
+        "link down: rocep1s0f0/1 (enp1s0f0np0) was up this boot and is down now"
+    )
+    row = next(m for m in view["members"] if m["self"])
+    assert row["link"]["problem"] == "down"

@@ -111,14 +111,21 @@ class ProcessSource:
         gpu: Mapping[int, int | None] = partial.get("_gpu_processes") or {}
         seen: set[tuple[int, float]] = set()
         out: list[ProcessInfo] = []
+        cache = self._cache
         for proc in self._iter():
             try:
                 key = (proc.pid, proc.create_time())
                 seen.add(key)
                 resident = proc.pid in gpu
-                name, argv, kind, _ = self._identify(proc, key, resident)
-                if not resident and kind == "other":
-                    continue
+                hit = cache.get(key)
+                if hit is not None and not resident and hit[3] >= SETTLE_SCANS:
+                    if hit[2] == "other":  # the steady case, most of the machine: nothing to read
+                        continue
+                    name, argv, kind, _ = hit
+                else:
+                    name, argv, kind, _ = self._identify(proc, key, resident)
+                    if not resident and kind == "other":
+                        continue
                 # A pid reused since it was first seen: skip now, read afresh next scan.
                 if not proc.is_running():
                     getattr(self._iter, "forget", lambda pid: None)(proc.pid)

@@ -66,6 +66,9 @@ def _human(sample, memory, diagnosis, statuses, cols: int | None = None) -> str:
             f"Tj {_fmt(b.temps_c.get('tj_max'), 'C')} (headroom {_fmt(b.temps_c.get('tj_max_c'), 'C')}) "
             f"PROCHOT {prochot}"
         )
+    for p in sample.link.ports if sample.link is not None else ():  # the ConnectX-7 ports (link source)
+        rate = f" {p.rate_gbps:g} Gb/s" if p.up and p.rate_gbps else ""
+        lines.append(f"link {p.device}/{p.port} ({p.netdev or '?'}): {'up' if p.up else 'down'}{rate}")
     for name, st in statuses.items():
         if not st.up:
             lines.append(f"source {name} down: {_no_retry(st.error)}")

@@ -52,3 +52,18 @@ def test_once_with_a_bad_config_exits_78_naming_the_key(tmp_path):
     cfg.write_text("[daemon]\ninterval = 0\n")
     res = run_cli("once", "--config", str(cfg))
     assert res.returncode == 78 and "daemon.interval" in res.stderr
+
+
+def test_once_prints_each_connectx7_port_with_its_state_and_rate(tmp_path):
+    env = {
+        "SPARK_WATCHD_SOURCES__PROC_ROOT": str(VM_ROOT),
+        "SPARK_WATCHD_FAKE_NVML": "gb10",
+        "COLUMNS": "120",
+        "SPARK_WATCHD_SOURCES__SYS_ROOT": str(FIXTURES / "hosts" / "gb10-cx7" / "sys"),
+    }
+    res = run_cli("once", env=env)
+    assert res.returncode == 0, res.stderr
+    assert "link rocep1s0f0/1 (enp1s0f0np0): up 200 Gb/s" in res.stdout
+    assert "link rocep1s0f1/1 (enp1s0f1np1): down" in res.stdout
+    res = run_cli("once", env={**env, "SPARK_WATCHD_SOURCES__SYS_ROOT": str(tmp_path)})
+    assert res.returncode == 0 and "link " not in res.stdout

@@ -7,6 +7,9 @@ inside another kernel message (a tmpfs mount option echoed in "tmpfs: Unknown pa
 matches. Whether the message came from the kernel at all is the journal reader's check
 (sources/driverlog.py); these functions only read the text.
 
+A process report the kernel starts with the process's name (`<comm>[<pid>]: segfault ...`) is never the
+driver's, whatever that name is; "fallen off the bus" counts only in the driver's own wordings below.
+
 Recognised (each with its PCI address when the line names one, normalised to `dddd:bb:dd.f`):
 - `NVRM: Xid (PCI:0000:01:00): 79, ...`, also `Xid (0000:03:00): 14` and `Xid (PCI:0000:b3:00.0): 79`;
 - every wording of a GPU lost off the bus, as Xid 79 (as gpud and NVSentinel treat them):
@@ -31,6 +34,13 @@ _AER_FATAL = re.compile(
     rf"[\w.-]+ (?P<pci>{_PCI}): (?:AER: [^\n]*Uncorrect\w* \(Fatal\)|PCIe Bus Error: severity=Uncorrect\w* \(Fatal\))"
 )
 FALLEN = "fallen off the bus"
+# The probe-time report's own lines that say it (the GPU named on the report's first line, `_PROBE`).
+_FALLEN_LINE = re.compile(
+    r"NVRM: (?:\(PCI ID: [^)]*\) )?(?:installed in this system has )?fallen off the bus"
+)
+# A process report ("<comm>[<pid>]: segfault ...", "... unhandled exception ...") starts with the process's
+# name, which any user sets (prctl PR_SET_NAME, at most 15 characters): never the driver's line.
+_PROCESS_REPORT = re.compile(r"[^\n]{1,15}\[\d+\]: ")
 LOST_XID = 79
 # A probe-time report split over entries names its GPU on the first line: carried this long.
 _CARRY_S = 5.0
@@ -64,6 +74,8 @@ def parse_kernel_line(text: str, ctx: dict | None = None, ts: float | None = Non
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     if not lines:
         return None
+    if _PROCESS_REPORT.match(lines[0]):
+        return None
     if lines[0].startswith("NVRM: "):
         if not all(ln.startswith("NVRM: ") for ln in lines):
             return None  # driver text below another line of the message is not the driver's
@@ -83,7 +95,9 @@ def _nvrm(lines: list[str], ctx: dict | None, ts: float | None) -> KernelLine | 
     probe = next((m for ln in lines if (m := _PROBE.match(ln))), None)
     if probe is not None and ctx is not None:
         ctx["probe_pci"] = (normalize_pci(probe.group("pci")), ts)
-    if any(FALLEN in ln for ln in lines):
+    if (probe is not None and any(FALLEN in ln for ln in lines)) or any(
+        _FALLEN_LINE.match(ln) for ln in lines
+    ):
         pci = normalize_pci(probe.group("pci")) if probe is not None else _carried(ctx, ts)
         return KernelLine("xid", LOST_XID, pci)
     if any(_NO_MEMORY.match(ln) for ln in lines):

@@ -165,6 +165,13 @@ FORGED = [
     # A message whose own first line is not the driver's, with driver text on the next line.
     "tmpfs: Unknown parameter 'a\nNVRM: Xid (PCI:0000:01:00): 79, pid=1, GPU has fallen off the bus.'",
     "EXT4-fs (loop0): mounted; NVRM: GPU 0000:01:00.0: GPU has fallen off the bus.",
+    # A process report the kernel starts with the process's name (any user sets it: prctl PR_SET_NAME, 15
+    # characters), here a process named "NVRM: x" whose binary is named after the driver's words.
+    "NVRM: x[4242]: unhandled exception: DABT (lower EL), ESR 0x92000006, in fallen off the bus[aaaa+1000]",
+    "NVRM: x[4242]: segfault at 0 ip 0 sp 0 error 4 in [NV_ERR_NO_MEMORY] (0x51)[55d0+1000]",
+    "NVRM: Xid (PCI:[4242]: unhandled exception: in 0000:01:00): 79, GPU has fallen off the bus.",
+    # "fallen off the bus" only in the driver's own wordings, not anywhere in an NVRM line.
+    "NVRM: loading module: fallen off the bus",
 ]
 
 

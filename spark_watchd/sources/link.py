@@ -78,13 +78,18 @@ def read_ports(sys_root: str) -> list[dict[str, Any]] | None:
             if not p.isdigit() or len(out) >= MAX_PORTS:
                 continue
             pd = os.path.join(base, dev, "ports", p)
-            counters = _counters(os.path.join(pd, "counters"), IB_COUNTERS)
-            counters.update(_counters(os.path.join(pd, "hw_counters"), HW_COUNTERS))
+            state = parse_state(_read(os.path.join(pd, "state")))
+            counters: dict[str, int] = {}
+            if (
+                state == "ACTIVE"
+            ):  # a port that is not up moves no counter: half the reads on a one-cable Spark
+                counters = _counters(os.path.join(pd, "counters"), IB_COUNTERS)
+                counters.update(_counters(os.path.join(pd, "hw_counters"), HW_COUNTERS))
             port: dict[str, Any] = {
                 "device": dev,
                 "port": int(p),
                 "netdev": nets[0] if nets else None,
-                "state": parse_state(_read(os.path.join(pd, "state"))),
+                "state": state,
                 "phys_state": parse_state(_read(os.path.join(pd, "phys_state"))),
                 "rate_gbps": parse_rate(_read(os.path.join(pd, "rate"))),
                 "link_layer": _read(os.path.join(pd, "link_layer")),

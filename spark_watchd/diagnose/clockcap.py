@@ -25,10 +25,8 @@ from spark_watchd.sample.model import Sample
 WINDOW_S = 1800.0  # loaded, cool, clean clocks kept to find a ceiling
 MIN_SAMPLES = 10  # and at least this many of them ...
 MIN_SPAN_S = 600.0  # ... over at least ten minutes
-# Healthy GB10 clocks wander 2300-2480 MHz under load; a cap holds them within a few tens of MHz.
-BAND_MHZ = 80
+# The band a cap holds the clock in and the margin over it are [thresholds] clock_cap_band_mhz / _above_mhz.
 BELOW_APP_MHZ = 150  # a ceiling this far under the applications clock (2418 on GB10) is no boost wobble
-ABOVE_MHZ = 50  # a loaded clock this far over the cap runs uncapped
 LOST_SAMPLES = 3  # loaded samples above the cap before the cap counts as lost
 COST_MIN = 5  # samples on each side before a cost is quoted
 
@@ -173,7 +171,7 @@ class ClockCapWatch:
         expected = self.expected()
         ceiling = self.cap or expected
         if loaded and expected is not None:
-            if clk > expected + ABOVE_MHZ:
+            if clk > expected + th.clock_cap_above_mhz:
                 self._above += 1
                 if self._above >= LOST_SAMPLES and not self.lost:
                     self.lost = True
@@ -182,7 +180,7 @@ class ClockCapWatch:
                 self._above = 0
                 self.lost = False
         if loaded and not hot and ceiling is not None:
-            side = "capped" if clk <= ceiling + ABOVE_MHZ else "uncapped"
+            side = "capped" if clk <= ceiling + th.clock_cap_above_mhz else "uncapped"
             self._sides[side].add(temp, *_tps(sample))
         self.status = CapStatus(self.cap, expected, self.lost, self._lost_clock, self._cost())
         return self.status
@@ -194,11 +192,16 @@ class ClockCapWatch:
         clocks = [c for _, c in clean]
         top = max(clocks)
         app = app_clock or 2418
-        if top - min(clocks) <= BAND_MHZ and top <= app - BELOW_APP_MHZ:
+        band = self.th.clock_cap_band_mhz
+        if top - min(clocks) <= band and top <= app - BELOW_APP_MHZ:
             mid = median(clocks)
             e = self.th.expected_clock_cap_mhz
-            self.cap = int(e) if e and abs(mid - e) <= BAND_MHZ else int(round(mid / 25.0) * 25)
-        elif top > app - BELOW_APP_MHZ and self.cap is not None and top > self.cap + ABOVE_MHZ:
+            self.cap = int(e) if e and abs(mid - e) <= band else int(round(mid / 25.0) * 25)
+        elif (
+            top > app - BELOW_APP_MHZ
+            and self.cap is not None
+            and top > self.cap + self.th.clock_cap_above_mhz
+        ):
             self.cap = None  # the clocks run free again
 
     def _cost(self) -> dict[str, Any] | None:

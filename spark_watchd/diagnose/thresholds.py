@@ -328,6 +328,17 @@ class Thresholds(ServingThresholds):
         description="The SM clock cap the owner keeps (nvidia-smi -lgc 0,CAP), MHz; unset: the previous "
         "boot's cap, 0: none.",
     )
+    # Healthy GB10 clocks wander 2300-2480 MHz under load; a locked clock stays within a few tens of MHz.
+    clock_cap_band_mhz: int = Field(
+        80,
+        ge=10,
+        le=500,
+        description="Loaded clocks within this of each other for 10 min are held by a cap, MHz.",
+    )
+    # Over the cap by more than sample jitter (+-30 MHz on GB10 traces) for 3 loaded samples: the cap is gone.
+    clock_cap_above_mhz: int = Field(
+        50, ge=10, le=1000, description="A loaded clock this far over the expected cap runs uncapped, MHz."
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from spark_watchd.sample.text import printable
+
 STATUSES = ("PASS", "FAIL", "WARN", "SKIP", "INFO")
 LINE_RE = re.compile(r"^G\d+ (PASS|FAIL|WARN|SKIP|INFO): \S.*$")
 VERDICTS = ("ready", "ready-with-warnings", "blocked")
@@ -33,8 +35,9 @@ class Check:
 
     @property
     def text(self) -> str:
-        """The message folded onto one line (the format is one check per line)."""
-        return " ".join(str(self.message).split()) or "(no detail)"
+        """The message folded onto one line (the format is one check per line), every control character
+        shown as an escape: probe errors and argv come from other programs and users."""
+        return printable(" ".join(str(self.message).split())) or "(no detail)"
 
     def line(self) -> str:
         """The fixed-format line."""

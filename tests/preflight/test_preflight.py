@@ -22,3 +22,9 @@ def test_verdict_and_report_grouping():
     assert verdict([Check("G1", "SKIP", "x"), Check("G3", "INFO", "y")]) == "ready"
     with pytest.raises(ValueError):
         Check("G1", "OK", "x")
+
+
+def test_a_line_never_carries_a_terminal_escape_from_the_probe_or_argv():
+    # A probe error or another user's argv with a clear-screen CSI and a title OSC (issue 20 §2).
+    c = Check("G1", "SKIP", "torch not installed (\x1b[2J\x1b]0;owned\x07 boom)")
+    assert c.line() == "G1 SKIP: torch not installed (\\x1b[2J\\x1b]0;owned\\x07 boom)"

@@ -6,8 +6,8 @@
   const GIB = 1024 * 1024 * 1024;
   const MAX_RECORDS = 50000;
   const TITLES = { G3: "Unified-memory pressure", G4: "Thermal throttling", G6: "Workload contention" };
-  const EVENT_CLASS = { eviction: "bad", oom_kill: "bad", reboot: "bad", throttle_start: "warn", throttle_end: "good", xid: "warn", driver_oom: "bad", pcie_fatal: "bad" };
-  const EVENT_LABEL = { eviction: "eviction", oom_kill: "OOM kill", reboot: "reboot", throttle_start: "throttle start", throttle_end: "throttle end", xid: "Xid", driver_oom: "driver out of memory", pcie_fatal: "PCIe fatal error" };
+  const EVENT_CLASS = { eviction: "bad", oom_kill: "bad", reboot: "bad", throttle_start: "warn", throttle_end: "good", xid: "warn", driver_oom: "bad", pcie_fatal: "bad", workload_exit: "warn" };
+  const EVENT_LABEL = { eviction: "eviction", oom_kill: "OOM kill", reboot: "reboot", throttle_start: "throttle start", throttle_end: "throttle end", xid: "Xid", driver_oom: "driver out of memory", pcie_fatal: "PCIe fatal error", workload_exit: "workload gone" };
 
   const state = { records: [], generation: null, lastTs: null, status: null, workloads: null, hours: parseFloat(body.dataset.pageHours) || 12 };
   try { const h = parseFloat(localStorage.getItem("sparkwatchd.hours")); if (h > 0) state.hours = h; } catch (e) { /* storage off */ }
@@ -497,6 +497,8 @@
       // Driver faults: the Xid code in the label, fatal ones (reset / power cycle needed) marked bad.
       if (e.kind === "xid") { label = "Xid " + d.xid + (d.fatal ? " (fatal)" : ""); if (d.fatal) cls = "bad"; }
       if (d.previous_boot) label += " (previous boot)";
+      // Who killed it (diagnose/exits.py): a killer's cause is bad, a plain exit is only news.
+      if (e.kind === "workload_exit") { label = d.cause === "exit" ? "workload exited" : "workload killed"; if (d.cause !== "exit") cls = "bad"; }
       li.appendChild(h("span", "kind " + cls, (e.gotcha ? e.gotcha + " " : "") + label));
       li.appendChild(h("span", "what", e.summary || ""));
       ol.appendChild(li);

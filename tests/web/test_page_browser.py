@@ -14,7 +14,6 @@ import json
 import re
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -327,7 +326,7 @@ def test_a_fast_replay_is_dated_by_its_recording_and_shown_as_ending_now(browser
         assert log.errors == []
 
 
-def test_charts_keep_units_and_colours_apart_and_cards_do_not_squash(browser, daemons):
+def test_charts_keep_units_and_colours_apart_and_cards_do_not_squash(browser, daemons, tmp_path):
     origin = daemons["eviction"]
     with open_page(browser, origin, width=820) as (page, log):
         page.wait_for_selector('#chart-temp path[data-series="Slowdown threshold"]', state="attached")
@@ -356,7 +355,7 @@ def test_charts_keep_units_and_colours_apart_and_cards_do_not_squash(browser, da
         widths = page.locator(".finding").evaluate_all("cs => cs.map(c => c.getBoundingClientRect().width)")
         assert len(widths) == 3 and min(widths) >= 340, widths
         assert page.evaluate("document.documentElement.scrollWidth") <= 820
-        page.screenshot(path=str(Path(tempfile.gettempdir()) / "sw-page-820.png"), full_page=True)
+        page.screenshot(path=str(tmp_path / "page-820.png"), full_page=True)
         assert log.errors == []
 
 

@@ -9,7 +9,6 @@ drawn over another or its text spilling out, every empty-chart message inside it
 from __future__ import annotations
 
 import struct
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,6 @@ from tests.web.test_page_browser import CUTS, LIVE_SAMPLES, _get, _start
 
 pytestmark = pytest.mark.e2e
 WIDTHS = (1400, 820, 390)
-SHOTS = Path(tempfile.gettempdir()) / "sw-page-shots"
 
 
 @pytest.fixture(scope="module")
@@ -89,9 +87,14 @@ def _check_tables(page, width: int) -> None:
                 assert _overlap(a, b) < 2, f"at {width} px '{a['text']}' is drawn over '{b['text']}'"
 
 
-def _shoot(page, name: str, width: int) -> Path:
-    SHOTS.mkdir(exist_ok=True)
-    path = SHOTS / f"{name}-{width}.png"
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    """Where the screenshots go (per run and per user: never a shared fixed path)."""
+    return tmp_path_factory.mktemp("page-shots")
+
+
+def _shoot(page, shots: Path, name: str, width: int) -> Path:
+    path = shots / f"{name}-{width}.png"
     page.screenshot(path=str(path), full_page=True)
     w, h = _png_size(path)
     assert w == width, f"the {width} px page is {w} px wide in its screenshot"  # nothing pushed it wider
@@ -100,7 +103,7 @@ def _shoot(page, name: str, width: int) -> Path:
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_eviction_replay_fits_every_width(browser, origins, width):
+def test_eviction_replay_fits_every_width(browser, origins, shots, width):
     with open_page(browser, origins["eviction"], width=width, height=900) as (page, log):
         page.wait_for_selector('#workloads tr[data-kind="vllm"]')
         page.wait_for_selector('.finding[data-gotcha="G6"][data-severity="critical"]')
@@ -114,12 +117,12 @@ def test_eviction_replay_fits_every_width(browser, origins, width):
         for card in page.locator(".finding").all():
             box = card.bounding_box()
             assert box["x"] >= 0 and box["x"] + box["width"] <= width + 1
-        _shoot(page, "eviction", width)
+        _shoot(page, shots, "eviction", width)
         assert log.errors == []
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_live_page_without_a_gpu_keeps_every_chart_message_inside_its_chart(browser, origins, width):
+def test_live_page_without_a_gpu_keeps_every_chart_message_inside_its_chart(browser, origins, shots, width):
     with open_page(browser, origins["live"], width=width, height=900) as (page, log):
         page.wait_for_selector("#chart-power .nodata")
         page.wait_for_timeout(300)
@@ -136,5 +139,5 @@ def test_live_page_without_a_gpu_keeps_every_chart_message_inside_its_chart(brow
         for m in msgs:
             assert m["inside"], f"at {width} px the {m['chart']} message is cut off: {m['text']}"
         _check_tables(page, width)
-        _shoot(page, "live", width)
+        _shoot(page, shots, "live", width)
         assert log.errors == []

@@ -55,7 +55,11 @@ def main(argv):
         for _ in range(3):
             t0, c0 = time.perf_counter(), time.process_time()
             for p in paths:
-                replay_cmd.main(argparse.Namespace(trace=str(p), format="jsonl", skip_bad=False))
+                replay_cmd.main(
+                    argparse.Namespace(
+                        trace=str(p), format="jsonl", skip_bad=False, state_dir=None, config=None
+                    )
+                )
             dt, dc = time.perf_counter() - t0, time.process_time() - c0
             best_cmd = dt if best_cmd is None or dt < best_cmd else best_cmd
             best_cmd_cpu = dc if best_cmd_cpu is None or dc < best_cmd_cpu else best_cmd_cpu

@@ -101,7 +101,7 @@ class Diagnoser:
             for t in self.trackers:
                 t.time_jump(sample.ts)
         events.extend(self.driver.update(sample) if sample.driver_events else ())
-        findings, workloads = {}, ()
+        findings, workloads = dict.fromkeys(GOTCHAS), ()  # the keys in GOTCHAS order, filled below
         for t in self.trackers:
             v = t.observe(sample, f)
             findings[t.gotcha] = v.finding
@@ -115,7 +115,7 @@ class Diagnoser:
         findings["G3"] = self.driver.g3(findings["G3"], sample.ts)
         findings["G4"] = self.driver.g4(findings["G4"], sample.ts)
         self._prev = f
-        return Diagnosis(sample.ts, {g: findings[g] for g in GOTCHAS}, tuple(events), workloads)
+        return Diagnosis(sample.ts, findings, tuple(events), workloads)
 
     @property
     def cap(self):

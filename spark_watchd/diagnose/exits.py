@@ -90,6 +90,8 @@ class ExitTracker:
         self.reports: deque[KillReport] = deque(maxlen=200)
         self.driver_oom_ts: float | None = None
         self.recent: dict[tuple, tuple[float, str]] = {}  # workload key -> (ts, cause) of its last kill
+        self._of_table: tuple | None = None  # the workload table _of was built from
+        self._of: dict[int, tuple[tuple, str, str]] = {}  # pid -> (wl key, kind, name) in that table
 
     def set_thresholds(self, th) -> None:
         """Judge with reloaded thresholds from the next sample on."""
@@ -111,15 +113,15 @@ class ExitTracker:
             self.reports.popleft()
         if any(event_kind(e) == "driver_oom" for e in sample.driver_events):
             self.driver_oom_ts = ts
-        of: dict[int, tuple[tuple, str, str]] = {}
-        for w in workloads:
-            for pid in w.members:
-                of[pid] = (w.key, w.kind, w.name)
+        if workloads is not self._of_table:  # the grouper hands back the same tuple while nothing moved
+            self._of_table = workloads
+            self._of = {pid: (w.key, w.kind, w.name) for w in workloads for pid in w.members}
+        of = self._of
         cur = {}
         for p in sample.processes:
-            if p.pid in of:
-                wk, kind, name = of[p.pid]
-                cur[p.key] = (p, wk, kind, name)
+            hit = of.get(p.pid)
+            if hit is not None:
+                cur[p.key] = (p, *hit)
         groups: dict[tuple, _Gone] = {}
         for key, (p, wk, kind, name) in self.table.items():
             if key not in cur:

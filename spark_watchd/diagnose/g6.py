@@ -82,6 +82,8 @@ class G6Tracker(Unpersisted):
         self.th = th
         self.grouper = Grouper(th.capped_utilization_max)
         self.workloads: tuple[Workload, ...] = ()  # the latest sample's workload table
+        self._members_of: tuple[Workload, ...] | None = None  # the table _member was built from
+        self._member: dict[int, Workload] = {}  # pid -> its workload in that table
         self.heavy_keys: set[tuple] = set()  # workloads counted heavy (hysteresis on the footprint)
         self.rss: dict[tuple, deque[_Level]] = {}  # (pid, create_time) -> its levels over the window
         self.fired: dict[tuple, float] = {}
@@ -170,15 +172,14 @@ class G6Tracker(Unpersisted):
         if self.grouper.capped_max != th.capped_utilization_max:
             self.grouper = Grouper(th.capped_utilization_max)
         wls = self.workloads = self.grouper.group(procs)
-        kind_of = {}
-        launcher_of = {}
-        for w in wls:
-            for pid in w.members:
-                kind_of[pid] = w.kind
-                launcher_of[pid] = w.pid
+        if wls is not self._members_of:  # the grouper hands back the same tuple while nothing moved
+            self._members_of = wls
+            self._member = {pid: w for w in wls for pid in w.members}
+        member = self._member
         self.serving.observe(sample.serving, ts, False)
         unloaded = {self.serving.last[server].pid for server, _m in self.serving.unloads}
         if unloaded:  # Ollama's expires_at passed: its keep-alive gave the memory up, nothing took it
+            launcher_of = {pid: w.pid for pid, w in member.items()}
             for p in procs:
                 if launcher_of.get(p.pid) in unloaded:
                     key = (p.pid, p.create_time)
@@ -218,7 +219,8 @@ class G6Tracker(Unpersisted):
                 if r is not None:
                     refs[key] = r
             if pressure and r is not None and not r.fired:
-                ev = self._eviction(p, key, hist, r, gpu, ts, f, kind_of.get(p.pid, "other"))
+                w = member.get(p.pid)
+                ev = self._eviction(p, key, hist, r, gpu, ts, f, w.kind if w is not None else "other")
                 if ev is not None:
                     events.append(ev)
         if len(hists) > len(procs):  # some process is gone: forget it (bounded memory)

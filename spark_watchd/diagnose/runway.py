@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from spark_watchd.sample.findings import Finding
@@ -43,10 +44,10 @@ def trend(points: Sequence[tuple[float, float]]) -> float | None:
     n = len(points)
     if n < 4:
         return None
-    pts = points if isinstance(points, list) else list(points)
-    slopes = sorted(
-        [(v1 - v0) / (t1 - t0) for (t0, v0), (t1, v1) in zip(pts, pts[n // 2 :], strict=False) if t1 > t0]
-    )
+    # islice walks a deque (the trackers' windows) in place: no copy of the window per call.
+    later = points[n // 2 :] if isinstance(points, list) else islice(points, n // 2, None)
+    slopes = [(v1 - v0) / (t1 - t0) for (t0, v0), (t1, v1) in zip(points, later, strict=False) if t1 > t0]
+    slopes.sort()
     m = len(slopes)
     if not m:
         return None
@@ -283,15 +284,27 @@ class FootprintDrift:
 def with_growth(finding: Finding, growth: tuple[Growth, ...], th) -> Finding:
     """G3 with each workload's drift in its evidence, and the top grower named after a short runway."""
     ev = finding.evidence
-    if not growth and "runway_known" not in ev:
-        return finding
+    if not growth:
+        if "runway_known" not in ev or not ev.get("workload_growth"):
+            return finding  # the runway's own (empty) growth list is already what this would write
+        evidence = dict(ev)
+        evidence["workload_growth"] = []
+        return Finding(
+            finding.gotcha, finding.severity, finding.summary, evidence, finding.advice, finding.anomaly,
+            finding.state,
+        )  # fmt: skip
     evidence = dict(ev)
     evidence["workload_growth"] = [g.to_dict() for g in growth]
     summary = finding.summary
     secs = ev.get("runway_s")
-    top = max(growth, key=lambda g: g.grew_bytes, default=None)
-    if secs is not None and secs <= th.runway_leave_s and top is not None and top.grew_bytes >= GIB:
-        summary = f"{summary}; {top.name} grew {top.grew_bytes / GIB:.0f} GiB in that time"
+    if secs is not None and secs <= th.runway_leave_s:
+        top = max(growth, key=_grew)
+        if top.grew_bytes >= GIB:
+            summary = f"{summary}; {top.name} grew {top.grew_bytes / GIB:.0f} GiB in that time"
     return Finding(
         finding.gotcha, finding.severity, summary, evidence, finding.advice, finding.anomaly, finding.state
     )
+
+
+def _grew(g: Growth) -> int:
+    return g.grew_bytes

@@ -189,7 +189,8 @@ class StormFolder:
 
     def __init__(self, window_s: float = FOLD_S):
         self.window_s = window_s
-        self._open: dict[tuple, tuple[float, DriverEvent | None, int]] = {}  # key -> (start, last, n)
+        # key -> (start, last, n, folded: a line was folded in this window, absorbed or not: log it once)
+        self._open: dict[tuple, tuple[float, DriverEvent | None, int, bool]] = {}
         self._pending: list[DriverEvent] = []  # summaries of windows a new line closed
         self.folding_started = False
 
@@ -200,25 +201,25 @@ class StormFolder:
         got = self._open.get(key)
         self.folding_started = False
         if got is not None and 0 <= at - got[0] <= self.window_s:
-            self.folding_started = got[2] == 0  # the first line folded: a storm begins (log it once)
-            self._open[key] = (got[0], ev, got[2] + ev.count)
+            self.folding_started = not got[3]  # the first line folded: a storm begins (log it once)
+            self._open[key] = (got[0], ev, got[2] + ev.count, True)
             return None
         if got is not None and got[1] is not None:
             self._pending.append(self._summary(got))
         if len(self._open) >= _FOLD_KEYS_MAX and key not in self._open:
             self._open.pop(next(iter(self._open)))
-        self._open[key] = (at, None, 0)
+        self._open[key] = (at, None, 0, False)
         return ev
 
     def absorb(self, ev: DriverEvent) -> None:
         """The lines just folded for ev's key went into an event not yet handed over: nothing left to flush."""
         key = fold_key(ev)
         if (got := self._open.get(key)) is not None:
-            self._open[key] = (got[0], None, 0)
+            self._open[key] = (got[0], None, 0, got[3])  # still folding: the storm was logged
 
     @staticmethod
-    def _summary(got: tuple[float, DriverEvent | None, int]) -> DriverEvent:
-        _, last, n = got
+    def _summary(got: tuple[float, DriverEvent | None, int, bool]) -> DriverEvent:
+        _, last, n, _ = got
         assert last is not None
         return replace(last, count=n)
 

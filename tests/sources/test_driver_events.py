@@ -8,6 +8,7 @@ import sys
 import time
 
 import pytest
+import structlog
 
 from spark_watchd.sample.driver import DriverEvent, event_kind
 from spark_watchd.sources.driver_events import DriverEventsSource
@@ -313,6 +314,21 @@ def test_a_live_storm_is_one_event_with_a_count():
         assert len(got) == 1 and got[0].xid == 13 and got[0].count == 500
     finally:
         src.close()
+
+
+def test_a_live_storm_is_logged_once():
+    # Issue 18 §1: a storm is one event with a count *and one log line*, also while its first event is queued.
+    lines = [XID_79.replace("79", "13", 1)] * 500
+    with structlog.testing.capture_logs() as logs:
+        src = DriverEventsSource(None, runner=_runner(), nvml_events=False, follow_argv=_follower(lines))
+        try:
+            src.collect({})
+            time.sleep(1.0)
+            assert _until(lambda: src.collect({})["driver_events"])[0].count == 500
+        finally:
+            src.close()
+    storms = [e for e in logs if e["event"].startswith("driver fault storm")]
+    assert len(storms) == 1, f"{len(storms)} storm log lines for one storm"
 
 
 def test_feed_status_names_every_feed_with_a_bounded_state():

@@ -173,6 +173,16 @@ class Grouper:
     def _workload(members: list[ProcessInfo], static: tuple) -> Workload:
         root = members[0]
         kind, caps, capped, flag, value = static
+        if len(members) == 1:  # most workloads are one process: its own figures, the sums below of one term
+            rss, gpu = root.rss_bytes, root.gpu_mem_bytes
+            return tuple.__new__(
+                Workload,
+                (
+                    root.pid, root.create_time, kind, root.name, tuple(root.cmdline), (root.pid,),
+                    0 + max(rss or 0, gpu or 0), None if gpu is None else 0 + gpu, 0 + (rss or 0),
+                    bool(root.gpu_resident), capped, flag, value, caps,
+                ),
+            )  # fmt: skip
         gpu_known = [m.gpu_mem_bytes for m in members if m.gpu_mem_bytes is not None]
         # tuple.__new__: the row without NamedTuple's Python-level __new__ (field order as declared).
         return tuple.__new__(

@@ -123,12 +123,19 @@ class Grouper:
         )
         if sig == self._sig:
             return self._last
-        kinds = {p.key: self._kind(p) for p in processes}
+        kinds = {}
+        known = self._kinds.get
+        keys = []
+        for p in processes:  # _kind's cache read inline: a call per process only for a new or changed one
+            key = (p.pid, p.create_time)
+            keys.append(key)
+            hit = known(key)
+            kinds[key] = self._kind(p) if hit is None or (p.gpu_resident and hit[0] == "other") else hit
         if len(self._kinds) > 4 * len(processes) + 64:  # forget processes long gone (bounded memory)
             self._kinds = {k: v for k, v in self._kinds.items() if k in kinds}
         # Who belongs with whom changes only when a process comes, goes, is renamed or reparented: the
         # grouping is reused while the layout stands, only the members' memory is summed afresh each sample.
-        layout = tuple((p.key, p.ppid, p.cmdline, kinds[p.key]) for p in processes)
+        layout = tuple((k, p.ppid, p.cmdline, kinds[k]) for k, p in zip(keys, processes, strict=True))
         if layout != self._layout:
             self._layout, self._plan = layout, self._plan_groups(processes, kinds)
         out = (self._workload([processes[i] for i in idx], static) for idx, static in self._plan)

@@ -6,8 +6,10 @@ Pure: the samples' processes, their `oom_kills` reports (kernel OOM killer, syst
 - a kernel OOM report for its pid: global pressure (`CONSTRAINT_NONE`) or its cgroup's own limit (memcg);
 - an earlyoom report for its pid, or a systemd-oomd kill of a cgroup in the same interval;
 - the driver out of memory (NV_ERR_NO_MEMORY) just before it went;
+- its cgroup v2 `memory.events` `oom_kill` rising as it went (a `memcg` report), once the grace is over;
 - the kernel's oom_kill counter rising with no readable report (the kill is known, the victim is not);
-- otherwise an exit: a normal exit or a signal from a user (the two look alike from outside the process).
+- otherwise an exit: a normal exit or a signal from a user (Linux tells a third party neither the exit
+  status nor who sent a signal, so the two are not told apart).
 One event per workload (a launcher and its children go together); a member that follows a killed sibling
 within the grace is named in the same words but counted once.
 """
@@ -62,6 +64,11 @@ def _words(cause: str, victim: ProcessInfo, report: KillReport | None, g: _Gone)
     tail = f"; {', '.join(f'{p.name} (pid {p.pid})' for p in others)} went with it" if others else ""
     if cause == "oom_kill_global":
         return f"The kernel OOM killer killed {who} under global memory pressure{tail}"
+    if cause == "oom_kill_memcg" and report.killer == "memcg":
+        return (
+            f"{who} went when the kernel OOM killer ran in its cgroup {report.cgroup} at its own memory "
+            f"limit, not global pressure (its memory.events oom_kill rose; no kernel report read){tail}"
+        )
     if cause == "oom_kill_memcg":
         where = report.oom_memcg or report.task_memcg or "its cgroup"
         return (
@@ -75,7 +82,10 @@ def _words(cause: str, victim: ProcessInfo, report: KillReport | None, g: _Gone)
         return f"earlyoom killed {who} to keep memory free{tail}"
     if cause == "driver":
         return f"{who} died right after the GPU driver ran out of memory (NV_ERR_NO_MEMORY){tail}"
-    return f"{who} exited (no OOM kill or driver fault seen: a normal exit or a signal){tail}"
+    return (
+        f"{who} exited (no kill report: a normal exit or a signal from a user, which Linux does not tell "
+        f"a third party){tail}"
+    )
 
 
 class ExitTracker:
@@ -142,11 +152,14 @@ class ExitTracker:
         self.pending = keep
         return events
 
-    def _match(self, g: _Gone) -> tuple[str, ProcessInfo, KillReport | None] | None:
+    def _match(self, g: _Gone, final: bool) -> tuple[str, ProcessInfo, KillReport | None] | None:
+        """`final`: the grace is over, so a cgroup's counter (no report) may settle it too."""
         pids = {p.pid: p for p in g.procs}
         for r in reversed(self.reports):
-            if r.pid in pids and r.killer in ("kernel", "earlyoom"):
+            if r.pid in pids and r.killer in ("kernel", "earlyoom", "memcg" if final else ""):
                 cause = "earlyoom" if r.killer == "earlyoom" else f"oom_kill_{r.scope or 'global'}"
+                if r.killer == "memcg" and any(x.killer == "kernel" and x.pid in pids for x in self.reports):
+                    continue  # the kernel's own report names it better
                 return cause, pids[r.pid], r
         for r in reversed(self.reports):
             if (
@@ -157,10 +170,12 @@ class ExitTracker:
         return None
 
     def _settle(self, g: _Gone, ts: float, grace: float) -> Event | None:
-        found = self._match(g)
+        found = self._match(g, False)
         if found is None:
             if ts - g.since < grace:
                 return None  # a report may still land
+            found = self._match(g, True)
+        if found is None:
             victim = _biggest(g)
             d = self.driver_oom_ts
             if d is not None and g.since - self.th.driver_oom_hold_s <= d <= g.since:

@@ -213,7 +213,7 @@ def compute(prev: Features | None, cur: Sample, th) -> Features:
         if maj is not None and b is not None and maj >= b:
             f.majfault_per_s = (maj - b) / dt
     if cur.oom_kills:
-        kernel = [k for k in cur.oom_kills if k.killer == "kernel"]
+        kernel = [k for k in cur.oom_kills if k.killer in ("kernel", "memcg")]
         f.oom_memcg = bool(kernel) and all(k.scope == "memcg" for k in kernel)
     if prev is not None and not f.reboot:
         b = prev.oom_kill

@@ -11,6 +11,8 @@ Three killers write a report an owner can trust:
 - earlyoom (its own unit's entries): `sending SIGTERM|SIGKILL to process PID uid UID "NAME": ..., VmRSS N MiB`.
 The journal's trusted fields (`_TRANSPORT`, `_SYSTEMD_UNIT`, `_COMM`, set by journald, not by the writer)
 decide which killer a line is from; a message any user can log (`logger "Out of memory: ..."`) is never one.
+A fourth, `memcg`, is no report but the kernel's own counter: a vanished workload's cgroup v2
+`memory.events` `oom_kill` rose since the previous reading (sources/memcg.py), a container at its own limit.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-KILLERS = ("kernel", "systemd-oomd", "earlyoom")
+KILLERS = ("kernel", "systemd-oomd", "earlyoom", "memcg")
 _INT_KEYS = ("pid", "anon_rss_kb", "file_rss_kb", "shmem_rss_kb")
 _STR_KEYS = ("name", "scope", "constraint", "oom_memcg", "task_memcg", "cgroup")
 
@@ -30,7 +32,7 @@ class KillReport:
     """One kill as its killer reported it; None where the report does not say."""
 
     ts: float
-    killer: str  # "kernel", "systemd-oomd", "earlyoom"
+    killer: str  # "kernel", "systemd-oomd", "earlyoom", "memcg" (memory.events oom_kill rose)
     pid: int | None = None
     name: str | None = None
     scope: str | None = None  # kernel: "global" (pool exhausted) or "memcg" (a cgroup's own limit)
@@ -208,3 +210,24 @@ def parse_killer_entry(entry: Mapping[str, Any]) -> KillReport | None:
     if m is None:
         return None
     return KillReport(ts, killer, int(m["pid"]), m["name"], anon_rss_kb=int(m["mib"]) * 1024, text=text[:500])
+
+
+# --- a cgroup v2 memory controller's own counter ----------------------------------------------------------
+def cgroup_v2_path(text: str) -> str | None:
+    """The unified-hierarchy path in /proc/PID/cgroup (`0::/system.slice/docker-ID.scope`), else None."""
+    for line in text.splitlines():
+        if line.startswith("0::"):
+            path = line[3:].strip()
+            return path if path.startswith("/") else None
+    return None
+
+
+def memory_events_oom_kill(text: str) -> int | None:
+    """`oom_kill N` of a cgroup v2 `memory.events` (flat-keyed: low, high, max, oom, oom_kill,
+    oom_group_kill; hierarchical), None when the key is absent or not a count."""
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "oom_kill":
+            value = value.strip()
+            return int(value) if value.isdigit() else None
+    return None

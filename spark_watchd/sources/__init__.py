@@ -14,6 +14,7 @@ from spark_watchd.sources.board import BoardSource
 from spark_watchd.sources.driver_events import DriverEventsSource
 from spark_watchd.sources.kernel import BootSource, MeminfoSource, PsiSource, VmstatSource
 from spark_watchd.sources.link import LinkSource
+from spark_watchd.sources.memcg import MemcgKillsSource
 from spark_watchd.sources.nvml import NvmlSource
 from spark_watchd.sources.oomkillers import OomKillersSource
 from spark_watchd.sources.processes import ProcessSource
@@ -97,6 +98,7 @@ def build_sources(
         )
         if s.kernel_log_follow and s.journalctl_path:  # after it: appends to the kernel's oom_kills
             core += (OomKillersSource(s.journalctl_path),)
+    core += (MemcgKillsSource(s.proc_root, s.sys_root),)  # after the processes and the kill reports
     serving = getattr(
         settings, "serving", None
     )  # the root Settings carry [serving]; a bare [sources] does not

@@ -136,3 +136,30 @@ def test_real_reports_flow_through_the_engine():
     oom, e = _run(steps)
     assert "leaker (pid 23793, 0.5 GiB resident) at its cgroup's own limit (/leaker)" in oom.summary
     assert e.details["cause"] == "oom_kill_memcg" and e.details["report"]["oom_memcg"] == "/leaker"
+
+
+def _memcg(pid, name, cg="/system.slice/docker-3f2a.scope"):
+    text = f"{cg}/memory.events oom_kill 2 -> 3"
+    return lambda ts: (KillReport(ts, "memcg", pid, name, "memcg", None, cg, cg, cg, text=text),)
+
+
+def test_a_cgroup_counter_without_a_kernel_report_is_a_memcg_kill_after_the_grace():
+    trainer = [proc(5200, TRAINER, 30.0, 20.0, create_time=800.0, ppid=1)]
+    steps = [(trainer, None, 0)] * 3 + [([], {"oom_kills": _memcg(5200, "python3")}, 1)]
+    steps += [([], None, 0)] * 2  # 30 s ticks: the 60 s grace for a kernel report passes
+    (e,) = [x for x in _run(steps) if x.kind == "workload_exit"]
+    assert e.details["cause"] == "oom_kill_memcg" and e.gotcha == "G3"
+    assert e.details["report"]["killer"] == "memcg"
+    assert "in its cgroup /system.slice/docker-3f2a.scope at its own memory limit, not global" in e.summary
+    assert "memory.events oom_kill rose; no kernel report read" in e.summary
+
+
+def test_the_kernels_report_landing_late_names_it_better_than_the_counter():
+    cg = "/system.slice/docker-3f2a.scope"
+    trainer = [proc(5200, TRAINER, 30.0, 20.0, create_time=800.0, ppid=1)]
+    late = {"oom_kills": _kernel(5200, "python3", "memcg", cg)}
+    steps = [(trainer, None, 0)] * 3 + [([], {"oom_kills": _memcg(5200, "python3")}, 1), ([], late, 0)]
+    steps += [([], None, 0)] * 2
+    (e,) = [x for x in _run(steps) if x.kind == "workload_exit"]
+    assert e.details["cause"] == "oom_kill_memcg" and e.details["report"]["killer"] == "kernel"
+    assert "61.2 GiB resident) at its own memory limit (/system.slice" in e.summary

@@ -148,3 +148,16 @@ def test_the_kernel_log_feed_reads_real_reports_and_ignores_the_same_text_from_u
     assert [(k.pid, k.scope) for k in kills] == [(23793, "memcg"), (16014, "global")]
     assert kills[0].oom_memcg == "/leaker" and kills[1].task_memcg.endswith("session-4.scope")
     assert got.records["driver_events"] == []
+
+
+def test_cgroup_v2_path_and_memory_events_as_the_kernel_writes_them():
+    # Formats of Documentation/admin-guide/cgroup-v2.rst: /proc/PID/cgroup's `0::PATH`; memory.events keys.
+    from spark_watchd.sample.kills import cgroup_v2_path, memory_events_oom_kill
+
+    assert cgroup_v2_path("0::/system.slice/docker-3f2a.scope\n") == "/system.slice/docker-3f2a.scope"
+    assert cgroup_v2_path("12:memory:/docker/3f2a\n1:name=systemd:/docker/3f2a\n") is None  # v1 only
+    assert cgroup_v2_path("1:name=systemd:/x\n0::/user.slice\n") == "/user.slice"
+    events = "low 0\nhigh 12\nmax 1284\noom 3\noom_kill 3\noom_group_kill 0\n"
+    assert memory_events_oom_kill(events) == 3
+    assert memory_events_oom_kill("low 0\nhigh 0\n") is None
+    assert memory_events_oom_kill("oom_kill x\n") is None

@@ -45,6 +45,7 @@ OTHER_ENV = frozenset(
         "SPARK_WATCHD_PASSWORD",
         "SPARK_WATCHD_TOKEN",
         "SPARK_WATCHD_REQUIRE_E2E",  # tests: refuse to skip end-to-end tests
+        "SPARK_WATCHD_REQUIRE_TORCH",  # tests: .ci/run's torch pass refuses to skip the Trainer test
         "SPARK_WATCHD_SHARED",
         "SPARK_WATCHD_UPDATE_GOLDEN",
     }

@@ -4,7 +4,7 @@ Pure: the samples' processes, their `oom_kills` reports (kernel OOM killer, syst
 `driver_events`, and the vmstat oom_kill delta. A process gone from the table is matched, within
 `exit_grace_s` (a journal line can land a tick after the process is gone), to:
 - a kernel OOM report for its pid: global pressure (`CONSTRAINT_NONE`) or its cgroup's own limit (memcg);
-- an earlyoom report for its pid, or a systemd-oomd kill of a cgroup in the same interval;
+- an earlyoom report for its pid, Ray's memory monitor's (its GCS log) for its pid, or a systemd-oomd kill of a cgroup in the same interval;
 - the driver out of memory (NV_ERR_NO_MEMORY) just before it went;
 - its cgroup v2 `memory.events` `oom_kill` rising as it went (a `memcg` report), once the grace is over;
 - the kernel's oom_kill counter rising with no readable report (the kill is known, the victim is not);
@@ -33,10 +33,12 @@ EXIT_CAUSES = (
     "oom_kill",
     "systemd_oomd",
     "earlyoom",
+    "ray_oom",
     "driver",
     "exit",
 )
-_ALERTING = {"oom_kill_global", "oom_kill_memcg", "oom_kill", "systemd_oomd", "earlyoom", "driver"}
+_ALERTING = {"oom_kill_global", "oom_kill_memcg", "oom_kill", "systemd_oomd", "earlyoom", "ray_oom", "driver"}
+_BY_PID = {"kernel": None, "earlyoom": "earlyoom", "ray": "ray_oom"}  # killers whose report names a pid
 
 
 @dataclass
@@ -80,6 +82,13 @@ def _words(cause: str, victim: ProcessInfo, report: KillReport | None, g: _Gone)
         return f"systemd-oomd killed {who} with its cgroup {report.cgroup} under memory pressure{tail}"
     if cause == "earlyoom":
         return f"earlyoom killed {who} to keep memory free{tail}"
+    if cause == "ray_oom":
+        used = f", {report.used_gb:.1f} GB" if report.used_gb is not None else ""
+        node = (
+            f" with the node at {report.node_fraction * 100:.1f}% of memory" if report.node_fraction else ""
+        )
+        th = f" (threshold {report.threshold * 100:g}%)" if report.threshold else ""
+        return f"Ray's memory monitor killed {victim.name} (pid {victim.pid}{used}){node}{th}{tail}"
     if cause == "driver":
         return f"{who} died right after the GPU driver ran out of memory (NV_ERR_NO_MEMORY){tail}"
     return (
@@ -156,8 +165,8 @@ class ExitTracker:
         """`final`: the grace is over, so a cgroup's counter (no report) may settle it too."""
         pids = {p.pid: p for p in g.procs}
         for r in reversed(self.reports):
-            if r.pid in pids and r.killer in ("kernel", "earlyoom", "memcg" if final else ""):
-                cause = "earlyoom" if r.killer == "earlyoom" else f"oom_kill_{r.scope or 'global'}"
+            if r.pid in pids and (r.killer in _BY_PID or (final and r.killer == "memcg")):
+                cause = _BY_PID.get(r.killer) or f"oom_kill_{r.scope or 'global'}"
                 if r.killer == "memcg" and any(x.killer == "kernel" and x.pid in pids for x in self.reports):
                     continue  # the kernel's own report names it better
                 return cause, pids[r.pid], r

@@ -11,7 +11,11 @@ Three killers write a report an owner can trust:
 - earlyoom (its own unit's entries): `sending SIGTERM|SIGKILL to process PID uid UID "NAME": ..., VmRSS N MiB`.
 The journal's trusted fields (`_TRANSPORT`, `_SYSTEMD_UNIT`, `_COMM`, set by journald, not by the writer)
 decide which killer a line is from; a message any user can log (`logger "Out of memory: ..."`) is never one.
-A fourth, `memcg`, is no report but the kernel's own counter: a vanished workload's cgroup v2
+Ray's memory monitor (`ray`): its GCS's `Reporting worker exit, ... exit_type = NODE_OUT_OF_MEMORY` line in
+`<ray temp dir>/session_latest/logs/gcs_server.out` with its `Memory on the node ... where the task|lease
+(..., name=NAME, pid=N, memory used=X GB) was running was U GB / T GB (F), which exceeds the memory usage
+threshold of H` continuation; the file is written by the Ray user, as trustworthy as Ray itself.
+A fifth, `memcg`, is no report but the kernel's own counter: a vanished workload's cgroup v2
 `memory.events` `oom_kill` rose since the previous reading (sources/memcg.py), a container at its own limit.
 """
 
@@ -22,9 +26,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-KILLERS = ("kernel", "systemd-oomd", "earlyoom", "memcg")
+KILLERS = ("kernel", "systemd-oomd", "earlyoom", "memcg", "ray")
 _INT_KEYS = ("pid", "anon_rss_kb", "file_rss_kb", "shmem_rss_kb")
 _STR_KEYS = ("name", "scope", "constraint", "oom_memcg", "task_memcg", "cgroup")
+_FLOAT_KEYS = ("used_gb", "node_used_gb", "node_total_gb", "node_fraction", "threshold")  # ray
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +49,11 @@ class KillReport:
     file_rss_kb: int | None = None
     shmem_rss_kb: int | None = None
     text: str = ""
+    used_gb: float | None = None  # ray: the victim's memory used, as Ray printed it (GB)
+    node_used_gb: float | None = None  # ray: the node's memory used / total at the kill
+    node_total_gb: float | None = None
+    node_fraction: float | None = None  # ray: used / total, as Ray computed it
+    threshold: float | None = None  # ray: the memory monitor's usage threshold (0.95 by default)
 
     @property
     def rss_bytes(self) -> int | None:
@@ -53,7 +63,7 @@ class KillReport:
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"ts": self.ts, "killer": self.killer}
-        for key in (*_INT_KEYS, *_STR_KEYS):
+        for key in (*_INT_KEYS, *_STR_KEYS, *_FLOAT_KEYS):
             if (v := getattr(self, key)) is not None:
                 d[key] = v
         d["text"] = self.text
@@ -74,7 +84,13 @@ class KillReport:
         for key in _STR_KEYS:
             v = d.get(key)
             kw[key] = None if v is None else str(v)
-        return cls(float(d["ts"]), killer, text=str(d.get("text") or "")[:500], **kw)
+        for key in _FLOAT_KEYS:
+            v = d.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                raise ValueError(f"oom_kills: '{key}' must be a number or null, got {v!r}")
+            kw[key] = None if v is None else float(v)
+        text = str(d.get("text") or "")[: 1000 if killer == "ray" else 500]
+        return cls(float(d["ts"]), killer, text=text, **kw)
 
 
 def kills_from(value: Any) -> tuple[KillReport, ...]:
@@ -231,3 +247,40 @@ def memory_events_oom_kill(text: str) -> int | None:
             value = value.strip()
             return int(value) if value.isdigit() else None
     return None
+
+
+# --- Ray's memory monitor, from its GCS's log --------------------------------------------------------------
+_NUM = r"\d+(?:\.\d+)?"
+RAY_EXIT_MARK = "exit_type = NODE_OUT_OF_MEMORY"
+RAY_MEMORY_MARK = "Memory on the node ("
+_RAY_MEMORY = re.compile(
+    r"Memory on the node \(IP: [^,()]*, ID: [^()]*\) where the (?:task|lease) \((?:task|lease) ID: [^,]*, "
+    rf"name=(?P<name>.{{1,300}}?), pid=(?P<pid>\d{{1,10}}), memory used=(?P<used>{_NUM})GB\) was running was "
+    rf"(?P<nused>{_NUM})GB / (?P<ntotal>{_NUM})GB \((?P<frac>{_NUM})\), which exceeds the memory usage "
+    rf"threshold of (?P<th>{_NUM})\."
+)
+
+
+def parse_ray_oom(ts: float, text: str) -> KillReport | None:
+    """The kill in Ray's GCS `exit_type = NODE_OUT_OF_MEMORY` line and its `Memory on the node ...`
+    continuation (joined by a newline, both wordings: `task (task ID:` and newer `lease (lease ID:`), else
+    None: another exit type, a continuation missing or cut short, or garbage."""
+    head, _, rest = text.partition(RAY_EXIT_MARK)
+    if not _ or "Reporting worker exit" not in head:
+        return None
+    m = _RAY_MEMORY.search(rest)
+    if m is None:
+        return None
+    f = {k: float(m[k]) for k in ("used", "nused", "ntotal", "frac", "th")}
+    return KillReport(
+        ts,
+        "ray",
+        int(m["pid"]),
+        m["name"],
+        text=" ".join(text.split())[:1000],
+        used_gb=f["used"],
+        node_used_gb=f["nused"],
+        node_total_gb=f["ntotal"],
+        node_fraction=f["frac"],
+        threshold=f["th"],
+    )

@@ -18,6 +18,7 @@ from spark_watchd.sources.memcg import MemcgKillsSource
 from spark_watchd.sources.nvml import NvmlSource
 from spark_watchd.sources.oomkillers import OomKillersSource
 from spark_watchd.sources.processes import ProcessSource
+from spark_watchd.sources.raylog import RayOomSource
 from spark_watchd.sources.sensors import SensorsSource
 from spark_watchd.sources.serving import ServingSource
 from spark_watchd.sources.settings import SourcesSettings
@@ -98,6 +99,8 @@ def build_sources(
         )
         if s.kernel_log_follow and s.journalctl_path:  # after it: appends to the kernel's oom_kills
             core += (OomKillersSource(s.journalctl_path),)
+    if s.ray_log_dir:
+        core += (RayOomSource(s.ray_log_dir),)  # Ray's memory monitor's kills, from its GCS log
     core += (MemcgKillsSource(s.proc_root, s.sys_root),)  # after the processes and the kill reports
     serving = getattr(
         settings, "serving", None

@@ -49,6 +49,13 @@ class SourcesSettings(BaseModel):
         True, description="Follow the live kernel log (journalctl -k -f) for NV_ERR_NO_MEMORY and AER lines."
     )
 
+    ray_log_dir: str = Field(
+        "/tmp/ray/session_latest/logs",
+        description="Ray's log directory (<Ray --temp-dir>/session_latest/logs): its gcs_server.out names the "
+        "workers Ray's memory monitor killed; empty turns it off. Under the shipped unit's PrivateTmp the "
+        "default /tmp/ray is not visible: set Ray's --temp-dir outside /tmp and this path to match.",
+    )
+
     @field_validator("fast_watch_interval_s")
     @classmethod
     def _watch_not_too_fast(cls, v: float) -> float:

@@ -163,3 +163,25 @@ def test_the_kernels_report_landing_late_names_it_better_than_the_counter():
     (e,) = [x for x in _run(steps) if x.kind == "workload_exit"]
     assert e.details["cause"] == "oom_kill_memcg" and e.details["report"]["killer"] == "kernel"
     assert "61.2 GiB resident) at its own memory limit (/system.slice" in e.summary
+
+
+def test_a_ray_memory_monitor_kill_of_a_vanished_pid_is_ray_oom_in_words():
+    from spark_watchd.sample.kills import parse_ray_oom
+    from tests.sample.ray_log import LEASE_EXIT, LEASE_MEMORY
+
+    worker = [proc(3048142, ["ray::WorkerDict"], 49.0, 0.0, create_time=800.0, ppid=1)]
+    ray = {"oom_kills": lambda ts: (parse_ray_oom(ts, f"{LEASE_EXIT}\n{LEASE_MEMORY}"),)}
+    (e,) = [x for x in _run([(worker, None, 0)] * 3 + [([], ray, 0)]) if x.kind == "workload_exit"]
+    assert e.details["cause"] == "ray_oom" and e.gotcha == "G3"
+    assert e.summary == (
+        "Ray's memory monitor killed ray::WorkerDict (pid 3048142, 49.2 GB) with the node at 95.7% of memory "
+        "(threshold 95%)"
+    )
+    # a report for a pid that is still in the table (or never was) attributes nothing
+    other = {"oom_kills": lambda ts: (dataclasses.replace(ray["oom_kills"](ts)[0], pid=1),)}
+    (e,) = [
+        x
+        for x in _run([(worker, None, 0)] * 3 + [([], other, 0)] + [([], None, 0)] * 8)
+        if x.kind == "workload_exit"
+    ]
+    assert e.details["cause"] == "exit"

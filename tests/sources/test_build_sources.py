@@ -29,6 +29,7 @@ ORDER = [
     "link",
     "driver_events",
     "oom_killers",
+    "ray_oom",
     "memcg",
 ]
 

@@ -10,6 +10,7 @@ is open and the history starting over.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import subprocess
@@ -73,10 +74,9 @@ def _start(name: str, n: int, tmp: Path) -> tuple[subprocess.Popen, str]:
     return proc, f"http://127.0.0.1:{port}"
 
 
-@pytest.fixture(scope="module")
-def daemons(tmp_path_factory):
-    """Both replaying daemons, started together; yields {trace: origin} once each has served all its samples."""
-    wanted = {**CUTS, "live": LIVE_SAMPLES}
+@contextlib.contextmanager
+def replaying(wanted: dict[str, int], tmp_path_factory):
+    """Replaying daemons started together, {name: samples}; yields {name: origin} once each has served them all."""
     started = {name: _start(name, n, tmp_path_factory.mktemp(name)) for name, n in wanted.items()}
     try:
         deadline = time.monotonic() + 60
@@ -101,6 +101,13 @@ def daemons(tmp_path_factory):
                 proc.wait(10)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+@pytest.fixture(scope="module")
+def daemons(tmp_path_factory):
+    """Both replaying daemons, started together; yields {trace: origin} once each has served all its samples."""
+    with replaying({**CUTS, "live": LIVE_SAMPLES}, tmp_path_factory) as origins:
+        yield origins
 
 
 def _severity(page, gotcha: str) -> str:

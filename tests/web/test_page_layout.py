@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import require_binary
 from tests.web.browser import launch, open_page
-from tests.web.test_page_browser import CUTS, LIVE_SAMPLES, _get, _start
+from tests.web.test_page_browser import CUTS, LIVE_SAMPLES, replaying
 
 pytestmark = pytest.mark.e2e
 WIDTHS = (1400, 820, 390)
@@ -30,28 +30,8 @@ def browser():
 
 @pytest.fixture(scope="module")
 def origins(tmp_path_factory):
-    import time
-
-    wanted = {"eviction": CUTS["eviction"], "live": LIVE_SAMPLES}
-    started = {name: _start(name, n, tmp_path_factory.mktemp(name)) for name, n in wanted.items()}
-    try:
-        deadline = time.monotonic() + 60
-        pending = dict(wanted)
-        while pending and time.monotonic() < deadline:
-            for name in list(pending):
-                proc, origin = started[name]
-                body = _get(origin + "/api/v1/history?limit=1")
-                if body and body["held"] >= pending[name]:
-                    del pending[name]
-                assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-            time.sleep(0.1)
-        assert not pending, f"daemons did not serve all samples in time: {sorted(pending)}"
-        yield {name: origin for name, (_, origin) in started.items()}
-    finally:
-        for proc, _ in started.values():
-            proc.terminate()
-        for proc, _ in started.values():
-            proc.wait(10)
+    with replaying({"eviction": CUTS["eviction"], "live": LIVE_SAMPLES}, tmp_path_factory) as started:
+        yield started
 
 
 def _png_size(path: Path) -> tuple[int, int]:

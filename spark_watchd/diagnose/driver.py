@@ -7,7 +7,6 @@ it is not a fault of this boot.
 
 from __future__ import annotations
 
-import dataclasses
 from collections import deque
 
 from spark_watchd.diagnose.xid import HUNG_ENGINE_XIDS, describe
@@ -188,11 +187,9 @@ class DriverTracker:
                 f"{finding.summary}; NV_ERR_NO_MEMORY logged {age:.0f} s ago without exhaustion signals "
                 "(recorded, not paged)"
             )
-            return dataclasses.replace(finding, summary=summary, evidence=ev)
+            return finding.replace(summary=summary, evidence=ev)
         summary = f"GPU driver out of unified memory (NV_ERR_NO_MEMORY) {age:.0f} s ago; " + finding.summary
-        return dataclasses.replace(
-            finding, summary=summary, evidence=ev, advice=ADVICE_DRIVER_OOM + tuple(finding.advice)
-        )
+        return finding.replace(summary=summary, evidence=ev, advice=ADVICE_DRIVER_OOM + tuple(finding.advice))
 
     def g4(self, finding: Finding, ts: float) -> Finding:
         """The hung-engine anomaly names a matching Xid (43, 109) the driver logged recently."""
@@ -201,5 +198,5 @@ class DriverTracker:
         for xts, xid in reversed(self.recent):
             if xid in HUNG_ENGINE_XIDS and 0 <= ts - xts <= self.th.hung_xid_window_s:
                 summary = f"{finding.summary}; the driver logged Xid {xid} ({describe(xid).meaning})"
-                return dataclasses.replace(finding, summary=summary, evidence=dict(finding.evidence, xid=xid))
+                return finding.replace(summary=summary, evidence=dict(finding.evidence, xid=xid))
         return finding

@@ -9,8 +9,6 @@ machines fed sample time: no clock.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from spark_watchd.sample.findings import Finding
 from spark_watchd.sample.model import SEVERITY_LEVEL
 
@@ -77,8 +75,7 @@ class Dwell:
         left = dwell_s - (ts - self.since)
         evidence = dict(f.evidence)
         evidence["held_severity_s"] = round(left, 1)
-        return replace(
-            cur,
+        return cur.replace(
             summary=f"{cur.summary} (easing to {f.severity}; held {left:.0f} s more so a reading at a "
             f"threshold does not flap)",
             evidence=evidence,

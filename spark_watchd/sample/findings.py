@@ -2,28 +2,117 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from spark_watchd.sample.model import SEVERITY_LEVEL
 
+_NO_EVIDENCE: Mapping[str, Any] = MappingProxyType({})
 
-@dataclass(frozen=True, slots=True)
+
 class Finding:
-    """The verdict on one gotcha at one sample."""
+    """The verdict on one gotcha at one sample.
 
-    gotcha: str
-    severity: str  # one of SEVERITIES
-    summary: str
-    evidence: Mapping[str, Any] = field(default_factory=dict)
-    advice: tuple[str, ...] = ()
-    # Non-thermal anomaly reported under G4 but never called a throttle:
-    # "power_delivery" or "hung_engine"; None otherwise.
-    anomaly: str | None = None
-    # The classifier's typed state at this sample (diagnose/verdicts.py: G3State, G4State, G6State): what
-    # the exporter, page, API and CLI read instead of evidence keys. Not in to_dict() or equality.
-    state: Any = field(default=None, compare=False)
+    Treated as immutable. The words (summary, evidence) may be deferred (`Finding.deferred`): built once, on
+    first read, from a snapshot the classifier took at this sample. Most findings of a live tick or a
+    classification run are never read as text, so their formatting is never paid for.
+    """
+
+    __slots__ = ("gotcha", "severity", "advice", "anomaly", "state", "_summary", "_evidence", "_build")
+
+    def __init__(
+        self,
+        gotcha: str,
+        severity: str,  # one of SEVERITIES
+        summary: str,
+        evidence: Mapping[str, Any] = _NO_EVIDENCE,
+        advice: tuple[str, ...] = (),
+        # Non-thermal anomaly reported under G4 but never called a throttle:
+        # "power_delivery" or "hung_engine"; None otherwise.
+        anomaly: str | None = None,
+        # The classifier's typed state at this sample (diagnose/verdicts.py: G3State, G4State, G6State):
+        # what the exporter, page, API and CLI read instead of evidence keys. Not in to_dict() or equality.
+        state: Any = None,
+    ) -> None:
+        self.gotcha = gotcha
+        self.severity = severity
+        self._summary = summary
+        self._evidence = evidence
+        self.advice = advice
+        self.anomaly = anomaly
+        self.state = state
+        self._build = None
+
+    @classmethod
+    def deferred(
+        cls,
+        gotcha: str,
+        severity: str,
+        build: Callable[[], tuple[str, Mapping[str, Any]]],
+        advice: tuple[str, ...] = (),
+        anomaly: str | None = None,
+        state: Any = None,
+    ) -> Finding:
+        """A finding whose (summary, evidence) `build()` makes on first read. build must close over values
+        of this sample only (records, numbers), never over state that a later sample changes."""
+        f = cls.__new__(cls)
+        f.gotcha = gotcha
+        f.severity = severity
+        f._summary = f._evidence = None
+        f.advice = advice
+        f.anomaly = anomaly
+        f.state = state
+        f._build = build
+        return f
+
+    def _words(self) -> None:
+        self._summary, self._evidence = self._build()
+        self._build = None
+
+    @property
+    def summary(self) -> str:
+        if self._build is not None:
+            self._words()
+        return self._summary
+
+    @property
+    def evidence(self) -> Mapping[str, Any]:
+        if self._build is not None:
+            self._words()
+        return self._evidence
+
+    def replace(self, **changes: Any) -> Finding:
+        """A copy with some fields changed (dataclasses.replace's contract; deferred words stay deferred
+        unless summary or evidence is among the changes)."""
+        f = Finding.__new__(Finding)
+        for k in ("gotcha", "severity", "advice", "anomaly", "state"):
+            setattr(f, k, changes.pop(k, getattr(self, k)))
+        if "summary" in changes or "evidence" in changes:
+            f._summary = changes.pop("summary") if "summary" in changes else self.summary
+            f._evidence = changes.pop("evidence") if "evidence" in changes else self.evidence
+            f._build = None
+        else:
+            f._summary, f._evidence, f._build = self._summary, self._evidence, self._build
+        if changes:
+            raise TypeError(f"Finding has no field {next(iter(changes))!r}")
+        return f
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Finding):
+            return NotImplemented
+        return (self.gotcha, self.severity, self.summary, self.evidence, self.advice, self.anomaly) == (
+            other.gotcha, other.severity, other.summary, other.evidence, other.advice, other.anomaly,
+        )  # fmt: skip
+
+    __hash__ = None  # type: ignore[assignment]  # evidence is a dict: findings were never hashable
+
+    def __repr__(self) -> str:
+        return (
+            f"Finding(gotcha={self.gotcha!r}, severity={self.severity!r}, summary={self.summary!r}, "
+            f"evidence={self.evidence!r}, advice={self.advice!r}, anomaly={self.anomaly!r})"
+        )
 
     @property
     def level(self) -> int:

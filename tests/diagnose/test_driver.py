@@ -168,14 +168,14 @@ def test_no_memory_line_is_g3_evidence_never_a_severity_of_its_own():
         "memory fine; NV_ERR_NO_MEMORY logged 60 s ago without exhaustion signals (recorded, not paged)"
     )
     assert noted.evidence == {"mem_available_kb": 1, "driver_oom_ts": BOOT + 100}
-    warn = dataclasses.replace(G3_OK, severity="warning")
+    warn = G3_OK.replace(severity="warning")
     assert t.g3(warn, BOOT + 160).severity == "warning"
 
 
 def test_no_memory_line_leads_a_g3_critical_the_memory_signals_made():
     t = DriverTracker(TH)
     t.update(_at(BOOT + 100, _oom(BOOT + 100)))
-    crit = dataclasses.replace(G3_OK, severity="critical", summary="pool exhausted, PSI full 30%")
+    crit = G3_OK.replace(severity="critical", summary="pool exhausted, PSI full 30%")
     held = t.g3(crit, BOOT + 160)
     assert held.severity == "critical" and held.summary.startswith("GPU driver out of unified memory")
     assert "60 s ago" in held.summary and held.evidence["driver_oom_ts"] == BOOT + 100

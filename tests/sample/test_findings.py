@@ -57,3 +57,24 @@ def test_diagnosis_replay_dict_and_worst_severity():
     assert d.worst() == "critical"
     assert Diagnosis(0.0, {"G3": Finding("G3", "unknown", "")}).worst() == "unknown"
     assert Diagnosis(0.0, {}).worst() == "unknown"
+
+
+def test_a_deferred_finding_builds_its_words_once_on_first_read_and_equals_an_eager_one():
+    calls = []
+
+    def build():
+        calls.append(1)
+        return "hot", {"temp_c": 87.0}
+
+    lazy = Finding.deferred("G4", "warning", build, ("cool it",))
+    assert calls == [] and lazy.level == Finding("G4", "warning", "").level  # severity needs no words
+    held = lazy.replace(severity="critical")  # a copy that keeps the words deferred
+    assert calls == []
+    assert lazy == Finding("G4", "warning", "hot", {"temp_c": 87.0}, ("cool it",))
+    assert lazy.summary == "hot" and lazy.to_dict()["evidence"] == {"temp_c": 87.0}
+    assert calls == [1]  # built once, for every later read
+    assert held.summary == "hot" and held.severity == "critical" and calls == [1, 1]
+    louder = lazy.replace(summary="hotter")
+    assert (louder.summary, louder.evidence, lazy.summary) == ("hotter", {"temp_c": 87.0}, "hot")
+    with pytest.raises(TypeError, match="'temp'"):
+        lazy.replace(temp=1)

@@ -423,12 +423,11 @@ def _first(trace: str, gotcha: str, severity: str, key: str | None = None):
 
 
 def test_evidence_shows_units_pids_as_ids_and_no_empty_rows(browser):
-    import dataclasses
 
     g4 = _first("throttle", "G4", "critical", "thermal_counter_share")
     g6 = _first("eviction", "G6", "critical")
-    g3 = dataclasses.replace(_first("eviction", "G6", "warning"), gotcha="G3")
-    g3 = dataclasses.replace(g3, evidence={**g3.evidence, "workloads": []})  # as on a live page with no GPU
+    g3 = _first("eviction", "G6", "warning").replace(gotcha="G3")
+    g3 = g3.replace(evidence={**g3.evidence, "workloads": []})  # as on a live page with no GPU
     sample = next(iter(read_trace(SCENARIOS / "throttle.jsonl")))
     daemon = FakeDaemon()
     daemon.publish(snapshot_of(sample, Diagnosis(sample.ts, {"G3": g3, "G4": g4, "G6": g6}), mode="live"))

@@ -1,9 +1,10 @@
 """Memory runway: how long until the budget runs out at its recent trend, and which workload keeps growing.
 
-Pure functions of (time, bytes) points (`trend`, `sustained_fall`, `runway`) and `RunwayTracker`, their
-incremental form fed one sample and its workload table at a time. A runway is a *sustained* fall: the budget
-lower in each quarter of the window than in the one before, the trend over the whole window at least
-`runway_min_fall_bytes`, and the latest quarter still falling at a good share of that trend. A model load
+Pure functions of (time, bytes) points (`trend` in diagnose/trend.py, `sustained_fall`, `runway`) and
+`BudgetRunway` / `FootprintDrift`, their incremental form fed one sample and its workload table at a time.
+A runway is a *sustained* fall: the budget lower in each quarter of the window than in the one before, the
+trend over the whole window at least `runway_min_fall_bytes`, and the latest quarter still falling at a
+good share of that trend. A model load
 that climbs and settles (tens of GiB in a minute or two, then flat) fails the quarters test, so it is
 never a runway: G3's transient rules speak for it while it lasts.
 """
@@ -12,10 +13,10 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from itertools import islice
-from typing import Any
+from functools import partial
+from typing import Any, NamedTuple
 
+from spark_watchd.diagnose.trend import TrendWindow, trend
 from spark_watchd.sample.findings import Finding
 
 GIB = 1024**3
@@ -33,25 +34,6 @@ ADVICE_RUNWAY = (
     "before the pool runs out (vLLM --gpu-memory-utilization, a smaller --max-num-seqs or context).",
     "Then drop the page cache (sync; echo 3 | sudo tee /proc/sys/vm/drop_caches) to buy time.",
 )
-
-
-def trend(points: Sequence[tuple[float, float]]) -> float | None:
-    """Robust slope of (ts, value) points, per second: the median of the half-window-lag slopes.
-
-    Each point is paired with the one half the window later (n/2 pairs, O(n log n)): one spike or one
-    noisy reading moves the median by at most one rank, where a least-squares fit would tilt.
-    """
-    n = len(points)
-    if n < 4:
-        return None
-    # islice walks a deque (the trackers' windows) in place: no copy of the window per call.
-    later = points[n // 2 :] if isinstance(points, list) else islice(points, n // 2, None)
-    slopes = [(v1 - v0) / (t1 - t0) for (t0, v0), (t1, v1) in zip(points, later, strict=False) if t1 > t0]
-    slopes.sort()
-    m = len(slopes)
-    if not m:
-        return None
-    return slopes[m // 2] if m % 2 else (slopes[m // 2 - 1] + slopes[m // 2]) / 2
 
 
 def quarter_trends(points: Sequence[tuple[float, float]]) -> list[float | None]:
@@ -93,8 +75,7 @@ def still_falling(points: Sequence[tuple[float, float]], slope: float | None) ->
     return last is not None and last <= slope * HOLD_SHARE
 
 
-@dataclass(frozen=True, slots=True)
-class Growth:
+class Growth(NamedTuple):
     """One workload's footprint drift over the runway window."""
 
     kind: str
@@ -118,8 +99,7 @@ class Growth:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class Runway:
+class Runway(NamedTuple):
     """The budget's runway at one sample. `seconds` is None while the budget is not on a sustained fall
     (published as +Inf); `known` is False until the window holds runway_min_span_s of history."""
 
@@ -128,7 +108,7 @@ class Runway:
     trend_bytes_per_s: float | None = None
     window_s: float = 0.0
     budget_bytes: int | None = None
-    growth: tuple[Growth, ...] = field(default_factory=tuple)
+    growth: tuple[Growth, ...] = ()
 
     def evidence(self) -> dict[str, Any]:
         """The G3 evidence keys (JSON-ready)."""
@@ -163,17 +143,36 @@ def _duration(s: float) -> str:
 
 
 def runway(
-    points: Sequence[tuple[float, float]], budget: float, th, growth: tuple[Growth, ...] = ()
+    points: Sequence[tuple[float, float]], budget: float, th, growth: tuple[Growth, ...] = (), slope=None
 ) -> Runway:
-    """The runway of a window of (ts, budget bytes) points (oldest first) ending at `budget`; pure."""
+    """The runway of a window of (ts, budget bytes) points (oldest first) ending at `budget`; pure. `slope`:
+    trend(points) when the caller keeps it (a TrendWindow)."""
     span = points[-1][0] - points[0][0] if points else 0.0
     if span < th.runway_min_span_s:
-        return Runway(False, window_s=span, budget_bytes=int(budget), growth=growth)
-    pts = points if isinstance(points, list) else list(points)
-    slope = trend(pts)
-    if slope is None or slope >= 0 or not sustained_fall(pts, th.runway_min_fall_bytes, slope):
+        return Runway(False, None, None, span, int(budget), growth)
+    if slope is None:
+        slope = trend(points)
+    if slope is None or slope >= 0 or not sustained_fall(points, th.runway_min_fall_bytes, slope):
         return Runway(True, None, slope, span, int(budget), growth)
     return Runway(True, max(0.0, budget) / -slope, slope, span, int(budget), growth)
+
+
+# Budget points over runway_window_s, whatever the interval: one per 10 s of the default 20 min. Every trace
+# samples at 27 s or more, where this never binds; at --interval 1 the window held 1,200 points.
+RUNWAY_POINTS = 120
+DRIFT_POINTS = 120  # footprint points per workload over runway_window_s, likewise
+
+
+def _fold(win: TrendWindow, ts: float, v: float, spacing: float, window_s: float) -> None:
+    """Take (ts, v) into a window no denser than `spacing` (the latest reading replaces a point too close
+    to the one before it) and no longer than window_s."""
+    pts = win.points
+    if len(pts) >= 2 and ts - pts[-2][0] < spacing:
+        win.replace_last(ts, v)
+    else:
+        win.append(ts, v)
+    while ts - pts[0][0] > window_s:
+        win.popleft()
 
 
 class BudgetRunway:
@@ -181,10 +180,14 @@ class BudgetRunway:
 
     def __init__(self, th):
         self.th = th
-        self.points: deque[tuple[float, float]] = deque()
+        self.window = TrendWindow()  # the budget's (ts, bytes) over runway_window_s, at most RUNWAY_POINTS
         self.on = False
         self.hold_until: float | None = None
         self.latest = Runway(False)
+
+    @property
+    def points(self) -> deque[tuple[float, float]]:
+        return self.window.points
 
     def set_thresholds(self, th) -> None:
         """Judge with reloaded thresholds from the next sample on; the history stays."""
@@ -193,7 +196,7 @@ class BudgetRunway:
 
     def forget(self) -> None:
         """A reboot, a clock step back or a kill: the past trend is not the present one."""
-        self.points.clear()
+        self.window.clear()
         self.on = False
         self.hold_until = None
         self.latest = Runway(False)
@@ -201,17 +204,21 @@ class BudgetRunway:
     def update(self, ts: float, budget: int | None) -> Runway:
         """Fold one sample's budget in; the runway at ts."""
         th = self.th
+        win = self.window
         if budget is None:
-            self.points.clear()
+            win.clear()
             self.latest = Runway(False)
             return self.latest
-        pts = self.points
+        pts = win.points
         if pts and (ts <= pts[-1][0] or ts - pts[-1][0] > th.max_gap_s):
-            pts.clear()
-        pts.append((ts, float(budget)))
-        while ts - pts[0][0] > th.runway_window_s:
-            pts.popleft()
-        self.latest = runway(pts, budget, th)
+            win.clear()
+        window_s = th.runway_window_s
+        _fold(win, ts, float(budget), window_s / RUNWAY_POINTS, window_s)
+        span = ts - pts[0][0]
+        if span < th.runway_min_span_s:  # (runway() without the trend: it is not read before then)
+            self.latest = Runway(False, None, None, span, int(budget))
+        else:
+            self.latest = runway(pts, budget, th, (), win.trend())
         return self.latest
 
     def warn(self, ts: float, rw: Runway) -> bool:
@@ -230,103 +237,81 @@ class BudgetRunway:
         return self.hold_until is not None and ts < self.hold_until
 
 
-DRIFT_POINTS = 120  # footprint points per workload over runway_window_s: one per 10 s of the default 20 min
-
-
 class FootprintDrift:
     """Each workload's footprint trend over the runway window (the engine feeds it G6's workload table)."""
 
     def __init__(self, th):
         self.th = th
-        self.footprints: dict[tuple, deque] = {}  # workload key -> deque of (ts, footprint bytes)
-        # workload key -> {footprint: how many of its points hold it}: one key means the window is flat, whose
-        # trend is exactly 0.0 (every half-lag slope is 0.0 / dt), with no slopes to sort. Most workloads sit
-        # still most of the time (about 45 % of the trends of the fixture and public traces).
-        self.counts: dict[tuple, dict[float, int]] = {}
+        # workload key -> its (ts, footprint bytes) over the window, at most about DRIFT_POINTS: at --interval 1
+        # and 50 servers a point a sample was 60,000 points (6 MiB) and a 1,200-point sort per workload per tick.
+        self.footprints: dict[tuple, TrendWindow] = {}
 
     def set_thresholds(self, th) -> None:
         self.th = th
 
     def forget(self) -> None:
         self.footprints.clear()
-        self.counts.clear()
 
     def update(self, ts: float, workloads: Iterable[Any]) -> tuple[Growth, ...]:
         """Fold one sample's workload table in; the drift of each workload with enough history."""
         th = self.th
         win = th.runway_window_s
-        # At most DRIFT_POINTS points a workload over the window, whatever the interval: at --interval 1 and
-        # 50 servers a point a sample was 60,000 points (6 MiB) and a 1,200-point sort per workload per tick.
         spacing = win / DRIFT_POINTS
+        min_span = th.runway_min_span_s
+        footprints = self.footprints
         growth = []
         seen = set()
         for w in workloads:
             seen.add(w.key)
-            h = self.footprints.get(w.key)
+            h = footprints.get(w.key)
             if h is None:
-                h = self.footprints[w.key] = deque()
-                c = self.counts[w.key] = {}
-            else:
-                c = self.counts[w.key]
-            if h and ts <= h[-1][0]:
+                h = footprints[w.key] = TrendWindow()
+            pts = h.points
+            if pts and ts <= pts[-1][0]:
                 h.clear()
-                c.clear()
             v = float(w.footprint_bytes)
-            if len(h) >= 2 and ts - h[-2][0] < spacing:
-                _uncount(c, h[-1][1])
-                h[-1] = (ts, v)  # the latest reading, the series no denser than spacing
-            else:
-                h.append((ts, v))
-            c[v] = c.get(v, 0) + 1
-            while ts - h[0][0] > win:
-                _uncount(c, h.popleft()[1])
-            span = ts - h[0][0]
-            if span < th.runway_min_span_s:
-                slope = None
-            elif len(c) == 1 and len(h) >= 4:  # flat (times strictly rise: h is cleared on a step back)
-                slope = 0.0
-            else:
-                slope = trend(h)
-            if slope is not None:
-                growth.append(Growth(w.kind, w.name, w.pid, w.capped, slope, int(h[-1][1] - h[0][1]), span))
-        if len(seen) != len(self.footprints):
-            for key in [k for k in self.footprints if k not in seen]:
-                del self.footprints[key]
-                del self.counts[key]
+            _fold(h, ts, v, spacing, win)
+            t0, v0 = pts[0]
+            span = ts - t0
+            if span >= min_span and (slope := h.trend()) is not None:
+                growth.append(_new(Growth, (w.kind, w.name, w.pid, w.capped, slope, int(v - v0), span)))
+        if len(seen) != len(footprints):
+            for key in [k for k in footprints if k not in seen]:
+                del footprints[key]
         return tuple(growth)
 
 
-def _uncount(c: dict[float, int], v: float) -> None:
-    n = c[v] - 1
-    if n:
-        c[v] = n
-    else:
-        del c[v]
+_new = (
+    tuple.__new__
+)  # builds a Growth without NamedTuple's Python-level __new__ (one per workload per sample)
 
 
 def with_growth(finding: Finding, growth: tuple[Growth, ...], th) -> Finding:
-    """G3 with each workload's drift in its evidence, and the top grower named after a short runway."""
-    ev = finding.evidence
+    """G3 with each workload's drift in its evidence, and the top grower named after a short runway. The words
+    stay deferred (built on first read from this sample's growth rows, which are immutable)."""
     if not growth:
-        if "runway_known" not in ev or not ev.get("workload_growth"):
-            return finding  # the runway's own (empty) growth list is already what this would write
-        evidence = dict(ev)
-        evidence["workload_growth"] = []
-        return Finding(
-            finding.gotcha, finding.severity, finding.summary, evidence, finding.advice, finding.anomaly,
-            finding.state,
-        )  # fmt: skip
+        return finding  # G3's runway evidence already holds the empty growth list this would write
+    return Finding.deferred(
+        finding.gotcha,
+        finding.severity,
+        partial(_grown_words, finding, growth, th.runway_leave_s),
+        finding.advice,
+        finding.anomaly,
+        finding.state,
+    )
+
+
+def _grown_words(finding: Finding, growth: tuple[Growth, ...], leave_s: float) -> tuple[str, dict]:
+    ev = finding.evidence
     evidence = dict(ev)
     evidence["workload_growth"] = [g.to_dict() for g in growth]
     summary = finding.summary
     secs = ev.get("runway_s")
-    if secs is not None and secs <= th.runway_leave_s:
+    if secs is not None and secs <= leave_s:
         top = max(growth, key=_grew)
         if top.grew_bytes >= GIB:
             summary = f"{summary}; {top.name} grew {top.grew_bytes / GIB:.0f} GiB in that time"
-    return Finding(
-        finding.gotcha, finding.severity, summary, evidence, finding.advice, finding.anomaly, finding.state
-    )
+    return summary, evidence
 
 
 def _grew(g: Growth) -> int:

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
+from functools import partial
 from typing import NamedTuple
 
 from spark_watchd.diagnose import features as feat
+from spark_watchd.diagnose.g6_levels import LEVELS, Level, Reference, folded, window_reference
 from spark_watchd.diagnose.g6_rules import GIB, RULES, G6Now, _over_share
 from spark_watchd.diagnose.serving import ServingWatch
 from spark_watchd.diagnose.steady import Dwell, Latch
@@ -54,25 +56,6 @@ def signals(f: feat.Features, th) -> G6Signals:
     return _new(G6Signals, (f.ts, some, f.psi_some_now, f.majfault_per_s, total, share_max, pressure))
 
 
-class _Level(NamedTuple):
-    """One sample of one process, kept over eviction_window_s."""
-
-    ts: float
-    rss: int
-    gpu: int  # NVML memory (0 when not reported)
-    held: int | None  # the RSS level held for eviction_level_hold_s up to ts (the lowest over that span)
-    avail: int | None  # MemAvailable at ts
-
-
-class _Reference:
-    """The level a process is judged against in a pressure episode (at most one eviction per episode)."""
-
-    __slots__ = ("level", "ts", "gpu", "avail", "fired")
-
-    def __init__(self, level: int, ts: float, gpu: int, avail: int | None):
-        self.level, self.ts, self.gpu, self.avail, self.fired = level, ts, gpu, avail, False
-
-
 class G6Tracker(Unpersisted):
     """Incremental G6 classifier: feed samples oldest first."""
 
@@ -83,12 +66,17 @@ class G6Tracker(Unpersisted):
         self.grouper = Grouper(th.capped_utilization_max)
         self.workloads: tuple[Workload, ...] = ()  # the latest sample's workload table
         self._members_of: tuple[Workload, ...] | None = None  # the table _member was built from
-        self._member: dict[int, Workload] = {}  # pid -> its workload in that table
+        self._member: dict[int, Workload] = {}  # pid -> its workload in that table (built when asked)
         self.heavy_keys: set[tuple] = set()  # workloads counted heavy (hysteresis on the footprint)
-        self.rss: dict[tuple, deque[_Level]] = {}  # (pid, create_time) -> its levels over the window
+        # The table the heavy ones were last picked from, and what was found: the same table (the grouper
+        # hands back the same tuple while nothing moved) gives the same heavy ones under the hysteresis.
+        self._heavy_of: tuple | None = None
+        self._heavy_share: float | None = None  # the capped share's bytes it was judged against
+        self._heavy: tuple = ((), 0, 0, 0)  # (heavy, uncapped, large, footprint) of that table
+        self.rss: dict[tuple, deque[Level]] = {}  # (pid, create_time) -> its levels over the window
         self.fired: dict[tuple, float] = {}
         # Per process, the reference level of the current pressure episode.
-        self.ref: dict[tuple, _Reference] = {}
+        self.ref: dict[tuple, Reference] = {}
         # Time of the last sample under pressure: a gap longer than eviction_episode_gap_s ends the episode.
         self.pressure_last = None
         self.hold_until = None
@@ -112,6 +100,7 @@ class G6Tracker(Unpersisted):
         self.fired.clear()
         self.ref.clear()
         self.heavy_keys.clear()
+        self._heavy_of = None
         self.pressure_last = None
         self.dwell.reset()
         self.serving.forget()
@@ -122,6 +111,7 @@ class G6Tracker(Unpersisted):
         self.serving.th = th
         self.stalls, self.storm = Latch(), Latch()
         self.heavy_keys.clear()
+        self._heavy_of = None
         self.dwell.reset()
 
     def observe(self, sample: Sample, f: feat.Features) -> Verdict:
@@ -131,28 +121,16 @@ class G6Tracker(Unpersisted):
     def advance(self, sample: Sample, f: feat.Features, s: G6Signals) -> Verdict:
         """The one place G6's state moves (grouping, per-process levels, latches, holds) and events are made."""
         th = self.th
-        ts = s.ts
         events = self._evictions(sample, f, s)
         now = self._now(s)
         r = judge(RULES, s, now, th)
         state = _new(
             G6State, (len(now.heavy), now.uncapped, now.large, now.footprint_bytes, s.majfault_per_s)
         )
-        ev = {
-            "heavy_workloads": len(now.heavy),
-            # Caps are a server notion: a lone trainer is never "uncapped"; a large one is counted apart.
-            "uncapped_workloads": now.uncapped,
-            "large_workloads": now.large,
-            "workloads_footprint_bytes": now.footprint_bytes,
-            "psi_some_avg60_pct": s.some,
-            "major_faults_per_s": s.majfault_per_s,
-            "workloads": [_row(w) for w in now.heavy],
-        }
-        if now.inside:
-            ev["serving_contention"] = list(now.inside)
-        out = self.dwell.apply(
-            Finding("G6", r.severity, r.summary, ev, r.advice, state=state), ts, th.min_dwell_s
-        )
+        # The evidence (a row per heavy workload) is built when someone reads it, from this sample's
+        # records only (s, now and the rows in it are immutable).
+        found = Finding.deferred("G6", r.severity, partial(_words, r.summary, s, now), r.advice, None, state)
+        out = self.dwell.apply(found, s.ts, th.min_dwell_s)
         if out.severity != "critical":  # the storm latches hold a critical, never start one
             self.stalls.on = self.storm.on = False
         return Verdict(out, events, self.workloads)
@@ -167,24 +145,18 @@ class G6Tracker(Unpersisted):
         refs = self.ref
         win = th.eviction_window_s
         hold = th.eviction_level_hold_s
+        fold = win / LEVELS
         procs = sample.processes
         avail = f.avail_b
         if self.grouper.capped_max != th.capped_utilization_max:
             self.grouper = Grouper(th.capped_utilization_max)
-        wls = self.workloads = self.grouper.group(procs)
-        if wls is not self._members_of:  # the grouper hands back the same tuple while nothing moved
-            self._members_of = wls
-            self._member = {pid: w for w in wls for pid in w.members}
-        member = self._member
-        self.serving.observe(sample.serving, ts, False)
-        unloaded = {self.serving.last[server].pid for server, _m in self.serving.unloads}
-        if unloaded:  # Ollama's expires_at passed: its keep-alive gave the memory up, nothing took it
-            launcher_of = {pid: w.pid for pid, w in member.items()}
-            for p in procs:
-                if launcher_of.get(p.pid) in unloaded:
-                    key = (p.pid, p.create_time)
-                    hists.pop(key, None)  # its level starts over from what it holds now
-                    refs.pop(key, None)
+        self.workloads = self.grouper.group(procs)
+        serving = self.serving
+        # No readings now and nothing left from the last ones: observe() would only empty its lists.
+        if sample.serving or serving.unloads or serving.lost_models:
+            serving.observe(sample.serving, ts, False)
+            if serving.unloads:  # Ollama's expires_at passed: its keep-alive gave the memory up
+                self._unloaded(procs)
         if pressure:
             last = self.pressure_last
             if last is None or ts - last > th.eviction_episode_gap_s:
@@ -207,7 +179,10 @@ class G6Tracker(Unpersisted):
                 if ts - e.ts >= hold:
                     held = lo
                     break
-            hist.append(_new(_Level, (ts, rss, gpu, held, avail)))
+            if hist and ts - hist[-1].ts < fold:
+                hist[-1] = folded(hist[-1], rss, gpu, held, avail)
+            else:
+                hist.append(_new(Level, (ts, rss, gpu, held, avail)))
             while ts - hist[0].ts > win:
                 hist.popleft()
             r = refs.get(key)
@@ -215,11 +190,11 @@ class G6Tracker(Unpersisted):
                 if held is not None and held >= r.level:
                     r.level, r.ts, r.gpu, r.avail = held, ts, gpu, avail
             elif pressure:
-                r = _window_reference(hist)
+                r = window_reference(hist)
                 if r is not None:
                     refs[key] = r
             if pressure and r is not None and not r.fired:
-                w = member.get(p.pid)
+                w = self._members().get(p.pid)
                 ev = self._eviction(p, key, hist, r, gpu, ts, f, w.kind if w is not None else "other")
                 if ev is not None:
                     events.append(ev)
@@ -231,38 +206,66 @@ class G6Tracker(Unpersisted):
                 refs.pop(key, None)
         return events
 
+    def _members(self) -> dict[int, Workload]:
+        """pid -> its workload in the latest table (rebuilt only when the table changed and someone asks)."""
+        wls = self.workloads
+        if wls is not self._members_of:
+            self._members_of = wls
+            self._member = {pid: w for w in wls for pid in w.members}
+        return self._member
+
+    def _unloaded(self, procs) -> None:
+        """A keep-alive unload gave the memory up, nothing took it: its processes' levels start over."""
+        unloaded = {self.serving.last[server].pid for server, _m in self.serving.unloads}
+        launcher_of = {pid: w.pid for pid, w in self._members().items()}
+        for p in procs:
+            if launcher_of.get(p.pid) in unloaded:
+                key = (p.pid, p.create_time)
+                self.rss.pop(key, None)  # its level starts over from what it holds now
+                self.ref.pop(key, None)
+
     def _now(self, s: G6Signals) -> G6Now:
         """Who is heavy (with hysteresis), the latches and the eviction hold: what the rules read."""
         th = self.th
         wls = self.workloads
+        if wls is not self._heavy_of or self._heavy_share != s.share_max:
+            self._heavy_of, self._heavy_share = wls, s.share_max
+            self._heavy = self._pick_heavy(wls, s.share_max)
+        heavy, n_uncapped, n_large, total_foot = self._heavy
+        stalls = self.stalls.above(s.some, th.psi_some_warn_pct, th.psi_some_leave_pct, s.psi_some_now)
+        storm = self.storm.above(s.majfault_per_s, th.majfault_storm_per_s, th.majfault_storm_leave_per_s)
+        total = s.mem_total_b
+        near_cap = total is not None and total_foot >= th.near_capacity_ratio * total
+        hold = self.hold_until
+        evicted = self.last_eviction if hold is not None and s.ts < hold else None
+        inside = tuple(self.serving.contention()) if len(heavy) >= 2 else ()  # the servers' own view of it
+        return _new(G6Now, (heavy, stalls, storm, n_uncapped, n_large, total_foot, near_cap, evicted, inside))
+
+    def _pick_heavy(self, wls: tuple[Workload, ...], share_max) -> tuple:
+        """(heavy workloads, how many uncapped, how many large, their footprint together)."""
+        th = self.th
         # Heavy means heavy, whatever the kind: an Ollama with no model loaded (0.5 GiB) is no co-tenant.
         # A footprint wandering at the line stays heavy until it is clearly under it.
+        was = self.heavy_keys
         heavy_keys = set()
         heavy = []
         for w in wls:
             if not w.gpu_resident:
                 continue
-            line = th.heavy_leave_bytes if w.key in self.heavy_keys else th.heavy_workload_bytes
+            line = th.heavy_leave_bytes if (w.pid, w.create_time) in was else th.heavy_workload_bytes
             if w.footprint_bytes >= line:
                 heavy.append(w)
-                heavy_keys.add(w.key)
+                heavy_keys.add((w.pid, w.create_time))
         self.heavy_keys = heavy_keys
-        stalls = self.stalls.above(s.some, th.psi_some_warn_pct, th.psi_some_leave_pct, s.psi_some_now)
-        storm = self.storm.above(s.majfault_per_s, th.majfault_storm_per_s, th.majfault_storm_leave_per_s)
         n_uncapped = n_large = 0
         total_foot = 0
         for w in heavy:
             total_foot += w.footprint_bytes
-            if _over_share(w, s.share_max):
+            if _over_share(w, share_max):
                 n_uncapped += 1
             elif w.kind not in SERVER_KINDS and w.footprint_bytes >= th.large_trainer_bytes:
                 n_large += 1
-        near_cap = s.mem_total_b is not None and total_foot >= th.near_capacity_ratio * s.mem_total_b
-        evicted = self.last_eviction if self.hold_until is not None and s.ts < self.hold_until else None
-        inside = tuple(self.serving.contention()) if len(heavy) >= 2 else ()  # the servers' own view of it
-        return _new(
-            G6Now, (tuple(heavy), stalls, storm, n_uncapped, n_large, total_foot, near_cap, evicted, inside)
-        )
+        return tuple(heavy), n_uncapped, n_large, total_foot
 
     def _eviction(self, p, key, hist, ref, gpu, ts, f, kind):
         """An eviction event when this live process lost a large share of its reference level under pressure.
@@ -328,6 +331,23 @@ class G6Tracker(Unpersisted):
         )
 
 
+def _words(summary: str, s: G6Signals, now: G6Now) -> tuple[str, dict]:
+    """The finding's summary and evidence, from one sample's records (built when first read)."""
+    ev = {
+        "heavy_workloads": len(now.heavy),
+        # Caps are a server notion: a lone trainer is never "uncapped"; a large one is counted apart.
+        "uncapped_workloads": now.uncapped,
+        "large_workloads": now.large,
+        "workloads_footprint_bytes": now.footprint_bytes,
+        "psi_some_avg60_pct": s.some,
+        "major_faults_per_s": s.majfault_per_s,
+        "workloads": [_row(w) for w in now.heavy],
+    }
+    if now.inside:
+        ev["serving_contention"] = list(now.inside)
+    return summary, ev
+
+
 def _row(w: Workload) -> dict:
     return {
         "pid": w.pid,
@@ -338,16 +358,6 @@ def _row(w: Workload) -> dict:
         "members": list(w.members),
         "footprint_bytes": w.footprint_bytes,
     }
-
-
-def _window_reference(hist) -> _Reference | None:
-    """The highest held level in the window (the latest such) as a reference, or None."""
-    best = None
-    for e in hist:
-        h = e.held
-        if h is not None and (best is None or h >= best.held):
-            best = e
-    return None if best is None else _Reference(best.held, best.ts, best.gpu, best.avail)
 
 
 def classify(window: Sequence[Sample], th) -> Finding:

@@ -89,14 +89,22 @@ def _is_trainer_launcher(argv: Sequence[str]) -> bool:
 
 
 class Grouper:
-    """Groups a sample's processes into workloads; caches (kind, member?) per (pid, create_time)."""
+    """Groups a sample's processes into workloads, reusing what stands between samples.
+
+    Cached, because a steady machine's samples mostly repeat the previous one's layout: each process's
+    (kind, member?) per (pid, create_time); the plan (who groups with whom, what each launcher's flags
+    say) while no process comes, goes, is renamed, reparented or changes GPU residency; each workload row
+    while its members' memory holds; and the whole table while nothing moved.
+    """
 
     def __init__(self, capped_max: float = 0.5):
         self.capped_max = capped_max
         self._kinds: dict[tuple[int, float], tuple[str, bool]] = {}
         self._layout: tuple = ()
         self._plan: tuple = ()
-        self._sig: tuple | None = None
+        self._who: list | None = None  # the previous sample's (pid, create_time, ppid, argv, name, resident)
+        self._mem: list | None = None  # its (rss, gpu) per process, None: every row is to be built
+        self._rows: list[Workload] = []  # a row per planned group (the non-workloads too)
         self._last: tuple[Workload, ...] = ()
 
     def _kind(self, p: ProcessInfo) -> tuple[str, bool]:
@@ -113,16 +121,34 @@ class Grouper:
         """One Workload per group, in the order their first member appears in the sample.
 
         A group with no GPU-resident member and no workload kind (a `python train.py` the scan keeps
-        in case it starts loading a model) is not a workload yet and is left out.
+        in case it starts loading a model) is not a workload yet and is left out. The same tuple is
+        handed back while nothing moved.
         """
-        # A sample whose processes read exactly as the previous one's (same layout, same memory) has the
-        # same workloads: half the samples of a steady machine.
-        sig = tuple(
-            (p.pid, p.create_time, p.ppid, p.cmdline, p.rss_bytes, p.gpu_mem_bytes, p.gpu_resident)
-            for p in processes
-        )
-        if sig == self._sig:
-            return self._last
+        who = [(p.pid, p.create_time, p.ppid, p.cmdline, p.name, p.gpu_resident) for p in processes]
+        mem = [(p.rss_bytes, p.gpu_mem_bytes) for p in processes]
+        if who != self._who:
+            self._replan(processes)
+            self._who, self._mem = who, None
+        elif mem == self._mem:
+            return self._last  # half the samples of a steady machine
+        old, rows = self._mem, self._rows
+        changed = old is None  # regrouped: the table is rebuilt (it may now be empty)
+        for g, (idx, static) in enumerate(self._plan):
+            if old is not None:  # only a row whose members' memory moved is summed afresh
+                for i in idx:
+                    if mem[i] != old[i]:
+                        break
+                else:
+                    continue
+            rows[g] = self._workload([processes[i] for i in idx], static)
+            changed = True
+        self._mem = mem
+        if changed:
+            self._last = tuple([w for w in rows if w.gpu_resident or w.kind != "other"])
+        return self._last
+
+    def _replan(self, processes: Sequence[ProcessInfo]) -> None:
+        """Someone came, went or changed: read their kinds (cached) and regroup if the layout moved."""
         kinds = {}
         known = self._kinds.get
         keys = []
@@ -134,14 +160,11 @@ class Grouper:
         if len(self._kinds) > 4 * len(processes) + 64:  # forget processes long gone (bounded memory)
             self._kinds = {k: v for k, v in self._kinds.items() if k in kinds}
         # Who belongs with whom changes only when a process comes, goes, is renamed or reparented: the
-        # grouping is reused while the layout stands, only the members' memory is summed afresh each sample.
+        # grouping is reused while the layout stands.
         layout = tuple((k, p.ppid, p.cmdline, kinds[k]) for k, p in zip(keys, processes, strict=True))
         if layout != self._layout:
             self._layout, self._plan = layout, self._plan_groups(processes, kinds)
-        out = (self._workload([processes[i] for i in idx], static) for idx, static in self._plan)
-        self._sig = sig
-        self._last = tuple(w for w in out if w.gpu_resident or w.kind != "other")
-        return self._last
+            self._rows = [None] * len(self._plan)  # type: ignore[list-item]  # all built below
 
     def _plan_groups(
         self, processes: Sequence[ProcessInfo], kinds

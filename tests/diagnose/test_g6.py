@@ -201,3 +201,35 @@ def test_the_summary_names_the_uncapped_or_large_workload():
     assert f.summary.endswith(": vllm (cap 0.9, above 0.5) beside trainer (6 GiB)")
     f = g6.classify(Host().run(2, processes=[proc(1, OLLAMA, 3.0, 30.0), proc(2, TRAINER, 14.0, 38.0)]), th)
     assert f.summary.endswith(": ollama (uncapped) and trainer (38 GiB, large)")
+
+
+def _g6_of(d: Diagnoser) -> g6.G6Tracker:
+    return next(t for t in d.trackers if t.gotcha == "G6")
+
+
+def test_at_one_second_sampling_a_process_keeps_a_bounded_history_and_evictions_still_show():
+    th = Thresholds()
+    h = Host(interval=1.0)
+    d = Diagnoser(th)
+    srv = proc(1, VLLM_KV, 3.0, 40.0)
+    for _ in range(900):  # 15 minutes at --interval 1, longer than the 600 s window
+        d.observe(h.sample(processes=[srv, proc(2, TRAINER, 14.0, 38.0)]))
+    levels = _g6_of(d).rss
+    # at most a level per 10 s of the window (601 a process unbounded)
+    assert len(levels) == 2 and max(map(len, levels.values())) <= 61
+    out = d.observe(h.sample(processes=[srv, proc(2, TRAINER, 7.0, 38.0)], psi_some=20.0, swapout=3000))
+    assert [e.kind for e in out.events] == ["eviction"]
+
+
+def test_at_one_second_sampling_a_spike_under_the_hold_time_is_still_no_level():
+    def spike(seconds_at_peak):
+        h = Host(interval=1.0)
+        d = Diagnoser(Thresholds())
+        srv = proc(1, VLLM_KV, 3.0, 40.0)
+        for rss in [10.0] * 300 + [22.0] * seconds_at_peak:
+            d.observe(h.sample(processes=[srv, proc(2, TRAINER, rss, 30.0)], psi_some=4.0))
+        out = d.observe(h.sample(processes=[srv, proc(2, TRAINER, 10.0, 30.0)], psi_some=4.0))
+        return [e.kind for e in out.events]
+
+    assert spike(45) == []  # a checkpoint save: 45 s at 22 GiB
+    assert spike(150) == ["eviction"]  # held well past eviction_level_hold_s (90 s), then lost

@@ -162,6 +162,24 @@ def test_one_grouper_regroups_when_the_layout_changes_and_sums_memory_afresh_eac
     relaunched = [p(100, [*VLLM[:-1], "0.9"], 1.5, ct=1000.0, ppid=1), *grown[1:]]
     (w,) = g.group(relaunched)
     assert w.cap_value == 0.9 and w.capped is False
+    # Everyone gone (a reboot): no workloads left.
+    assert g.group([]) == ()
+
+
+def test_a_grouper_reuses_the_table_while_nothing_moved_and_each_row_whose_memory_held():
+    from spark_watchd.sample.groups import Grouper
+
+    g = Grouper()
+    trainer = p(200, ["python", "train.py"], 30.0, 30.0, ct=2000.0, ppid=1)
+    table = g.group([*_vllm_tp2(), trainer])
+    assert g.group([*_vllm_tp2(), trainer]) is table  # a sample read afresh, the same figures
+    grown = p(200, ["python", "train.py"], 31.0, 30.0, ct=2000.0, ppid=1)
+    vllm, moved = g.group([*_vllm_tp2(), grown])
+    assert vllm is table[0] and moved.footprint_bytes == int(31.0 * GIB)  # only the trainer's row is new
+    renamed = ProcessInfo(
+        200, 2000.0, "pt_main_thread", grown.cmdline, grown.rss_bytes, grown.gpu_mem_bytes, True, 1
+    )
+    assert g.group([*_vllm_tp2(), renamed])[1].name == "pt_main_thread"
 
 
 # ---- issue 18 §6: Ray, containers, notebooks ------------------------------------------------------------

@@ -372,6 +372,8 @@ def bound_cmdline(
     if end <= 0:
         return ()
     sep = b"\0" if raw.find(b"\0", 0, end) >= 0 or raw.find(b" ", 0, end) < 0 else b" "
+    if end <= min(max_arg, max_total):  # most argvs: nothing to cut, and a separator never splits a character
+        return tuple(raw[:end].decode("utf-8", "replace").split(sep.decode()))
 
     def items():
         pos = 0

@@ -5,12 +5,13 @@ Cheap at thousands of processes: the live /proc is walked by `procfs.LiveTable`,
 one stat file for a new one where psutil reads two; values are psutil's (create_time, name, rss, ppid).
 Name and argv are read once per (pid, create_time) and the classification cached; only the few relevant
 processes are read each tick (one stat read: rss, ppid, and the start time again to catch a reused pid).
+A new process costs its stat and cmdline reads (os.read, no buffered file); a kernel thread its stat alone
+(its argv is empty); its settling re-reads compare cmdline bytes; its kind is cached by (argv, name).
 Processes that vanish or deny access mid-scan are skipped.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import os
@@ -24,17 +25,34 @@ from spark_watchd.sample.workloads import (
     ARGV_HEAD_BYTES,
     SAMPLE_ARGV_MAX_BYTES,
     bound_argv,
+    bound_cmdline,
     classify,
     is_ray_runtime,
     is_training_script,
 )
-from spark_watchd.sources.procfs import LiveTable, iter_root, read_argv, read_name
+from spark_watchd.sources.procfs import LiveTable, iter_root, read_argv, read_cmdline, read_name, stat_state
 
 # How many scans a new process's argv is read again before the cached answer is trusted.
 SETTLE_SCANS = 3
 _GONE = (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied)
 # One /proc/PID entry psutil or our reader cannot make sense of: skip that entry, never the whole list.
 _MALFORMED = (OSError, ValueError, IndexError, TypeError, OverflowError, psutil.Error)
+# A settling process's cmdline bytes are kept (up to this many) so its re-read compares bytes, not argv.
+_SETTLE_RAW_MAX = 4096
+
+
+@functools.lru_cache(maxsize=256)  # bounded: argv is at most 8 KiB, so at most 2 MiB, and mostly far less
+def scan_kind(argv: tuple[str, ...], name: str) -> str:
+    """The kind the scan files a process under when NVML does not list it: classify()'s, or "candidate".
+
+    Cached by (argv, name): it is a pure function of them, and new processes come in crowds of one command
+    line (a pool's workers, a build's compilers, a test run), so the first of them pays for the rest.
+    A `python train.py` is kept before it holds GPU memory too: its model load is a G3 transient.
+    Ray's raylet and workers are kept: they chain a Ray executor's memory to its launcher (issue 18)."""
+    kind = classify(argv, name, gpu_resident=False)
+    if kind == "other" and (is_training_script(argv) or is_ray_runtime(argv, name)):
+        kind = "candidate"
+    return kind
 
 
 class ProcessSource:
@@ -58,6 +76,9 @@ class ProcessSource:
         # (pid, create_time) -> (name, argv, kind when not GPU-resident or "candidate", reads so far)
         self._cache: dict[tuple[int, float], tuple[str, tuple[str, ...], str, int]] = {}
         self.cmdline_reads = 0  # argv reads so far: stays flat on a quiet machine
+        # (pid, create_time) -> its cmdline bytes as last read, while it settles (live /proc only): an unchanged
+        # re-read is then a bytes comparison. Dropped once settled, or gone.
+        self._settle_raw: dict[tuple[int, float], bytes] = {}
 
     def _identify(
         self, proc: psutil.Process, key: tuple[int, float], resident: bool
@@ -72,38 +93,26 @@ class ProcessSource:
         if self._direct and hit is not None and not resident:
             # A settling re-read: argv alone tells an exec() (or a retitle) apart; unchanged, so is the answer.
             try:
-                same = read_argv(root, proc.pid) == hit[1]
+                raw = read_cmdline(root, proc.pid)
+                same = raw == self._settle_raw.get(key) or bound_cmdline(raw) == hit[1]
             except psutil.AccessDenied:
                 same = hit[1] == ()
             if same:
                 entry = self._cache[key] = (*hit[:3], hit[3] + 1)
+                if entry[3] >= SETTLE_SCANS:
+                    self._settle_raw.pop(key, None)
                 return entry
-        # psutil's oneshot caches its own reads: the direct path makes none (status() only for a zombie).
-        with contextlib.nullcontext() if self._direct else proc.oneshot():
-            try:  # bounded as it is read: another user's 1.9 MB argv is not kept whole (issue 20 §2)
-                argv = read_argv(root, proc.pid)
-                zombie = not argv and hasattr(proc, "status") and proc.status() == psutil.STATUS_ZOMBIE
-                if zombie:  # as psutil's own cmdline() says
-                    raise psutil.ZombieProcess(proc.pid)
-            except psutil.AccessDenied:
-                argv = ()
-            if self._direct:
-                # The stat bytes read when the process was first seen hold its name, unless an exec since.
-                raw = getattr(proc, "raw_stat", None)
-                if raw is not None:
-                    proc.raw_stat = None  # read once: not kept for every process on the machine
-                name = read_name(root, proc.pid, argv, raw if hit is None else None)
+        reads = (hit[3] if hit else 0) + 1
+        if self._direct:
+            name, argv, raw = _read_direct(proc, root, first=hit is None)
+            if raw is not None and len(raw) <= _SETTLE_RAW_MAX and reads < SETTLE_SCANS and not resident:
+                self._settle_raw[key] = raw  # for its next settling re-read
             else:
-                try:
-                    name = proc.name()
-                except psutil.AccessDenied:
-                    name = ""
-        kind = classify(argv, name, gpu_resident=False)
-        # A `python train.py` is kept before it holds GPU memory too: its model load is a G3 transient.
-        # Ray's raylet and workers are kept: they chain a Ray executor's memory to its launcher (issue 18).
-        if kind == "other" and (is_training_script(argv) or is_ray_runtime(argv, name)):
-            kind = "candidate"
-        entry = (name, argv, kind, (hit[3] if hit else 0) + 1)
+                self._settle_raw.pop(key, None)
+        else:
+            with proc.oneshot():  # psutil's oneshot caches its own reads
+                name, argv = _read_psutil(proc, root)
+        entry = (name, argv, scan_kind(argv, name), reads)
         self._cache[key] = entry
         return entry
 
@@ -152,10 +161,52 @@ class ProcessSource:
             )
         for key in self._cache.keys() - seen:
             del self._cache[key]
+        for key in self._settle_raw.keys() - seen:
+            del self._settle_raw[key]
         return {"processes": _within_sample_budget(out)}
 
     def close(self) -> None:
         self._cache.clear()
+        self._settle_raw.clear()
+
+
+def _read_direct(proc: Any, root: str, first: bool) -> tuple[str, tuple[str, ...], bytes | None]:
+    """(name, bounded argv, cmdline bytes or None) of a live /proc entry, read from /proc/PID as psutil reads them
+    (psutil's oneshot and wrappers cost as much as the reads; status() only for an empty argv)."""
+    # The stat bytes read when the process was first seen hold its name and flags, unless an exec since.
+    stat = proc.raw_stat if first else None
+    state, kthread = stat_state(stat) if stat is not None else (b"", False)
+    raw = None
+    if kthread:  # a kernel thread's cmdline reads empty: only whether it is a zombie is asked, as psutil does
+        if state == b"Z":
+            raise psutil.ZombieProcess(proc.pid)
+        argv: tuple[str, ...] = ()
+    else:
+        try:  # bounded as it is read: another user's 1.9 MB argv is not kept whole (issue 20 §2)
+            raw = read_cmdline(root, proc.pid)
+            argv = bound_cmdline(raw)
+            if not argv and proc.status() == psutil.STATUS_ZOMBIE:  # as psutil's own cmdline() says
+                raise psutil.ZombieProcess(proc.pid)
+        except psutil.AccessDenied:
+            argv = ()
+    name = read_name(root, proc.pid, argv, stat)
+    proc.raw_stat = None  # read once: not kept for every process on the machine
+    return name, argv, raw
+
+
+def _read_psutil(proc: psutil.Process, root: str) -> tuple[str, tuple[str, ...]]:
+    """(name, bounded argv) of a psutil.Process or a ProcEntry (any other /proc root)."""
+    try:  # bounded as it is read: another user's 1.9 MB argv is not kept whole (issue 20 §2)
+        argv = read_argv(root, proc.pid)
+        if not argv and hasattr(proc, "status") and proc.status() == psutil.STATUS_ZOMBIE:
+            raise psutil.ZombieProcess(proc.pid)  # as psutil's own cmdline() says
+    except psutil.AccessDenied:
+        argv = ()
+    try:
+        name = proc.name()
+    except psutil.AccessDenied:
+        name = ""
+    return name, argv
 
 
 def _within_sample_budget(out: list[ProcessInfo]) -> tuple[ProcessInfo, ...]:

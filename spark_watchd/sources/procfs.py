@@ -24,6 +24,34 @@ _U64_MAX = 2**64 - 1
 _FS_ENC, _FS_ERRS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 _COMM_LEN = 15  # TASK_COMM_LEN - 1: the kernel truncates comm to this
 _ARGV_READ_MAX = 8 << 20  # the kernel's own bound on argv + environ is a quarter of an 8-32 MiB stack
+_O_READ = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+_FIRST_READ = (
+    16 << 10
+)  # one read holds nearly every argv (ARGV_MAX_BYTES is 8 KiB): only a longer one reads on
+
+
+def read_bytes(path: str, limit: int) -> bytes:
+    """PATH's first LIMIT bytes by os.open/os.read: the scan reads two or three small files per new process, and
+    an io.open() (a buffered reader, and a buffer of LIMIT bytes: 8 MiB for an argv) costs more than the read.
+
+    A short first read is the end of the file (a /proc file answers a read whole up to its size, as a regular
+    file does); a full one reads on, in growing chunks, to the end or LIMIT. OSError as open() raises it."""
+    fd = os.open(path, _O_READ)
+    try:
+        first = min(limit, _FIRST_READ)
+        data = os.read(fd, first)
+        if len(data) < first or first == limit:
+            return data
+        parts, total = [data], len(data)
+        while total < limit:
+            data = os.read(fd, min(limit - total, total))
+            if not data:
+                break
+            parts.append(data)
+            total += len(data)
+        return b"".join(parts)
+    finally:
+        os.close(fd)
 
 
 class _Mem(NamedTuple):
@@ -40,7 +68,7 @@ def parse_stat(text: str) -> tuple[str, int, int, int]:
     if not sep or "(" not in head:
         raise ValueError("stat: no '(comm)'")
     comm = head.partition("(")[2]
-    fields = tail.split()
+    fields = tail.split(None, 22)  # the fields up to rss; the rest of the line stays one string
     if len(fields) < 22:
         raise ValueError(f"stat: {len(fields)} fields after comm, expected at least 22")
     ppid, start, rss = fields[1], fields[19], fields[21]
@@ -69,6 +97,9 @@ def boot_time(root: str) -> float:
 
 class ProcEntry:
     """One ROOT/PID directory, read on demand; OSError/ValueError mean "gone" or "malformed"."""
+
+    # Slots: the live table keeps one entry for every process on the machine, thousands of them.
+    __slots__ = ("root", "pid", "_btime", "_dir", "_stat")
 
     def __init__(self, root: str, pid: int, btime: float):
         self.root = root
@@ -114,14 +145,17 @@ class LiveEntry(ProcEntry):
     """A process of the live /proc, as psutil.Process sees it: the same create_time (unrounded: the boot time
     plus starttime / CLK_TCK, in psutil's order), a pid reused since it was first seen is not running."""
 
+    __slots__ = ("raw_stat", "_start", "_ctime")
+
     def __init__(self, root: str, pid: int, btime: float):
         self.root = root
         self.pid = pid
         self._btime = btime
         self._dir = f"{root}/{pid}"
         try:
-            with open(f"{self._dir}/stat", "rb") as f:
-                self.raw_stat: bytes | None = f.read(4096)  # the name is read from it once (read_name)
+            self.raw_stat: bytes | None = read_bytes(
+                f"{self._dir}/stat", 4096
+            )  # its name read once (read_name)
         except FileNotFoundError:
             raise psutil.NoSuchProcess(pid) from None
         self._stat = parse_stat(self.raw_stat.decode("utf-8", "replace"))
@@ -141,16 +175,14 @@ class LiveEntry(ProcEntry):
     def memory_info(self) -> _Mem:
         """RSS as psutil reads it (statm's resident pages: stat's own count can lag it by a few pages)."""
         try:
-            with open(os.path.join(self._dir, "statm"), "rb") as f:
-                return _Mem(int(f.read(512).split()[1]) * _PAGE)
+            return _Mem(int(read_bytes(f"{self._dir}/statm", 512).split()[1]) * _PAGE)
         except FileNotFoundError:
             raise psutil.NoSuchProcess(self.pid) from None
 
     def status(self) -> str:
         """psutil's status for a zombie (the one state the scan asks about), else "running"."""
         try:
-            with open(os.path.join(self._dir, "stat"), "rb") as f:
-                data = f.read(4096)
+            data = read_bytes(f"{self._dir}/stat", 4096)
         except FileNotFoundError:
             raise psutil.NoSuchProcess(self.pid) from None
         return (
@@ -189,17 +221,34 @@ class LiveTable:
         self._known.pop(pid, None)
 
 
-def read_argv(root: str, pid: int) -> tuple[str, ...]:
-    """ROOT/PID/cmdline as a bounded argv (sample/workloads.bound_cmdline): the bytes are read whole, since a
-    launcher's cap flag may follow a megabyte of padding, and only what is kept becomes strings."""
+def read_cmdline(root: str, pid: int) -> bytes:
+    """ROOT/PID/cmdline's bytes, read whole (a launcher's cap flag may follow a megabyte of padding);
+    psutil.NoSuchProcess when gone, psutil.AccessDenied when unreadable."""
     try:
-        with open(os.path.join(root, str(pid), "cmdline"), "rb") as f:
-            raw = f.read(_ARGV_READ_MAX)
+        return read_bytes(f"{root}/{pid}/cmdline", _ARGV_READ_MAX)
     except FileNotFoundError:
         raise psutil.NoSuchProcess(pid) from None
     except PermissionError:
         raise psutil.AccessDenied(pid) from None
-    return bound_cmdline(raw)
+
+
+def read_argv(root: str, pid: int) -> tuple[str, ...]:
+    """ROOT/PID/cmdline as a bounded argv (sample/workloads.bound_cmdline): only what is kept becomes strings."""
+    return bound_cmdline(read_cmdline(root, pid))
+
+
+_PF_KTHREAD = 0x00200000  # include/linux/sched.h: the task is a kernel thread
+
+
+def stat_state(stat: bytes) -> tuple[bytes, bool]:
+    """(state letter, whether a kernel thread) from /proc/PID/stat bytes; ValueError when malformed.
+
+    A kernel thread has no argv (its cmdline reads empty) until it exec()s a user program (a usermode helper),
+    which clears the flag."""
+    fields = stat[stat.rfind(b")") + 2 :].split(None, 7)
+    if len(fields) < 7 or not fields[6].isdigit():
+        raise ValueError("stat: no flags field")
+    return fields[0], bool(int(fields[6]) & _PF_KTHREAD)
 
 
 def read_name(root: str, pid: int, argv: tuple[str, ...], stat: bytes | None = None) -> str:
@@ -209,8 +258,7 @@ def read_name(root: str, pid: int, argv: tuple[str, ...], stat: bytes | None = N
     data = stat
     if data is None:
         try:
-            with open(f"{root}/{pid}/stat", "rb") as f:
-                data = f.read(4096)
+            data = read_bytes(f"{root}/{pid}/stat", 4096)
         except (FileNotFoundError, ProcessLookupError):
             raise psutil.NoSuchProcess(pid) from None
     name = data[data.find(b"(") + 1 : data.rfind(b")")].decode(_FS_ENC, _FS_ERRS)

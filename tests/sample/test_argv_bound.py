@@ -61,6 +61,20 @@ def test_setproctitle_spaces_and_empty_cmdlines():
     )  # a cut mid-character is fine
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.binary(max_size=ARG_MAX_BYTES + 8)
+    | st.lists(st.sampled_from([b"\0", b" ", b"a", b"\xe2\x82", b"\xac", b"\xff"])).map(b"".join)
+)
+def test_a_short_cmdline_reads_as_each_argument_decoded_on_its_own(raw):
+    """An argv short enough to keep whole is decoded at once: exactly what decoding each argument gives."""
+    end = len(raw) - 1 if raw.endswith(b"\0") else len(raw)
+    sep = b"\0" if b"\0" in raw[:end] or b" " not in raw[:end] else b" "
+    want = tuple(a.decode("utf-8", "replace") for a in raw[:end].split(sep)) if end > 0 else ()
+    if all(len(a) <= ARG_MAX_BYTES for a in raw[:end].split(sep)):
+        assert bound_cmdline(raw) == want
+
+
 _arg = st.one_of(
     st.sampled_from(sorted(LAUNCHER_FLAGS)),
     st.sampled_from(["0.3", "8000", "40G", "=", "... (5 more bytes)"]),

@@ -165,14 +165,14 @@ def test_processes_vanishing_mid_scan_are_skipped(spawn, reap):
 def test_access_denied_argv_is_tolerated(monkeypatch, spawn):
     p = spawn("train.py")
 
-    real_open = open
+    real_open = os.open
 
     def denied(path, *a, **k):  # /proc/PID/cmdline unreadable (hidepid=2, another user's process)
         if str(path).endswith(f"/{p.pid}/cmdline"):
             raise PermissionError(13, "Permission denied", path)
         return real_open(path, *a, **k)
 
-    monkeypatch.setattr("builtins.open", denied)
+    monkeypatch.setattr("os.open", denied)  # the scan reads /proc files by os.open (procfs.read_bytes)
     got = by_pid(ProcessSource().collect({"_gpu_processes": {p.pid: 5}}))
     assert got[p.pid].cmdline == () and got[p.pid].gpu_resident
 
@@ -263,3 +263,68 @@ def test_a_zombie_in_the_live_table_says_so(tmp_path):
         assert child.pid not in by_pid(ProcessSource().collect({}))
     finally:
         child.wait()
+
+
+def _kernel_threads() -> list[int]:
+    from spark_watchd.sources.procfs import stat_state
+
+    found = []
+    for n in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{n}/stat", "rb") as f:
+                if n.isdigit() and stat_state(f.read())[1]:
+                    found.append(int(n))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def test_a_kernel_thread_is_filed_without_reading_its_cmdline(monkeypatch):
+    """Its cmdline reads empty: the scan takes () from the stat flags it already read, as psutil would answer."""
+    kthreads = _kernel_threads()
+    if not kthreads:
+        pytest.skip("no kernel threads visible in this pid namespace")
+    want = {pid: psutil.Process(pid).name() for pid in kthreads[:20]}
+    real_open, opened = os.open, []
+
+    def counting(path, *a, **k):
+        opened.append(str(path))
+        return real_open(path, *a, **k)
+
+    monkeypatch.setattr("os.open", counting)
+    src = ProcessSource()
+    src.collect({})
+    cached = {key[0]: entry for key, entry in src._cache.items()}
+    for pid, name in want.items():
+        if pid in cached:  # a kworker may have exited since
+            assert cached[pid][:3] == (name, (), "other")
+            assert f"/proc/{pid}/cmdline" not in opened
+    assert any(pid in cached for pid in want)
+
+
+def test_stat_state_reads_the_state_and_the_kernel_thread_flag():
+    from spark_watchd.sources.procfs import stat_state
+
+    assert stat_state(b"2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0") == (b"S", True)
+    assert stat_state(b"9 (a) (b)) Z 1 9 9 0 -1 4194560 0 0") == (b"Z", False)
+    with pytest.raises(ValueError):
+        stat_state(b"9 (x) S 1 9")
+
+
+def test_settling_cmdline_bytes_are_dropped_once_settled_or_gone(spawn):
+    """The bytes kept for a settling re-read are a bound on the settling processes, not on the machine."""
+    p = spawn("vllm", "serve", "m")
+    src = ProcessSource()
+    src.collect({})
+    key = next(k for k in src._cache if k[0] == p.pid)
+    assert key in src._settle_raw
+    for _ in range(SETTLE_SCANS):
+        src.collect({})
+    assert src._cache[key][3] == SETTLE_SCANS and key not in src._settle_raw
+    young = spawn("helper.py")
+    src.collect({})
+    young_key = next(k for k in src._settle_raw if k[0] == young.pid)
+    young.kill()
+    young.wait()
+    src.collect({})
+    assert young_key not in src._settle_raw  # other processes may be settling: this machine is shared

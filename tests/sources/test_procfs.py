@@ -7,7 +7,7 @@ import os
 import psutil
 import pytest
 
-from spark_watchd.sources.procfs import ProcEntry, boot_time, iter_root, parse_stat
+from spark_watchd.sources.procfs import ProcEntry, boot_time, iter_root, parse_stat, read_argv, read_bytes
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -167,6 +167,25 @@ def test_oneshot_is_a_context_manager(tmp_path):
     e = ProcEntry(str(root), 9, 0.0)
     with e.oneshot():
         assert e.name() == "x"
+
+
+def test_read_bytes_reads_past_its_first_read_to_the_end_or_the_limit(tmp_path):
+    f = tmp_path / "f"
+    data = bytes(range(256)) * 12_000  # 3 MB: many reads past the first
+    f.write_bytes(data)
+    assert read_bytes(str(f), 8 << 20) == data
+    assert read_bytes(str(f), 1 << 20) == data[: 1 << 20]
+    assert read_bytes(str(f), 100) == data[:100]
+    f.write_bytes(b"")
+    assert read_bytes(str(f), 4096) == b""
+
+
+def test_a_cap_flag_after_a_megabyte_of_argv_is_read(tmp_path):
+    root = _host(
+        tmp_path, {9: (_stat(), ["vllm", "serve", "x" * 2_000_000, "--gpu-memory-utilization", "0.4"])}
+    )
+    argv = read_argv(str(root), 9)
+    assert argv[:2] == ("vllm", "serve") and argv[-2:] == ("--gpu-memory-utilization", "0.4")
 
 
 # iter_root

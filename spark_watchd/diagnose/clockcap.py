@@ -29,6 +29,7 @@ MIN_SPAN_S = 600.0  # ... over at least ten minutes
 BELOW_APP_MHZ = 150  # a ceiling this far under the applications clock (2418 on GB10) is no boost wobble
 LOST_SAMPLES = 3  # loaded samples above the cap before the cap counts as lost
 COST_MIN = 5  # samples on each side before a cost is quoted
+_STALE = object()  # the ceiling needs finding again (see ClockCapWatch._found_for)
 
 ADVICE_LOST = (
     "Re-apply the cap now: sudo nvidia-smi -lgc 0,{cap}",
@@ -118,9 +119,17 @@ class ClockCapWatch:
         self._lost_clock: float | None = None
         self._sides = {"capped": _Side(), "uncapped": _Side()}
         self.status: CapStatus | None = None
+        # Work done only when its inputs changed (most samples change none of them): the ceiling is found
+        # again when the clean window moved, the applications clock or the thresholds changed (_found_for:
+        # the clock it was found for, _STALE after a change); the cost when a side took a sample; the
+        # status record when one of its fields changed (_status_key: the fields it was built from).
+        self._found_for: Any = _STALE
+        self._cost_now: dict[str, Any] | None = None
+        self._status_key: tuple | None = None
 
     def set_thresholds(self, th) -> None:
         self.th = th
+        self._found_for = _STALE
 
     def reboot(self) -> None:
         """A new boot: the driver has forgotten any cap; the one kept is what this boot must show."""
@@ -132,12 +141,14 @@ class ClockCapWatch:
         self.cap = None
         self._ran_free = False
         self._clean.clear()
+        self._found_for = _STALE
         self._after_reboot = True
         self._above = 0
         self.lost = False
 
     def time_jump(self) -> None:
         self._clean.clear()
+        self._found_for = _STALE
 
     def state(self) -> dict[str, Any]:
         """`clock_cap_mhz`, the cap a next boot must show; absent when none (older state files keep their shape)."""
@@ -159,15 +170,19 @@ class ClockCapWatch:
         th = self.th
         clk, temp, util = f.sm_clock_mhz, f.temp_c, f.util_pct
         loaded = clk is not None and util is not None and util >= th.load_util_pct
-        hot = f.thermal_bits or (temp is not None and temp >= f.slowdown_c - th.slowdown_margin_c)
         cool = temp is not None and temp < f.slowdown_c - th.cool_margin_c
+        clean = self._clean
         if loaded and cool and not f.thermal_bits and clk > th.pinned_clock_max_mhz:
-            self._clean.append((f.ts, float(clk)))
+            clean.append((f.ts, float(clk)))
+            self._found_for = _STALE
             if clk > (f.app_clock_mhz or 2418) - BELOW_APP_MHZ:
                 self._ran_free = True
-        while self._clean and f.ts - self._clean[0][0] > WINDOW_S:
-            self._clean.popleft()
-        self._find_cap(f.app_clock_mhz)
+        while clean and f.ts - clean[0][0] > WINDOW_S:
+            clean.popleft()
+            self._found_for = _STALE
+        if self._found_for is _STALE or self._found_for != f.app_clock_mhz:
+            self._find_cap(f.app_clock_mhz)
+            self._found_for = f.app_clock_mhz
         expected = self.expected()
         ceiling = self.cap or expected
         if loaded and expected is not None:
@@ -179,10 +194,16 @@ class ClockCapWatch:
             elif self.cap is not None:  # held again: restored by hand
                 self._above = 0
                 self.lost = False
-        if loaded and not hot and ceiling is not None:
-            side = "capped" if clk <= ceiling + th.clock_cap_above_mhz else "uncapped"
-            self._sides[side].add(temp, *_tps(sample))
-        self.status = CapStatus(self.cap, expected, self.lost, self._lost_clock, self._cost())
+        if loaded and ceiling is not None:
+            hot = f.thermal_bits or (temp is not None and temp >= f.slowdown_c - th.slowdown_margin_c)
+            if not hot:
+                side = "capped" if clk <= ceiling + th.clock_cap_above_mhz else "uncapped"
+                self._sides[side].add(temp, *_tps(sample))
+                self._cost_now = self._cost()
+        key = (self.cap, expected, self.lost, self._lost_clock, self._cost_now)
+        if key != self._status_key:
+            self.status = CapStatus(*key)
+            self._status_key = key
         return self.status
 
     def _find_cap(self, app_clock: float | None) -> None:

@@ -10,6 +10,7 @@ emitted; the rules in `g4_rules.RULES` then rule on the record and the state in 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import NamedTuple
 
 from spark_watchd.diagnose import features as feat
@@ -17,11 +18,11 @@ from spark_watchd.diagnose.anomaly import AnomalyWatch
 from spark_watchd.diagnose.board import BoardEvidence
 from spark_watchd.diagnose.board import evidence as board_evidence
 from spark_watchd.diagnose.clockcap import ClockCapWatch
-from spark_watchd.diagnose.g4_rules import RULES, G4Now
+from spark_watchd.diagnose.g4_rules import G4Now, ruling, words
 from spark_watchd.diagnose.serving import ServingWatch
 from spark_watchd.diagnose.steady import Dwell
 from spark_watchd.diagnose.steps import Job, step_ratio
-from spark_watchd.diagnose.tracker import Verdict, judge
+from spark_watchd.diagnose.tracker import Ruling, Verdict
 from spark_watchd.diagnose.verdicts import G4State
 from spark_watchd.sample.findings import Event, Finding
 from spark_watchd.sample.model import Sample
@@ -203,9 +204,7 @@ class G4Tracker:
         self.cap.time_jump()
         self.dwell.reset()
         for j in self.jobs.values():
-            j.recent.clear()
-            j.recent_sum = 0.0
-            j.last_report = None
+            j.forget_recent()
         if self.last_thermal_ts is not None and self.last_thermal_ts > ts:
             self.last_thermal_ts = ts
         if self.episode_start is not None and self.episode_start > ts:
@@ -227,7 +226,7 @@ class G4Tracker:
         if not s.has_gpu:
             self.last_ts = ts
             now = _new(G4Now, (self.episode, hold, False, None, None, None, (), None))
-            return self._publish(judge(RULES, s, now, th), {}, s, now, events)
+            return self._publish(ruling(s, now, th), s, now, events)
         if s.signature:
             self.last_thermal_ts = ts
             if not self.episode:
@@ -290,47 +289,56 @@ class G4Tracker:
             duration = ts - self.episode_start
         cap = self.cap.observe(sample, f)
         now = _new(G4Now, (self.episode, hold, damaged, worst, anomaly, duration, cut, cap))
-        return self._publish(judge(RULES, s, now, th), self._evidence(s, now), s, now, events)
+        return self._publish(ruling(s, now, th), s, now, events)
 
-    def _evidence(self, s: G4Signals, now: G4Now) -> dict:
-        """The readings behind the finding, for people (code reads Finding.state)."""
+    def _publish(self, r: Ruling, s: G4Signals, now: G4Now, events: list[Event]) -> Verdict:
+        """The finding of this sample, its words deferred (written on first read, from its records only)."""
         th = self.th
-        ev = {
-            "temp_c": s.temp_c,
-            "slowdown_temp_c": s.slowdown_c,
-            "shutdown_temp_c": s.shutdown_c,
-            "power_w": s.power_w,
-            "power_rating_w": th.power_rating_w,
-            "sm_clock_mhz": s.sm_clock_mhz,
-            "applications_clock_mhz": s.app_clock_mhz,
-            "util_pct": s.util_pct,
-            "thermal_reasons_active": s.thermal_bits,
-            "thermal_counter_share": s.counter_share,
-            # cumulative, for sparkwatchd_throttled_seconds_total (the runtime restores it after restarts)
-            "throttled_seconds_total": self.throttle_s,
-        }
-        if s.board is not None:
-            ev.update(s.board.details())
-        w = now.step
-        if w is not None:
-            ev["step_seconds_recent"] = w.recent_s
-            ev["step_seconds_baseline"] = w.baseline_s
-            ev["step_time_ratio"] = w.ratio
-        if now.duration_s is not None:
-            ev["throttle_duration_s"] = now.duration_s
-        if now.serving_cut:
-            ev["serving_damage"] = list(now.serving_cut)
-        c = now.cap
-        if c is not None and (c.cap_mhz or c.expected_mhz):
-            ev.update((f"clock_cap_{k}", v) for k, v in c.to_dict().items() if k != "summary")
-        return ev
-
-    def _publish(self, r, ev: dict, s: G4Signals, now: G4Now, events: list[Event]) -> Verdict:
         state = _new(
             G4State, (now.throttling, s.reason, s.counter_share, now.step, self.throttle_s, now.duration_s)
         )
-        finding = Finding("G4", r.severity, r.summary, ev, r.advice, r.anomaly, state)
-        return Verdict(self.dwell.apply(finding, s.ts, self.th.min_dwell_s), events)
+        # The words, written on first read from this sample's records (never from self: throttle_s moves on).
+        build = partial(_words, r, s, now, state.throttled_seconds_total, th)
+        finding = Finding.deferred("G4", r.severity, build, r.advice, r.anomaly, state)
+        return _new(Verdict, (self.dwell.apply(finding, s.ts, th.min_dwell_s), events, ()))
+
+
+def _words(r: Ruling, s: G4Signals, now: G4Now, throttled_s: float, th) -> tuple[str, dict]:
+    """A G4 finding's (summary, evidence) at one sample."""
+    return words(r, s, now, th), evidence(s, now, throttled_s, th) if s.has_gpu else {}
+
+
+def evidence(s: G4Signals, now: G4Now, throttled_s: float, th) -> dict:
+    """The readings behind the finding, for people (code reads Finding.state)."""
+    ev = {
+        "temp_c": s.temp_c,
+        "slowdown_temp_c": s.slowdown_c,
+        "shutdown_temp_c": s.shutdown_c,
+        "power_w": s.power_w,
+        "power_rating_w": th.power_rating_w,
+        "sm_clock_mhz": s.sm_clock_mhz,
+        "applications_clock_mhz": s.app_clock_mhz,
+        "util_pct": s.util_pct,
+        "thermal_reasons_active": s.thermal_bits,
+        "thermal_counter_share": s.counter_share,
+        # cumulative, for sparkwatchd_throttled_seconds_total (the runtime restores it after restarts)
+        "throttled_seconds_total": throttled_s,
+    }
+    if s.board is not None:
+        ev.update(s.board.details())
+    w = now.step
+    if w is not None:
+        ev["step_seconds_recent"] = w.recent_s
+        ev["step_seconds_baseline"] = w.baseline_s
+        ev["step_time_ratio"] = w.ratio
+    if now.duration_s is not None:
+        ev["throttle_duration_s"] = now.duration_s
+    if now.serving_cut:
+        ev["serving_damage"] = list(now.serving_cut)
+    c = now.cap
+    if c is not None and (c.cap_mhz or c.expected_mhz):
+        ev.update((f"clock_cap_{k}", v) for k, v in c.to_dict().items() if k != "summary")
+    return ev
 
 
 def classify(window: Sequence[Sample], th) -> Finding:

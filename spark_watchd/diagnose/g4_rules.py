@@ -2,7 +2,8 @@
 
 A rule is `rule(s: G4Signals, now: G4Now, th) -> Ruling | None`: pure, no state, no events (those are
 `G4Tracker.advance`'s). The first rule in `RULES` that does not pass gives the finding; the last never
-passes. A new rule: read what it needs from `G4Signals` (add a field there, computed in `g4.signals`),
+passes. A ruling's summary is its words function (`words(s, now, th) -> str`, or a plain string): the
+finding writes it only when read. A new rule: read what it needs from `G4Signals` (add a field there, computed in `g4.signals`),
 put its thresholds in `diagnose/thresholds.py` with why they have their value, and insert it in `RULES`
 where its priority lies.
 """
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from spark_watchd.diagnose.anomaly import ADVICE_HUNG, ADVICE_LIMIT, ADVICE_POWER
 from spark_watchd.diagnose.board import ADVICE_PROCHOT_COOL
 from spark_watchd.diagnose.clockcap import ADVICE_LOST, CapStatus
-from spark_watchd.diagnose.tracker import Ruling
+from spark_watchd.diagnose.tracker import Ruling, judge
 from spark_watchd.diagnose.verdicts import StepRatio
 
 if TYPE_CHECKING:
@@ -54,7 +55,12 @@ def _n(v, fmt: str = "") -> str:
     return "?" if v is None else format(v, fmt)
 
 
+# A G4 ruling's summary is a words function `words(s, now, th) -> str` (or a plain string): the tracker's
+# finding calls it when its text is first read, from this sample's records (most findings never are). So
+# a rule only decides: it returns one of the rulings below (built once) or, where its advice depends on the
+# sample, a new one. Named functions, not lambdas, so a held finding pickles.
 _REBOOTED = Ruling("critical", "Rebooted after a thermal throttle", ADVICE_REBOOT)
+_BLIND = Ruling("unknown", "No GPU readings: thermal state cannot be judged")
 
 
 def blind_after_reboot(s: G4Signals, now: G4Now, th) -> Ruling | None:
@@ -64,47 +70,52 @@ def blind_after_reboot(s: G4Signals, now: G4Now, th) -> Ruling | None:
 
 def blind(s: G4Signals, now: G4Now, th) -> Ruling | None:
     """No GPU readings: unknown."""
-    if not s.has_gpu:
-        return Ruling("unknown", "No GPU readings: thermal state cannot be judged")
-    return None
+    return _BLIND if not s.has_gpu else None
+
+
+def _at_shutdown_words(s: G4Signals, now: G4Now, th) -> str:
+    return f"GPU at its shutdown threshold: {s.temp_c:.1f} C (shutdown {s.shutdown_c:.0f} C)"
+
+
+_AT_SHUTDOWN = Ruling("critical", _at_shutdown_words, ADVICE_THROTTLE)
 
 
 def at_shutdown(s: G4Signals, now: G4Now, th) -> Ruling | None:
     """Throttling at the shutdown threshold: critical."""
-    if now.throttling and s.at_shutdown:
-        return Ruling(
-            "critical",
-            f"GPU at its shutdown threshold: {s.temp_c:.1f} C (shutdown {s.shutdown_c:.0f} C)",
-            ADVICE_THROTTLE,
-        )
-    return None
+    return _AT_SHUTDOWN if now.throttling and s.at_shutdown else None
+
+
+def _slowing_training_words(s: G4Signals, now: G4Now, th) -> str:
+    w = now.step
+    return (
+        f"Thermal throttle is slowing training: step time x{w.ratio:.2f} of its baseline "
+        f"({w.job}), {_n(s.temp_c, '.1f')} C, clocks {_n(s.sm_clock_mhz)} MHz"
+    )
+
+
+_SLOWING_TRAINING = Ruling("critical", _slowing_training_words, ADVICE_DAMAGE + ADVICE_THROTTLE)
 
 
 def slowing_training(s: G4Signals, now: G4Now, th) -> Ruling | None:
     """Throttling while a job's step time is step_slowdown_ratio over its baseline (until step_recover_ratio): critical."""
-    if not (now.throttling and now.damaged):
-        return None
-    w = now.step
-    return Ruling(
-        "critical",
-        f"Thermal throttle is slowing training: step time x{w.ratio:.2f} of its baseline "
-        f"({w.job}), {_n(s.temp_c, '.1f')} C, clocks {_n(s.sm_clock_mhz)} MHz",
-        ADVICE_DAMAGE + ADVICE_THROTTLE,
+    return _SLOWING_TRAINING if now.throttling and now.damaged else None
+
+
+def _slowing_serving_words(s: G4Signals, now: G4Now, th) -> str:
+    c = max(now.serving_cut, key=lambda d: d["decode_ratio"])
+    return (
+        f"Thermal throttle is slowing inference: {c['server']} generates {c['tokens_per_s']:.0f} tokens/s against "
+        f"{c['baseline_tokens_per_s']:.0f} at the same load ({c['running_requests']:g} requests, "
+        f"x{c['decode_ratio']:.2f}), {_n(s.temp_c, '.1f')} C, clocks {_n(s.sm_clock_mhz)} MHz"
     )
+
+
+_SLOWING_SERVING = Ruling("critical", _slowing_serving_words, ADVICE_SERVING + ADVICE_THROTTLE)
 
 
 def slowing_serving(s: G4Signals, now: G4Now, th) -> Ruling | None:
     """Throttling while a server's decode rate per request is well under its own baseline at the same load: critical."""
-    if not (now.throttling and now.serving_cut):
-        return None
-    c = max(now.serving_cut, key=lambda d: d["decode_ratio"])
-    return Ruling(
-        "critical",
-        f"Thermal throttle is slowing inference: {c['server']} generates {c['tokens_per_s']:.0f} tokens/s against "
-        f"{c['baseline_tokens_per_s']:.0f} at the same load ({c['running_requests']:g} requests, "
-        f"x{c['decode_ratio']:.2f}), {_n(s.temp_c, '.1f')} C, clocks {_n(s.sm_clock_mhz)} MHz",
-        ADVICE_SERVING + ADVICE_THROTTLE,
-    )
+    return _SLOWING_SERVING if now.throttling and now.serving_cut else None
 
 
 def throttle_after_reboot(s: G4Signals, now: G4Now, th) -> Ruling | None:
@@ -112,25 +123,32 @@ def throttle_after_reboot(s: G4Signals, now: G4Now, th) -> Ruling | None:
     return _REBOOTED if now.throttling and now.hold else None
 
 
-def throttle(s: G4Signals, now: G4Now, th) -> Ruling | None:
-    """Throttling, training not (measurably) slower: warning."""
-    if not now.throttling:
-        return None
+def _throttle_words(s: G4Signals, now: G4Now, th) -> str:
     b = s.board
     why = "active" if s.thermal_bits else "counters moving"
     if not s.thermal_bits and not s.moving and b is not None and b.thermal:
         why = f"mask clear but {b.why_thermal()}"
-    return Ruling(
-        "warning",
+    return (
         f"Thermal throttle: {_n(s.temp_c, '.1f')} C at the {s.slowdown_c:.0f} C slowdown, thermal reason "
-        f"{why}, clocks {_n(s.sm_clock_mhz)} of {s.app_clock_mhz} MHz, {_n(s.power_w, '.0f')} W",
-        ADVICE_THROTTLE,
+        f"{why}, clocks {_n(s.sm_clock_mhz)} of {s.app_clock_mhz} MHz, {_n(s.power_w, '.0f')} W"
     )
+
+
+_THROTTLE = Ruling("warning", _throttle_words, ADVICE_THROTTLE)
+
+
+def throttle(s: G4Signals, now: G4Now, th) -> Ruling | None:
+    """Throttling, training not (measurably) slower: warning."""
+    return _THROTTLE if now.throttling else None
 
 
 def after_reboot(s: G4Signals, now: G4Now, th) -> Ruling | None:
     """Within the hold after a reboot that followed a throttle: critical."""
     return _REBOOTED if now.hold else None
+
+
+def _cap_words(s: G4Signals, now: G4Now, th) -> str:
+    return now.cap.sentence()
 
 
 def clock_cap_lost(s: G4Signals, now: G4Now, th) -> Ruling | None:
@@ -139,52 +157,68 @@ def clock_cap_lost(s: G4Signals, now: G4Now, th) -> Ruling | None:
     if c is None or not c.lost:
         return None
     cap = c.cap_mhz or c.expected_mhz
-    return Ruling("warning", c.sentence(), tuple(a.format(cap=cap) for a in ADVICE_LOST), "clock_cap_lost")
+    return Ruling("warning", _cap_words, tuple(a.format(cap=cap) for a in ADVICE_LOST), "clock_cap_lost")
 
 
-def power_delivery(s: G4Signals, now: G4Now, th) -> Ruling | None:
-    """Clocks pinned low, cool, no reason bit, for anomaly_min_s: ok, a power-delivery anomaly."""
-    if now.anomaly != "power_delivery":
-        return None
+def _power_delivery_words(s: G4Signals, now: G4Now, th) -> str:
     b = s.board
-    return Ruling(
-        "ok",
+    return (
         f"Not thermal: clocks pinned at {s.sm_clock_mhz} MHz at {s.temp_c:.0f} C and {s.power_w:.0f} W with no "
         "clock-event reason bit (power-delivery fault"
         + (
             f", confirmed by board DC input {b.dc_input_w:.0f} W)"
             if b is not None and b.dc_input_low
             else ")"
-        ),
-        ADVICE_POWER,
-        "power_delivery",
+        )
     )
+
+
+_POWER_DELIVERY = Ruling("ok", _power_delivery_words, ADVICE_POWER, "power_delivery")
+
+
+def power_delivery(s: G4Signals, now: G4Now, th) -> Ruling | None:
+    """Clocks pinned low, cool, no reason bit, for anomaly_min_s: ok, a power-delivery anomaly."""
+    return _POWER_DELIVERY if now.anomaly == "power_delivery" else None
+
+
+def _hung_engine_words(s: G4Signals, now: G4Now, th) -> str:
+    return f"Not thermal: {s.util_pct:.0f}% utilisation at {s.power_w:.0f} W with temperature falling (hung engine?)"
+
+
+_HUNG_ENGINE = Ruling("ok", _hung_engine_words, ADVICE_HUNG, "hung_engine")
 
 
 def hung_engine(s: G4Signals, now: G4Now, th) -> Ruling | None:
     """Full utilisation at idle power while cooling, for anomaly_min_s: ok, a hung-engine anomaly."""
-    if now.anomaly != "hung_engine":
-        return None
-    return Ruling(
-        "ok",
-        f"Not thermal: {s.util_pct:.0f}% utilisation at {s.power_w:.0f} W with temperature falling (hung engine?)",
-        ADVICE_HUNG,
-        "hung_engine",
+    return _HUNG_ENGINE if now.anomaly == "hung_engine" else None
+
+
+def _prochot_cool_words(s: G4Signals, now: G4Now, th) -> str:
+    return (
+        f"Not thermal: board PROCHOT asserted at {_n(s.temp_c, '.0f')} C, well under the {s.slowdown_c:.0f} C "
+        "slowdown: a board power or current limit, not a thermal throttle"
     )
+
+
+_PROCHOT_COOL = Ruling("ok", _prochot_cool_words, ADVICE_PROCHOT_COOL, "power_limit")
 
 
 def prochot_cool(s: G4Signals, now: G4Now, th) -> Ruling | None:
     """Board PROCHOT asserted well under the slowdown line while loaded: ok, a power_limit anomaly."""
     b = s.board
-    if b is None or not b.prochot_cool or not s.loaded:
-        return None
-    return Ruling(
-        "ok",
-        f"Not thermal: board PROCHOT asserted at {_n(s.temp_c, '.0f')} C, well under the {s.slowdown_c:.0f} C "
-        "slowdown: a board power or current limit, not a thermal throttle",
-        ADVICE_PROCHOT_COOL,
-        "power_limit",
+    return _PROCHOT_COOL if b is not None and b.prochot_cool and s.loaded else None
+
+
+def _power_limit_slowdown_words(s: G4Signals, now: G4Now, th) -> str:
+    b, w = s.board, now.step
+    return (
+        f"Not thermal: step time x{w.ratio:.2f} of its baseline ({w.job}) while the firmware "
+        f"{b.limit} power limit holds the board ({b.limit_phrase()}), with no NVML reason: "
+        "the slowdown is that limit, not heat"
     )
+
+
+_POWER_LIMIT_SLOWDOWN = Ruling("ok", _power_limit_slowdown_words, ADVICE_LIMIT, "power_limit")
 
 
 def power_limit_slowdown(s: G4Signals, now: G4Now, th) -> Ruling | None:
@@ -192,49 +226,61 @@ def power_limit_slowdown(s: G4Signals, now: G4Now, th) -> Ruling | None:
     b, w = s.board, now.step
     if b is None or b.limit is None or w is None or w.ratio < th.step_slowdown_ratio:
         return None
-    return Ruling(
-        "ok",
-        f"Not thermal: step time x{w.ratio:.2f} of its baseline ({w.job}) while the firmware "
-        f"{b.limit} power limit holds the board ({b.limit_phrase()}), with no NVML reason: "
-        "the slowdown is that limit, not heat",
-        ADVICE_LIMIT,
-        "power_limit",
+    return _POWER_LIMIT_SLOWDOWN
+
+
+def _power_limit_words(s: G4Signals, now: G4Now, th) -> str:
+    return (
+        f"No thermal throttle: {_n(s.temp_c, '.0f')} C at the platform power limit ({s.board.limit_phrase()}): "
+        "the platform cap, not heat"
     )
+
+
+_POWER_LIMIT = Ruling("ok", _power_limit_words)
 
 
 def power_limit(s: G4Signals, now: G4Now, th) -> Ruling | None:
     """A firmware power limit holds the board: ok, the platform cap."""
     b = s.board
-    if b is None or b.limit is None:
-        return None
-    return Ruling(
-        "ok",
-        f"No thermal throttle: {_n(s.temp_c, '.0f')} C at the platform power limit ({b.limit_phrase()}): "
-        "the platform cap, not heat",
-    )
+    return _POWER_LIMIT if b is not None and b.limit is not None else None
 
 
-def clock_capped(s: G4Signals, now: G4Now, th) -> Ruling | None:
-    """The SM clock held at a ceiling under load while cool, no reason bit: ok, a cap with its value (and cost)."""
-    c = now.cap
-    if c is None or c.cap_mhz is None or s.temp_c is None:
-        return None
-    return Ruling("ok", f"{cool(s, now, th).summary}; {c.sentence()}")
-
-
-def no_temperature(s: G4Signals, now: G4Now, th) -> Ruling | None:
-    """No temperature reported: ok, said so."""
-    return Ruling("ok", "No throttle signature (temperature not reported)") if s.temp_c is None else None
-
-
-def cool(s: G4Signals, now: G4Now, th) -> Ruling:
-    """Nothing above: ok (noting a temperature near the slowdown)."""
+def _cool_words(s: G4Signals, now: G4Now, th) -> str:
     summary = f"No thermal throttle: {s.temp_c:.0f} C"
     if s.power_w is not None:
         summary += f", {s.power_w:.0f} W"
     if s.near:
         summary += f" (near the {s.slowdown_c:.0f} C slowdown, no thermal reason yet)"
-    return Ruling("ok", summary)
+    return summary
+
+
+def _clock_capped_words(s: G4Signals, now: G4Now, th) -> str:
+    return f"{_cool_words(s, now, th)}; {now.cap.sentence()}"
+
+
+_CLOCK_CAPPED = Ruling("ok", _clock_capped_words)
+
+
+def clock_capped(s: G4Signals, now: G4Now, th) -> Ruling | None:
+    """The SM clock held at a ceiling under load while cool, no reason bit: ok, a cap with its value (and cost)."""
+    c = now.cap
+    return _CLOCK_CAPPED if c is not None and c.cap_mhz is not None and s.temp_c is not None else None
+
+
+_NO_TEMPERATURE = Ruling("ok", "No throttle signature (temperature not reported)")
+
+
+def no_temperature(s: G4Signals, now: G4Now, th) -> Ruling | None:
+    """No temperature reported: ok, said so."""
+    return _NO_TEMPERATURE if s.temp_c is None else None
+
+
+_COOL = Ruling("ok", _cool_words)
+
+
+def cool(s: G4Signals, now: G4Now, th) -> Ruling:
+    """Nothing above: ok (noting a temperature near the slowdown)."""
+    return _COOL
 
 
 RULES = (
@@ -256,3 +302,29 @@ RULES = (
     no_temperature,
     cool,
 )
+
+
+def quiet(s: G4Signals, now: G4Now) -> bool:
+    """Every rule above `cool` passes: the GPU read with a temperature; no episode, reboot hold, anomaly,
+    board reading, nor clock cap seen or lost (tests/diagnose/test_g4_fast_paths.py checks it against RULES)."""
+    c = now.cap
+    return (
+        s.has_gpu
+        and not now.throttling
+        and not now.hold
+        and now.anomaly is None
+        and s.board is None
+        and s.temp_c is not None
+        and (c is None or (c.cap_mhz is None and not c.lost))
+    )
+
+
+def ruling(s: G4Signals, now: G4Now, th) -> Ruling:
+    """The first of RULES that rules (`judge`); a quiet sample, most of them, is cool's without walking RULES."""
+    return _COOL if quiet(s, now) else judge(RULES, s, now, th)
+
+
+def words(r: Ruling, s: G4Signals, now: G4Now, th) -> str:
+    """A ruling's summary for this sample (written when the finding is read)."""
+    w = r.summary
+    return w if isinstance(w, str) else w(s, now, th)

@@ -179,6 +179,10 @@ class ServingWatch:
 
     def observe(self, readings: Sequence[ServingReading], ts: float, throttled: bool) -> None:
         """Take one sample's readings (one point per server per scrape: a repeated scrape is not a new point)."""
+        if not readings:  # a host serving nothing (most samples): only the last sample's unloads to clear
+            if self.unloads or self.lost_models:
+                self.unloads, self.lost_models = [], []
+            return
         th = self.th
         self.unloads, self.lost_models = [], []
         for r in readings:

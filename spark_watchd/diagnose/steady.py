@@ -9,6 +9,8 @@ machines fed sample time: no clock.
 
 from __future__ import annotations
 
+from functools import partial
+
 from spark_watchd.sample.findings import Finding
 from spark_watchd.sample.model import SEVERITY_LEVEL
 
@@ -73,11 +75,24 @@ class Dwell:
             self.current, self.since = f, ts
             return f
         left = dwell_s - (ts - self.since)
-        evidence = dict(f.evidence)
-        evidence["held_severity_s"] = round(left, 1)
-        return cur.replace(
-            summary=f"{cur.summary} (easing to {f.severity}; held {left:.0f} s more so a reading at a "
-            f"threshold does not flap)",
-            evidence=evidence,
-            state=f.state,  # the readings are this sample's: only the severity and its words are held
+        # Held: cur's severity and words over f's evidence and state, deferred as f may be (both findings are
+        # never changed once made), so neither's words are written unless someone reads them.
+        return Finding.deferred(
+            cur.gotcha,
+            cur.severity,
+            partial(_held_words, cur, f, left),
+            cur.advice,
+            cur.anomaly,
+            f.state,  # the readings are this sample's: only the severity and its words are held
         )
+
+
+def _held_words(cur: Finding, f: Finding, left: float) -> tuple[str, dict]:
+    """The held finding's (summary, evidence): cur's words, f's evidence with the time the hold has left."""
+    evidence = dict(f.evidence)
+    evidence["held_severity_s"] = round(left, 1)
+    summary = (
+        f"{cur.summary} (easing to {f.severity}; held {left:.0f} s more so a reading at a "
+        f"threshold does not flap)"
+    )
+    return summary, evidence

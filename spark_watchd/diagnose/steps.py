@@ -16,7 +16,7 @@ def _median(vals):
 class Job:
     """One training job's step-time baseline (median of the readings after warm-up) and recent mean."""
 
-    __slots__ = ("first_ts", "vals", "early", "baseline", "recent", "recent_sum", "last_report")
+    __slots__ = ("first_ts", "vals", "early", "baseline", "recent", "recent_sum", "last_report", "ratio")
 
     def __init__(self, ts):
         self.first_ts = ts
@@ -26,6 +26,16 @@ class Job:
         self.recent = deque()
         self.recent_sum = 0.0
         self.last_report = None
+        # Its StepRatio, kept while neither a new report nor the recent window's expiry moved it (most
+        # samples carry the same report the last one did): None without a baseline or recent readings.
+        self.ratio: StepRatio | None = None
+
+    def forget_recent(self) -> None:
+        """The clock stepped back: the recent mean starts afresh (the baseline stays)."""
+        self.recent.clear()
+        self.recent_sum = 0.0
+        self.last_report = None
+        self.ratio = None
 
 
 def step_ratio(
@@ -45,31 +55,43 @@ def step_ratio(
                 for k in [k for k, v in jobs.items() if ts - (v.last_report or 0) > th.step_stale_s]:
                     del jobs[k]
             j = jobs[tp.job] = Job(ts)
-        if j.last_report != tp.ts:
+        moved = j.last_report != tp.ts
+        if moved:
             j.last_report = tp.ts
             if j.baseline is None:
-                age = ts - j.first_ts
-                hot = episode or thermal_now
-                if not hot:
-                    if age >= th.baseline_warmup_s:
-                        j.vals.append(step)
-                    elif age > 0 and len(j.early) < 16:
-                        j.early.append(step)
-                done = age >= th.baseline_warmup_s + th.baseline_window_s
-                if (done or episode) and len(j.vals) >= th.baseline_min_points:
-                    j.baseline = _median(j.vals)
-                elif episode and len(j.vals) + len(j.early) >= 2:
-                    # heat arrived before the baseline window filled: best effort from what we have
-                    j.baseline = _median(j.vals + j.early)
-                if j.baseline is not None:
-                    j.vals = j.early = []
+                _learn(j, step, ts, episode, thermal_now, th)
             j.recent.append((ts, step))
             j.recent_sum += step
-        while j.recent and ts - j.recent[0][0] > th.step_recent_s:
-            j.recent_sum -= j.recent.popleft()[1]
-        if j.baseline and j.recent:
-            mean = j.recent_sum / len(j.recent)
-            r = mean / j.baseline
-            if worst is None or r > worst.ratio:
-                worst = StepRatio(r, tp.job, mean, j.baseline)
+        recent = j.recent
+        while recent and ts - recent[0][0] > th.step_recent_s:
+            j.recent_sum -= recent.popleft()[1]
+            moved = True
+        if moved:
+            if j.baseline and recent:
+                mean = j.recent_sum / len(recent)
+                j.ratio = StepRatio(mean / j.baseline, tp.job, mean, j.baseline)
+            else:
+                j.ratio = None
+        r = j.ratio
+        if r is not None and (worst is None or r.ratio > worst.ratio):
+            worst = r
     return worst
+
+
+def _learn(j: Job, step: float, ts: float, episode: bool, thermal_now: bool, th) -> None:
+    """One more reading towards a job's baseline: the median after warm-up (early readings if heat comes first)."""
+    age = ts - j.first_ts
+    hot = episode or thermal_now
+    if not hot:
+        if age >= th.baseline_warmup_s:
+            j.vals.append(step)
+        elif age > 0 and len(j.early) < 16:
+            j.early.append(step)
+    done = age >= th.baseline_warmup_s + th.baseline_window_s
+    if (done or episode) and len(j.vals) >= th.baseline_min_points:
+        j.baseline = _median(j.vals)
+    elif episode and len(j.vals) + len(j.early) >= 2:
+        # heat arrived before the baseline window filled: best effort from what we have
+        j.baseline = _median(j.vals + j.early)
+    if j.baseline is not None:
+        j.vals = j.early = []

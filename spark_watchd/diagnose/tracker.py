@@ -16,7 +16,8 @@ class Ruling(NamedTuple):
     the tracker's advance(), which built the record the rule read)."""
 
     severity: str
-    summary: str
+    # The words, or (G4) a function of the rule's (s, now, th) that writes them when the finding is read.
+    summary: str | Callable[..., str]
     advice: tuple[str, ...] = ()
     anomaly: str | None = None  # a non-thermal G4 anomaly ("power_delivery" ...), never a throttle
 

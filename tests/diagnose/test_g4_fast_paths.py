@@ -1,0 +1,148 @@
+"""G4's per-sample shortcuts decide exactly what the full path would: the quiet state skips RULES, words
+are written only when read (and say what they said at their sample), the step ratio and the clock cap's
+status are kept while their inputs stand still (issue 24)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from spark_watchd.diagnose import features as feat
+from spark_watchd.diagnose import g4, g4_rules
+from spark_watchd.diagnose.board import BoardEvidence
+from spark_watchd.diagnose.clockcap import CapStatus
+from spark_watchd.diagnose.steady import Dwell
+from spark_watchd.diagnose.steps import step_ratio
+from spark_watchd.diagnose.thresholds import Thresholds
+from spark_watchd.diagnose.tracker import judge
+from spark_watchd.diagnose.verdicts import StepRatio
+from spark_watchd.sample.findings import Finding
+from spark_watchd.sample.model import Sample, ThroughputReading
+from tests.diagnose.diag_builders import Host
+
+TH = Thresholds()
+
+
+def _board(**kw) -> BoardEvidence:
+    base = dict(prochot=False, prochot_hot=False, tj_max_c=70.0, tj_headroom_c=20.0, tj_at_limit=False,
+                limit=None, limit_ewma_w=None, limit_w=None, dc_input_w=180.0, dc_input_low=False,
+                pl_level=None)  # fmt: skip
+    return BoardEvidence(**{**base, **kw})
+
+
+BOARDS = (None, _board(), _board(prochot=True), _board(limit="pl1", limit_ewma_w=99.0, limit_w=100.0))
+CAPS = (
+    None,
+    CapStatus(None, None, False, None, None),
+    CapStatus(2100, None, False, None, None),
+    CapStatus(None, 2100, True, 2400.0, None),
+    CapStatus(None, 2100, False, None, None),
+)
+CUT = ({"server": "vllm", "decode_ratio": 2.0, "tokens_per_s": 10.0, "baseline_tokens_per_s": 20.0,
+        "running_requests": 2.0},)  # fmt: skip
+
+
+def _states():
+    """G4Signals x G4Now over every value each rule tests."""
+    for gpu, temp, board, loaded in itertools.product((True, False), (None, 70.0), BOARDS, (True, False)):
+        s = g4.G4Signals(
+            ts=1.0, dt=30.0, has_gpu=gpu, temp_c=temp, util_pct=97.0, power_w=95.0, sm_clock_mhz=2100,
+            app_clock_mhz=2418, slowdown_c=86.0, shutdown_c=90.0, thermal_bits=False, counter_share=0.0,
+            loaded=loaded, near=False, at_shutdown=temp is not None and loaded, moving=False,
+            thermal_now=False, signature=False, reason=None, board=board,
+        )  # fmt: skip
+        for throttling, hold, damaged, step, anomaly, cut, cap in itertools.product(
+            (True, False), (True, False), (True, False), (None, StepRatio(1.5, "sft", 1.5, 1.0)),
+            (None, "power_delivery", "hung_engine"), ((), CUT), CAPS,
+        ):  # fmt: skip
+            yield s, g4_rules.G4Now(throttling, hold, damaged, step, anomaly, 60.0, cut, cap)
+
+
+def test_the_quiet_shortcut_rules_as_walking_every_rule_would():
+    quiet = 0
+    for s, now in _states():
+        full = judge(g4_rules.RULES, s, now, TH)
+        assert g4_rules.ruling(s, now, TH) == full, (s, now)
+        if g4_rules.quiet(s, now):
+            quiet += 1
+            assert full.summary is g4_rules.cool(s, now, TH).summary
+    assert quiet  # the shortcut is taken at all
+
+
+def _window():
+    host = Host()
+    return (
+        host.run(12, temp=80.0, step=1.0)  # past the warm-up: a baseline
+        + host.run(2, temp=88.0, thermal_share=0.8, step=1.0)
+        + host.run(6, temp=88.0, thermal_share=0.8, step=2.0)  # slowing training
+        + host.run(4, temp=75.0, step=1.0)
+    )
+
+
+def _fold(samples):
+    t, prev = g4.G4Tracker(TH), None
+    for s in samples:
+        f = feat.compute(prev, s, TH)
+        yield t.observe(s, f).finding
+        prev = f
+
+
+def test_a_g4_finding_read_long_after_its_sample_says_what_it_said_then():
+    at_once = [f.to_dict() for f in _fold(_window())]
+    late = list(_fold(_window()))  # every finding kept, the tracker moved on, then read
+    assert [f.to_dict() for f in late] == at_once
+    assert [d["severity"] for d in at_once[11:15]] == ["ok", "warning", "warning", "critical"]
+    assert len({d["evidence"]["throttled_seconds_total"] for d in at_once}) > 5  # a counter that moved on
+
+
+def test_g4_writes_no_words_until_a_finding_is_read(monkeypatch):
+    built = []
+    real = g4.evidence
+    monkeypatch.setattr(g4, "evidence", lambda *a: built.append(1) or real(*a))
+    findings = list(_fold(_window()))
+    assert built == []
+    assert findings[-1].evidence["temp_c"] == 75.0 and built == [1]
+    assert findings[-1].summary and built == [1]  # summary and evidence are built once, together
+
+
+def test_a_held_severity_keeps_its_finding_deferred():
+    built = []
+
+    def words():
+        built.append(1)
+        return "cool again", {"temp_c": 70.0}
+
+    d = Dwell()
+    d.apply(Finding("G4", "warning", "hot"), 0.0, 120.0)
+    held = d.apply(Finding.deferred("G4", "ok", words), 30.0, 120.0)
+    assert held.severity == "warning" and built == []
+    assert held.summary.startswith("hot (easing to ok; held 90 s more")
+    assert held.evidence == {"temp_c": 70.0, "held_severity_s": 90.0} and built == [1]
+
+
+def test_a_standing_report_keeps_its_ratio_until_the_recent_window_lets_it_go():
+    th = Thresholds(baseline_warmup_s=10.0, baseline_window_s=30.0, baseline_min_points=3, step_recent_s=20.0)
+    jobs, got = {}, []
+    for ts in range(80):  # a sample a second, a report every 5 s up to 55 s, then that report standing
+        at = min(ts - ts % 5, 55)
+        sample = Sample(ts=ts, throughput=(ThroughputReading(job="a", ts=at, step=at, step_seconds=1.0),))
+        got.append(step_ratio(jobs, sample, float(ts), False, False, th))
+    assert got[56] is not None and got[57] is got[56]  # nothing moved: the same record, not a new one
+    assert got[75] is not None and got[76] is None  # the 55 s reading left the 20 s window at 76 s
+
+
+@pytest.mark.parametrize("expected", [None, 2100])
+def test_the_clock_cap_status_is_one_record_while_nothing_changes(expected):
+    host = Host()
+    t, prev, statuses = g4.G4Tracker(Thresholds(expected_clock_cap_mhz=expected)), None, []
+    for s in host.run(30, temp=60.0, clk=2100):
+        f = feat.compute(prev, s, t.th)
+        t.observe(s, f)
+        statuses.append(t.cap.status)
+        prev = f
+    assert statuses[-1].cap_mhz == 2100 and statuses[-1] is statuses[-2]
+    t.set_thresholds(Thresholds(expected_clock_cap_mhz=2000))  # a reload finds the ceiling again
+    s = host.sample(temp=60.0, clk=2100)
+    t.observe(s, feat.compute(prev, s, t.th))
+    assert t.cap.status.cap_mhz == 2100 and t.cap.status.expected_mhz == 2000

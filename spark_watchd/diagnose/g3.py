@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
+from functools import partial
 from typing import NamedTuple
 
 from spark_watchd.diagnose import features as feat
-from spark_watchd.diagnose.g3_rules import _BLIND, GIB, RULES, G3Now
+from spark_watchd.diagnose.g3_rules import _BLIND, GIB, RULES, G3Now, words
 from spark_watchd.diagnose.runway import BudgetRunway
 from spark_watchd.diagnose.serving import ServingWatch
 from spark_watchd.diagnose.steady import Dwell, Latch
-from spark_watchd.diagnose.tracker import Unpersisted, Verdict, judge
+from spark_watchd.diagnose.tracker import Ruling, Unpersisted, Verdict, judge
 from spark_watchd.diagnose.verdicts import G3State
 from spark_watchd.sample.findings import Event, Finding
 from spark_watchd.sample.model import Sample
@@ -176,7 +177,8 @@ class G3Tracker(Unpersisted):
 
     def observe(self, sample: Sample, f: feat.Features) -> Verdict:
         """Judge the newest sample (held at a severity for min_dwell_s before it may fall)."""
-        self.serving.observe(sample.serving, f.ts, False)
+        if sample.serving:  # (no readings leave the watch as it is: G3 reads only its KV high-water marks)
+            self.serving.observe(sample.serving, f.ts, False)
         return self.advance(f, signals(f, self.th))
 
     def advance(self, f: feat.Features, s: G3Signals) -> Verdict:
@@ -207,13 +209,8 @@ class G3Tracker(Unpersisted):
             now = self._now(f, s)
         r = judge(RULES, s, now, th)
         rw = now.runway
-        # A short runway beside another warning or critical is said too (the runway rule ruled otherwise).
-        said = r.severity in ("warning", "critical") and not r.summary.startswith("Memory runway")
-        if said and rw is not None and rw.seconds is not None and rw.seconds <= th.runway_leave_s:
-            r = r._replace(summary=f"{r.summary}; {rw.sentence()}")
-        ev = _evidence(s, now, th) if s.avail_b is not None else {}
-        if ev and (shrunk := self.serving.kv_budget()):  # a server restarted into a smaller KV cache
-            ev["serving_kv_budget"] = shrunk
+        # A server restarted into a smaller KV cache (read now: the watch moves on; none without a KV reading).
+        kv = self.serving.kv_budget() if s.avail_b is not None and self.serving.kv_high else None
         state = _new(
             G3State,
             (
@@ -227,16 +224,16 @@ class G3Tracker(Unpersisted):
                 rw.seconds if rw is not None else None,
             ),
         )
-        out = self.dwell.apply(
-            Finding("G3", r.severity, r.summary, ev, r.advice, state=state), ts, th.min_dwell_s
-        )
+        # The words are built on first read (most findings never are), from this sample's records alone.
+        found = Finding.deferred("G3", r.severity, partial(_words, r, s, now, th, kv), r.advice, state=state)
+        out = self.dwell.apply(found, ts, th.min_dwell_s)
         # A leaving level only holds a finding where it is: once it has fallen below a condition's
         # level, that condition must reach its entering level again.
         if out.severity != "critical":
             self.exhausted.on = self.full.on = False
             if out.severity != "warning":
                 self.stalls.on = self.swapping.on = self.thin.on = False
-        return Verdict(out, events)
+        return _new(Verdict, (out, events, ()))
 
     def _now(self, f: feat.Features, s: G3Signals) -> G3Now:
         """Move the latches, windows and holds on this sample; what the rules read besides the signals."""
@@ -272,6 +269,20 @@ class G3Tracker(Unpersisted):
             tte if tte is not None else fall_tte, tte is None and fall_tte is not None,
             w_stalls, w_swapping, w_thin, rw, rw_warn,
         ))  # fmt: skip
+
+
+def _words(r: Ruling, s: G3Signals, now: G3Now, th, kv: list | None) -> tuple[str, dict]:
+    """The finding's summary and evidence (Finding.deferred's build): only immutable records of one sample."""
+    summary = words(r.summary, s, now)
+    rw = now.runway
+    # A short runway beside another warning or critical is said too (the runway rule ruled otherwise).
+    said = r.severity in ("warning", "critical") and not r.summary.startswith("Memory runway")
+    if said and rw is not None and rw.seconds is not None and rw.seconds <= th.runway_leave_s:
+        summary = f"{summary}; {rw.sentence()}"
+    ev = _evidence(s, now, th) if s.avail_b is not None else {}
+    if ev and kv:
+        ev["serving_kv_budget"] = kv
+    return summary, ev
 
 
 def _evidence(s: G3Signals, now: G3Now, th) -> dict:

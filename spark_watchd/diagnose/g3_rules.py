@@ -1,7 +1,9 @@
 """G3's rules, in priority order: each rules on one sample's signals and the tracker's state, or passes.
 
 A rule is `rule(s: G3Signals, now: G3Now, th) -> Ruling | None`: pure, no state, no events (those are
-`G3Tracker.advance`'s). The first rule in `RULES` that does not pass gives the finding; the last never
+`G3Tracker.advance`'s). A ruling's summary is a template (`words` fills it when the finding is first read,
+most never are): {avail} the pool, {stall} the stall rates, {tte} the seconds to exhaustion, {runway} the
+runway sentence. The first rule in `RULES` that does not pass gives the finding; the last never
 passes. A new rule: read what it needs from `G3Signals` (add a field there, computed in `g3.signals`)
 or, for a latch or window, from `G3Now` (moved in `G3Tracker._now`), put its thresholds in
 `diagnose/thresholds.py` with why they have their value, and insert it in `RULES` where its priority lies.
@@ -58,6 +60,13 @@ class G3Now(NamedTuple):
 _BLIND = G3Now(False, False, False, False, False, False, None, False, False, False, False, None, False)
 
 
+def words(template: str, s: G3Signals, now: G3Now) -> str:
+    """A ruling's summary template filled from this sample's signals and state."""
+    if "{" not in template:  # (unreadable: no MemAvailable to say)
+        return template
+    return template.format(avail=_avail(s), stall=_stall(s), tte=now.tte, runway=_runway(now))
+
+
 def _avail(s: G3Signals) -> str:
     txt = f"{s.avail_b / GIB:.1f} GiB available (min {s.avail_min_b / GIB:.1f}), budget {s.budget / GIB:.1f} GiB"
     if s.cma >= GIB // 4:
@@ -67,6 +76,17 @@ def _avail(s: G3Signals) -> str:
 
 def _stall(s: G3Signals) -> str:
     return f"PSI some {s.some:.1f}% / full {s.full:.1f}%, swap-out {s.swo:.0f} pages/s"
+
+
+def _runway(now: G3Now) -> str:
+    sentence = now.runway.sentence() if now.runway is not None else None
+    if sentence is None:  # held while the fall eases (hysteresis, dwell)
+        sentence = "the budget is still falling at its 20-minute trend"
+    return f"{sentence[0].upper()}{sentence[1:]}"
+
+
+# The common case's ruling, built once.
+_OK = Ruling("ok", "Memory OK: {avail}, no reclaim stalls")
 
 
 def unreadable(s: G3Signals, now: G3Now, th) -> Ruling | None:
@@ -89,13 +109,13 @@ def quiet(s: G3Signals, now: G3Now, th) -> Ruling | None:
         or now.runway_warn
     ):
         return None
-    return Ruling("ok", f"Memory OK: {_avail(s)}, no reclaim stalls")
+    return _OK
 
 
 def oom_killed(s: G3Signals, now: G3Now, th) -> Ruling | None:
     """The OOM killer ran within oom_critical_hold_s: critical."""
     if now.oom_hold:
-        return Ruling("critical", f"The OOM killer ran: {_avail(s)}", ADVICE_LADDER + ADVICE_TENANT)
+        return Ruling("critical", "The OOM killer ran: {avail}", ADVICE_LADDER + ADVICE_TENANT)
     return None
 
 
@@ -104,7 +124,7 @@ def exhausted_stalling(s: G3Signals, now: G3Now, th) -> Ruling | None:
     if now.exhausted and (now.stalls or now.swapping):
         return Ruling(
             "critical",
-            f"Pool close to exhaustion while reclaim stalls: {_avail(s)}; {_stall(s)}",
+            "Pool close to exhaustion while reclaim stalls: {avail}; {stall}",
             ADVICE_LADDER + ADVICE_TENANT,
         )
     return None
@@ -115,7 +135,7 @@ def full_stalls(s: G3Signals, now: G3Now, th) -> Ruling | None:
     if now.full_sustained:
         return Ruling(
             "critical",
-            f"Sustained full memory stalls: {_stall(s)}; {_avail(s)}",
+            "Sustained full memory stalls: {stall}; {avail}",
             ADVICE_LADDER + ADVICE_TENANT,
         )
     return None
@@ -124,7 +144,7 @@ def full_stalls(s: G3Signals, now: G3Now, th) -> Ruling | None:
 def reclaim(s: G3Signals, now: G3Now, th) -> Ruling | None:
     """Reclaim stalls or swap-out past their warning levels: warning."""
     if now.w_stalls or now.w_swapping:
-        return Ruling("warning", f"Reclaim has begun: {_stall(s)}; {_avail(s)}", ADVICE_LADDER)
+        return Ruling("warning", "Reclaim has begun: {stall}; {avail}", ADVICE_LADDER)
     return None
 
 
@@ -134,7 +154,7 @@ def load_transient(s: G3Signals, now: G3Now, th) -> Ruling | None:
         return None
     return Ruling(
         "warning",
-        f"Model-load transient heading for the limit in {now.tte:.0f} s: {_avail(s)}",
+        "Model-load transient heading for the limit in {tte:.0f} s: {avail}",
         ADVICE_LOAD + ADVICE_LADDER[:1],
     )
 
@@ -145,7 +165,7 @@ def falling_fast(s: G3Signals, now: G3Now, th) -> Ruling | None:
         return None
     return Ruling(
         "warning",
-        f"MemAvailable falling fast, budget gone in ~{now.tte:.0f} s at this rate: {_avail(s)}",
+        "MemAvailable falling fast, budget gone in ~{tte:.0f} s at this rate: {avail}",
         ADVICE_LOAD + ADVICE_LADDER[:1],
     )
 
@@ -154,12 +174,7 @@ def runway_short(s: G3Signals, now: G3Now, th) -> Ruling | None:
     """The budget on a sustained fall (never a settling load) runs out within runway_warn_s: warning."""
     if not now.runway_warn:
         return None
-    sentence = now.runway.sentence() if now.runway is not None else None
-    if sentence is None:  # held while the fall eases (hysteresis, dwell)
-        sentence = "the budget is still falling at its 20-minute trend"
-    return Ruling(
-        "warning", f"Memory runway short: {sentence[0].upper()}{sentence[1:]}: {_avail(s)}", ADVICE_RUNWAY
-    )
+    return Ruling("warning", "Memory runway short: {runway}: {avail}", ADVICE_RUNWAY)
 
 
 def thin_budget(s: G3Signals, now: G3Now, th) -> Ruling | None:
@@ -167,7 +182,7 @@ def thin_budget(s: G3Signals, now: G3Now, th) -> Ruling | None:
     if now.w_thin:
         return Ruling(
             "warning",
-            f"Memory budget is thin, no reclaim stalls: {_avail(s)}",
+            "Memory budget is thin, no reclaim stalls: {avail}",
             ADVICE_THIN + ADVICE_LADDER[:1],
         )
     return None
@@ -175,7 +190,7 @@ def thin_budget(s: G3Signals, now: G3Now, th) -> Ruling | None:
 
 def ok(s: G3Signals, now: G3Now, th) -> Ruling:
     """Nothing above: ok."""
-    return Ruling("ok", f"Memory OK: {_avail(s)}, no reclaim stalls")
+    return _OK
 
 
 RULES = (

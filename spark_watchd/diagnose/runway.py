@@ -11,6 +11,7 @@ never a runway: G3's transient rules speak for it while it lasts.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterable, Sequence
 from functools import partial
@@ -38,13 +39,32 @@ ADVICE_RUNWAY = (
 
 def quarter_trends(points: Sequence[tuple[float, float]]) -> list[float | None]:
     """The robust trend of each time quarter of the points (None where a quarter holds too few)."""
-    if len(points) < 2:
-        return [None] * QUARTERS
-    t0, span = points[0][0], points[-1][0] - points[0][0]
-    quarters: list[list[tuple[float, float]]] = [[] for _ in range(QUARTERS)]
-    for p in points:
-        quarters[min(QUARTERS - 1, int((p[0] - t0) / span * QUARTERS)) if span > 0 else 0].append(p)
-    return [trend(q) for q in quarters]
+    pts = list(points)
+    return [trend(_quarter(pts, k)) for k in range(QUARTERS)]
+
+
+def _quarter(pts: list[tuple[float, float]], k: int) -> list[tuple[float, float]]:
+    """The points of time quarter k of time-ordered points: those whose quarter, min(3, int((t - t0) / span
+    * 4)), is k. That never falls as t rises, so a quarter is a slice (the trackers read one or two quarters,
+    not every point's)."""
+    if len(pts) < 2:
+        return []
+    span = pts[-1][0] - pts[0][0]
+    if span <= 0:
+        return pts if k == 0 else []
+    return pts[_start(pts, k, span) : _start(pts, k + 1, span) if k < QUARTERS - 1 else len(pts)]
+
+
+def _start(pts: list[tuple[float, float]], k: int, span: float) -> int:
+    """The first index in quarter k or later: bisected at t0 + k/4 of the span ((t,) sorts before (t, v)),
+    then moved to where the exact test changes (a point on the boundary may round either way)."""
+    t0 = pts[0][0]
+    i = bisect_left(pts, (t0 + span * k / QUARTERS,))
+    while i > 0 and (pts[i - 1][0] - t0) / span * QUARTERS >= k:
+        i -= 1
+    while i < len(pts) and (pts[i][0] - t0) / span * QUARTERS < k:
+        i += 1
+    return i
 
 
 def sustained_fall(
@@ -61,17 +81,22 @@ def sustained_fall(
         slope = trend(points)
     if slope is None or slope >= 0 or -slope * span < min_fall:
         return False
-    qs = quarter_trends(points)
-    if any(q is None or q < STEEP_FACTOR * slope or q > slope / STEEP_FACTOR for q in qs):
-        return False
-    return qs[-1] <= slope * SETTLE_SHARE
+    pts = list(points)
+    # The last quarter first (it must also not be settling), each next only while all before it pass.
+    for k in (QUARTERS - 1, *range(QUARTERS - 1)):
+        q = trend(_quarter(pts, k))
+        if q is None or q < STEEP_FACTOR * slope or q > slope / STEEP_FACTOR:
+            return False
+        if k == QUARTERS - 1 and q > slope * SETTLE_SHARE:
+            return False
+    return True
 
 
 def still_falling(points: Sequence[tuple[float, float]], slope: float | None) -> bool:
     """The looser test that holds a runway warning: the last quarter still falls at a tenth of the pace."""
     if slope is None or slope >= 0:
         return False
-    last = quarter_trends(points)[-1]
+    last = trend(_quarter(list(points), QUARTERS - 1))
     return last is not None and last <= slope * HOLD_SHARE
 
 
@@ -149,30 +174,21 @@ def runway(
     trend(points) when the caller keeps it (a TrendWindow)."""
     span = points[-1][0] - points[0][0] if points else 0.0
     if span < th.runway_min_span_s:
-        return Runway(False, None, None, span, int(budget), growth)
+        return _new(Runway, (False, None, None, span, int(budget), growth))
     if slope is None:
         slope = trend(points)
     if slope is None or slope >= 0 or not sustained_fall(points, th.runway_min_fall_bytes, slope):
-        return Runway(True, None, slope, span, int(budget), growth)
-    return Runway(True, max(0.0, budget) / -slope, slope, span, int(budget), growth)
+        return _new(Runway, (True, None, slope, span, int(budget), growth))
+    return _new(Runway, (True, max(0.0, budget) / -slope, slope, span, int(budget), growth))
 
+
+# tuple.__new__ builds a Runway or Growth without NamedTuple's Python-level __new__ (once a sample, a workload).
+_new = tuple.__new__
 
 # Budget points over runway_window_s, whatever the interval: one per 10 s of the default 20 min. Every trace
 # samples at 27 s or more, where this never binds; at --interval 1 the window held 1,200 points.
 RUNWAY_POINTS = 120
 DRIFT_POINTS = 120  # footprint points per workload over runway_window_s, likewise
-
-
-def _fold(win: TrendWindow, ts: float, v: float, spacing: float, window_s: float) -> None:
-    """Take (ts, v) into a window no denser than `spacing` (the latest reading replaces a point too close
-    to the one before it) and no longer than window_s."""
-    pts = win.points
-    if len(pts) >= 2 and ts - pts[-2][0] < spacing:
-        win.replace_last(ts, v)
-    else:
-        win.append(ts, v)
-    while ts - pts[0][0] > window_s:
-        win.popleft()
 
 
 class BudgetRunway:
@@ -213,10 +229,10 @@ class BudgetRunway:
         if pts and (ts <= pts[-1][0] or ts - pts[-1][0] > th.max_gap_s):
             win.clear()
         window_s = th.runway_window_s
-        _fold(win, ts, float(budget), window_s / RUNWAY_POINTS, window_s)
+        win.fold(ts, float(budget), window_s / RUNWAY_POINTS, window_s)
         span = ts - pts[0][0]
         if span < th.runway_min_span_s:  # (runway() without the trend: it is not read before then)
-            self.latest = Runway(False, None, None, span, int(budget))
+            self.latest = _new(Runway, (False, None, None, span, int(budget), ()))
         else:
             self.latest = runway(pts, budget, th, (), win.trend())
         return self.latest
@@ -270,7 +286,7 @@ class FootprintDrift:
             if pts and ts <= pts[-1][0]:
                 h.clear()
             v = float(w.footprint_bytes)
-            _fold(h, ts, v, spacing, win)
+            h.fold(ts, v, spacing, win)
             t0, v0 = pts[0]
             span = ts - t0
             if span >= min_span and (slope := h.trend()) is not None:
@@ -279,11 +295,6 @@ class FootprintDrift:
             for key in [k for k in footprints if k not in seen]:
                 del footprints[key]
         return tuple(growth)
-
-
-_new = (
-    tuple.__new__
-)  # builds a Growth without NamedTuple's Python-level __new__ (one per workload per sample)
 
 
 def with_growth(finding: Finding, growth: tuple[Growth, ...], th) -> Finding:

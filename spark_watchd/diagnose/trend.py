@@ -33,11 +33,11 @@ def trend(points: Sequence[tuple[float, float]]) -> float | None:
 class TrendWindow:
     """A window of (ts, value) points, oldest first, with its `trend` kept up to date as points come and go.
 
-    Cached (`trend` sorted n/2 slopes on every call, once a sample per window): the sorted slopes of every pair
+    Cached (`trend` sorts n/2 slopes on every call, once a sample per window): the sorted slopes of every pair
     of points `lag` apart. A point appended, dropped or replaced changes one of those pairs each (a bisect);
     they are sorted afresh only when n // 2, the lag `trend` pairs at, has moved. The same slopes, so the same
     median, to the last bit, as trend(points). Times must strictly rise (callers clear on a step back); change
-    `points` only through these methods.
+    `points` only through fold() and clear().
     """
 
     __slots__ = ("points", "_lag", "_slopes")
@@ -55,35 +55,30 @@ class TrendWindow:
         self._lag = 0
         self._slopes.clear()
 
-    def append(self, ts: float, v: float) -> None:
-        pts = self.points
-        pts.append((ts, v))
-        lag = self._lag
-        if lag and len(pts) > lag:
-            t0, v0 = pts[-1 - lag]
-            insort(self._slopes, (v - v0) / (ts - t0))
-
-    def popleft(self) -> tuple[float, float]:
+    def fold(self, ts: float, v: float, spacing: float, window_s: float) -> None:
+        """Take (ts, v) in, keeping the window no denser than `spacing` (the latest reading replaces a point
+        too close to the one before it) and no longer than window_s (the oldest points drop)."""
         pts = self.points
         lag = self._lag
-        if lag and len(pts) > lag:
-            (t0, v0), (t1, v1) = pts[0], pts[lag]
-            self._drop((v1 - v0) / (t1 - t0))
-        return pts.popleft()
-
-    def replace_last(self, ts: float, v: float) -> None:
-        """The newest point moves (a decimated series keeps its latest reading)."""
-        pts = self.points
-        lag = self._lag
-        if lag and len(pts) > lag:
-            (t0, v0), (t1, v1) = pts[-1 - lag], pts[-1]
-            self._drop((v1 - v0) / (t1 - t0))
-            insort(self._slopes, (v - v0) / (ts - t0))
-        pts[-1] = (ts, v)
-
-    def _drop(self, slope: float) -> None:
-        s = self._slopes
-        del s[bisect_left(s, slope)]  # the very float appended for this pair: computed from the same points
+        slopes = self._slopes
+        n = len(pts)
+        if n >= 2 and ts - pts[-2][0] < spacing:
+            if n > lag > 0:  # the pair ending at the newest point changes
+                (t0, v0), (t1, v1) = pts[-1 - lag], pts[-1]
+                del slopes[bisect_left(slopes, (v1 - v0) / (t1 - t0))]
+                insort(slopes, (v - v0) / (ts - t0))
+            pts[-1] = (ts, v)
+        else:
+            pts.append((ts, v))
+            if n >= lag > 0:  # a pair ending at the new point
+                t0, v0 = pts[-1 - lag]
+                insort(slopes, (v - v0) / (ts - t0))
+        while ts - pts[0][0] > window_s:
+            if len(pts) > lag > 0:  # the pair starting at the oldest point goes
+                (t0, v0), (t1, v1) = pts[0], pts[lag]
+                # (the very float added for this pair: computed from the same two points)
+                del slopes[bisect_left(slopes, (v1 - v0) / (t1 - t0))]
+            pts.popleft()
 
     def trend(self) -> float | None:
         """trend(self.points)."""

@@ -15,11 +15,11 @@ from functools import partial
 from typing import NamedTuple
 
 from spark_watchd.diagnose import features as feat
-from spark_watchd.diagnose.g3_rules import _BLIND, GIB, RULES, G3Now, words
+from spark_watchd.diagnose.g3_rules import _BLIND, GIB, G3Now, ruling, words
 from spark_watchd.diagnose.runway import BudgetRunway
 from spark_watchd.diagnose.serving import ServingWatch
 from spark_watchd.diagnose.steady import Dwell, Latch
-from spark_watchd.diagnose.tracker import Ruling, Unpersisted, Verdict, judge
+from spark_watchd.diagnose.tracker import Ruling, Unpersisted, Verdict
 from spark_watchd.diagnose.verdicts import G3State
 from spark_watchd.sample.findings import Event, Finding
 from spark_watchd.sample.model import Sample
@@ -207,7 +207,7 @@ class G3Tracker(Unpersisted):
                     )
                 )
             now = self._now(f, s)
-        r = judge(RULES, s, now, th)
+        r = ruling(s, now, th)
         rw = now.runway
         # A server restarted into a smaller KV cache (read now: the watch moves on; none without a KV reading).
         kv = self.serving.kv_budget() if s.avail_b is not None and self.serving.kv_high else None

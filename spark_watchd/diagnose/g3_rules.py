@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 
 from spark_watchd.diagnose.runway import ADVICE_RUNWAY, Runway
-from spark_watchd.diagnose.tracker import Ruling
+from spark_watchd.diagnose.tracker import Ruling, judge
 
 if TYPE_CHECKING:
     from spark_watchd.diagnose.g3 import G3Signals
@@ -191,6 +191,13 @@ def thin_budget(s: G3Signals, now: G3Now, th) -> Ruling | None:
 def ok(s: G3Signals, now: G3Now, th) -> Ruling:
     """Nothing above: ok."""
     return _OK
+
+
+def ruling(s: G3Signals, now: G3Now, th) -> Ruling:
+    """The first of RULES that rules (`judge`); a quiet readable sample, most of them, without walking RULES."""
+    if s.avail_b is not None and (r := quiet(s, now, th)) is not None:
+        return r
+    return judge(RULES, s, now, th)
 
 
 RULES = (

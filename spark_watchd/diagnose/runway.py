@@ -278,10 +278,11 @@ class FootprintDrift:
         growth = []
         seen = set()
         for w in workloads:
-            seen.add(w.key)
-            h = footprints.get(w.key)
+            key = w.key
+            seen.add(key)
+            h = footprints.get(key)
             if h is None:
-                h = footprints[w.key] = TrendWindow()
+                h = footprints[key] = TrendWindow()
             pts = h.points
             if pts and ts <= pts[-1][0]:
                 h.clear()

@@ -221,3 +221,48 @@ def test_footprint_drift_is_bounded_at_any_interval_and_keeps_its_trend():
         rate, rel=0.01
     )
     assert dense.grew_bytes == pytest.approx(sparse.grew_bytes, rel=0.03)
+
+
+def test_the_budget_window_is_bounded_at_any_interval_and_keeps_its_trend():
+    """Issue 24: at --interval 1 the budget's runway window held a point a second (1,200 over 20 minutes)."""
+    from spark_watchd.diagnose.runway import RUNWAY_POINTS
+
+    rate = -0.7 * GIB / 60
+    results = {}
+    for interval in (1.0, 30.0):
+        t = BudgetRunway(TH)
+        for i in range(int(2 * TH.runway_window_s / interval)):
+            ts = 1_000_000.0 + i * interval
+            rw = t.update(ts, int(60 * GIB + rate * (ts - 1_000_000.0)))
+        assert len(t.points) <= 1.15 * RUNWAY_POINTS  # one a spacing, the newest moving
+        results[interval] = rw
+    dense, sparse = results[1.0], results[30.0]
+    assert dense.trend_bytes_per_s == pytest.approx(rate, rel=0.01)
+    assert sparse.trend_bytes_per_s == pytest.approx(rate, rel=0.01)
+    assert dense.seconds == pytest.approx(sparse.seconds, rel=0.02)
+
+
+def test_g3_words_are_written_when_read_from_that_samples_values_alone():
+    """Finding.deferred: the summary and evidence of a G3 finding (with its growth rows) read after the whole
+    run are those read at once, sample by sample."""
+
+    def procs(i):
+        return (proc(4121, VLLM, 1.0, 40 + 0.7 * i / 2, create_time=500.0),)
+
+    def run(read_now):
+        h = Host()
+        d = Diagnoser(TH)
+        out = []
+        for i in range(160):
+            g3 = d.observe(
+                h.sample(avail_gib=70 - 0.7 * i / 2, processes=procs(i), oom=int(i == 120))
+            ).findings["G3"]
+            out.append((g3.summary, g3.evidence) if read_now else g3)
+        return out
+
+    late = run(False)
+    assert all(f._build is not None for f in late[:100])  # nothing written while classifying
+    words = [(f.summary, f.evidence) for f in late]
+    assert words == run(True)
+    assert any("Memory runway short" in s and "grew" in s for s, _ in words)
+    assert any(ev.get("workload_growth") for _, ev in words)

@@ -12,8 +12,8 @@ import sys
 from spark_watchd.commands import term
 from spark_watchd.errors import EX_CONFIG, EX_DATAERR, EX_NOINPUT
 from spark_watchd.sample.codec import dumps_compact
-from spark_watchd.sample.model import GOTCHAS, Sample
-from spark_watchd.sample.trace import TraceError, iter_trace_dicts
+from spark_watchd.sample.model import GOTCHAS
+from spark_watchd.sample.trace import TraceError, read_trace
 
 
 def add_arguments(parser):
@@ -57,14 +57,7 @@ def _samples(path, skip_bad):
     def warn(err):
         print(f"spark-watchd replay: warning: skipping {err}", file=sys.stderr)
 
-    for obj in iter_trace_dicts(path, skip_bad=skip_bad, on_skip=warn):
-        try:
-            yield Sample.from_dict(obj)
-        except (TypeError, ValueError, KeyError, AttributeError) as exc:
-            err = TraceError(str(path), 0, f"sample at ts={obj.get('ts')!r} has a malformed field: {exc}")
-            if not skip_bad:
-                raise err from None
-            warn(err)
+    return read_trace(path, skip_bad=skip_bad, on_skip=warn)
 
 
 def _fmt_ts(ts: float) -> str:

@@ -253,7 +253,7 @@ class Sensor:
             chip, label, temp, crit = g("chip", ""), g("label", ""), g("temp_c"), g("crit_c")
         key = (chip, label, temp, crit)
         # A host's sensors repeat the same few readings sample after sample (7 per GB10 sample, 0.1 C steps):
-        # reuse the frozen object. Only exact str/float/None values are shared, so 70 and 70.0 stay distinct.
+        # reuse the frozen object. Exact str/float/None values only (70 and 70.0 stay apart), never a zero.
         s = _SENSORS.get(key) if type(chip) is str and type(label) is str else None
         if s is not None and type(s.temp_c) is type(temp) and type(s.crit_c) is type(crit):
             return s
@@ -263,7 +263,7 @@ class Sensor:
             temp,
             crit,
         )
-        if type(chip) is str and type(label) is str:
+        if type(chip) is str and type(label) is str and temp != 0 and crit != 0:
             if len(_SENSORS) >= 4096:
                 _SENSORS.clear()  # bounded: a long trace with drifting readings never grows it past this
             _SENSORS[key] = s
@@ -293,9 +293,8 @@ class Sample:
     driver_events: tuple[DriverEvent, ...] = ()  # optional in trace-v1 (added 2026-12)
     serving: tuple[ServingReading, ...] = ()  # optional in trace-v1: inference servers' own telemetry
     link: LinkReading | None = None  # optional: hosts with an RDMA NIC (the Sparks' ConnectX-7)
-    oom_kills: tuple[
-        KillReport, ...
-    ] = ()  # optional: kill reports (kernel OOM killer, systemd-oomd, earlyoom)
+    # optional: kill reports (kernel OOM killer, systemd-oomd, earlyoom)
+    oom_kills: tuple[KillReport, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The trace-v1 object: every key present, null where not supported; the optional keys only when there
@@ -361,8 +360,7 @@ class Sample:
                 if val is not None and not isinstance(val, kind):
                     raise TypeError(f"'{key}' must be {_KIND_NAMES[kind]}, got {type(val).__name__}")
         gfd, sfd, pfd = GpuReading.from_dict, Sensor.from_dict, ProcessInfo.from_dict
-        dev = d.get("driver_events")  # optional: older traces lack it
-        if dev is not None and type(dev) is not list:
+        if (dev := d.get("driver_events")) is not None and type(dev) is not list:  # optional, as below
             raise TypeError(f"'driver_events' must be a list, got {type(dev).__name__}")
         return cls(
             float(d["ts"]),
@@ -377,12 +375,20 @@ class Sample:
             tuple([sfd(x) for x in sensors]) if sensors else (),
             tuple([pfd(x) for x in procs]) if procs else (),
             tuple([ThroughputReading.from_dict(x) for x in tp]) if tp else (),
-            BoardReading.from_dict(b) if (b := d.get("board")) is not None else None,
-            tuple([DriverEvent.from_dict(x) for x in dev]) if dev else (),
-            serving_from(d.get("serving")),
-            LinkReading.from_dict(k) if (k := d.get("link")) is not None else None,
-            kills_from(d.get("oom_kills")),
+            *optional_parts(d),
         )
+
+
+def optional_parts(d: Mapping[str, Any]) -> tuple:
+    """board, driver_events, serving, link and oom_kills of a trace-v1 object, as Sample takes them."""
+    dev = d.get("driver_events")
+    return (
+        BoardReading.from_dict(b) if (b := d.get("board")) is not None else None,
+        tuple([DriverEvent.from_dict(x) for x in dev]) if dev else (),
+        serving_from(d.get("serving")),
+        LinkReading.from_dict(k) if (k := d.get("link")) is not None else None,
+        kills_from(d.get("oom_kills")),
+    )
 
 
 _SAMPLE_SHAPES = (

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from spark_watchd.sample.codec import loads as _loads
+from spark_watchd.sample.decode import sample_from
 from spark_watchd.sample.files import check_regular, open_regular
 from spark_watchd.sample.model import Sample
 from spark_watchd.sample.validate import FieldError, check_sample
@@ -26,13 +27,22 @@ class TraceError(ValueError):
 
 def parse_line(line: str, path: str = "<trace>", lineno: int = 0) -> dict[str, Any]:
     """Decode one trace line into its JSON object, or raise TraceError saying why."""
+    obj = _decode(line, path, lineno)
+    _check(obj, path, lineno)
+    return obj
+
+
+def _decode(line: str, path: str, lineno: int) -> Any:
     try:
-        obj = _loads(line)
+        return _loads(line)
     except ValueError as exc:
         where = f" at column {exc.colno}" if hasattr(exc, "colno") else ""
         raise TraceError(path, lineno, f"not JSON ({getattr(exc, 'msg', exc)}{where})") from None
     except RecursionError:  # `[[[[...` 100,000 deep: the decoder's recursion, not ours
         raise TraceError(path, lineno, "not a trace-v1 sample: JSON nested too deep") from None
+
+
+def _check(obj: Any, path: str, lineno: int) -> None:
     if not isinstance(obj, dict):
         raise TraceError(path, lineno, f"not a JSON object but {type(obj).__name__}")
     if "v" not in obj:
@@ -45,35 +55,52 @@ def parse_line(line: str, path: str = "<trace>", lineno: int = 0) -> dict[str, A
         check_sample(obj)
     except FieldError as err:
         raise TraceError(path, lineno, str(err)) from None
-    return obj
+
+
+def _numbered_lines(path: str) -> Iterator[tuple[int, str]]:
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.isspace():  # blank lines are skipped (isspace: no copy of the line, as strip makes)
+                yield lineno, line
 
 
 def iter_trace_dicts(path: str | os.PathLike, *, skip_bad: bool = False, on_skip=None) -> Iterator[dict]:
     """Yield each sample object of a trace file; bad lines raise TraceError or, with skip_bad, are reported to on_skip."""
     p = str(path)
-    with open(p, encoding="utf-8", errors="replace") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                yield parse_line(line, p, lineno)
-            except TraceError as err:
-                if not skip_bad:
-                    raise
-                if on_skip is not None:
-                    on_skip(err)
+    for lineno, line in _numbered_lines(p):
+        try:
+            yield parse_line(line, p, lineno)
+        except TraceError as err:
+            if not skip_bad:
+                raise
+            if on_skip is not None:
+                on_skip(err)
+
+
+def parse_sample(line: str, path: str = "<trace>", lineno: int = 0) -> Sample:
+    """The Sample of one trace line, or TraceError naming the line and what is wrong with it. The common shape
+    takes decode.sample_from's one pass; anything else parse_line's checks and Sample.from_dict."""
+    obj = _decode(line, path, lineno)
+    if (sample := sample_from(obj)) is not None:
+        return sample
+    _check(obj, path, lineno)
+    try:
+        return Sample.from_dict(obj)
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise TraceError(
+            path, lineno, f"sample at ts={obj.get('ts')!r} has a malformed field: {exc}"
+        ) from None
 
 
 def read_trace(path: str | os.PathLike, *, skip_bad: bool = False, on_skip=None) -> Iterator[Sample]:
-    """Yield Samples from a trace file."""
+    """Yield Samples from a trace file; bad lines raise TraceError or, with skip_bad, are reported to on_skip."""
     p = str(path)
-    for obj in iter_trace_dicts(p, skip_bad=skip_bad, on_skip=on_skip):
+    for lineno, line in _numbered_lines(p):
         try:
-            yield Sample.from_dict(obj)
-        except (TypeError, ValueError, KeyError, AttributeError) as exc:
-            err = TraceError(p, 0, f"sample at ts={obj.get('ts')!r} has a malformed field: {exc}")
+            yield parse_sample(line, p, lineno)
+        except TraceError as err:
             if not skip_bad:
-                raise err from None
+                raise
             if on_skip is not None:
                 on_skip(err)
 

@@ -144,22 +144,60 @@ _FAST = {
     id(s): _compile(s) for s in (_GPU, _PROCESS, _SENSOR, _THROUGHPUT, _DRIVER_EVENT, _SAMPLE, _PSI_LINE)
 }
 _PSI_OK = _FAST[id(_PSI_LINE)]
+_SCHEMAS = {"": _SAMPLE, "gpus": _GPU, "processes": _PROCESS, "sensors": _SENSOR, "throughput": _THROUGHPUT}
+_TYPE_NAMES = {int: "int", float: "float", str: "str", bool: "bool", list: "list", dict: "dict"}
+
+
+def row_checker(kind: str, keys: tuple[str, ...], nonnull=(), shapes=None):
+    """A straight-line `ok(*values) -> bool` for the one-pass reader (sample/decode.py): the values of `keys`
+    in that order (an itemgetter's tuple) pass exactly when _fields would pass them for the schema `kind`,
+    and are not None where `nonnull` (a value Sample.from_dict would convert). `shapes` maps keys outside the
+    schema to the one type they must have (or None). Every key of the schema must be among `keys`."""
+    schema = {key: rest for key, *rest in _SCHEMAS[kind]}
+    if missing := schema.keys() - set(keys):
+        raise ValueError(f"row_checker({kind!r}): schema keys {sorted(missing)} not in the row")
+    args, tests = [f"a{n}" for n in range(len(keys))], []
+    for a, key in zip(args, keys, strict=True):
+        if key in schema:
+            kinds, lo, hi, required = schema[key]
+            test = f"type({a}) in _N" if kinds == _N else f"type({a}) is {_TYPE_NAMES[kinds[0]]}"
+            test += f" and {lo!r} <= {a} <= {hi!r}" if lo is not None else ""
+        elif shapes and key in shapes:
+            test, required = f"type({a}) is {_TYPE_NAMES[shapes[key]]}", False
+        else:
+            continue
+        tests.append(f"({test})" if required or key in nonnull else f"({a} is None or {test})")
+    src = f"def ok({', '.join(args)}):\n    return " + " and ".join(tests or ["True"])
+    scope = {"_N": _N}
+    exec(src, scope)  # noqa: S102 - generated from the constant schemas above, no input
+    scope["ok"].__doc__ = src  # what it tests, for a reader with a debugger
+    return scope["ok"]
 
 
 _INT_ONLY = {int}
+MEMINFO_RANGE = (0, _U64)
+VMSTAT_RANGE = (-_I64, _U64)  # some vmstat gauges (nr_*) dip below zero on SMP kernels
+CLOCK_COUNTERS_RANGE = (0, _U64)
 
 
-def _counters(d: Any, where: str, lo: int, hi: int, nullable: bool = False) -> None:
-    """An object of integer counters (meminfo, vmstat, clocks-event counters): C-speed checks first.
+def counters_ok(d: Any, lo: int, hi: int, nullable: bool = False) -> bool:
+    """An object of integer counters (meminfo, vmstat, clocks-event counters) in [lo, hi], by C-level set,
+    min and max over its values; False only says "not this": _counters names what is wrong.
 
     `nullable`: a counter the driver does not give is null (NVML has no hw_slowdown counter of its own)."""
     if type(d) is not dict:
-        raise FieldError(where, f"must be an object, got {type(d).__name__}")
+        return False
     if not d:
-        return
+        return True
     vals = [v for v in d.values() if v is not None] if nullable else d.values()
-    if not vals or (set(map(type, vals)) <= _INT_ONLY and lo <= min(vals) and max(vals) <= hi):
+    return not vals or (set(map(type, vals)) <= _INT_ONLY and lo <= min(vals) and max(vals) <= hi)
+
+
+def _counters(d: Any, where: str, lo: int, hi: int, nullable: bool = False) -> None:
+    if counters_ok(d, lo, hi, nullable):
         return
+    if type(d) is not dict:
+        raise FieldError(where, f"must be an object, got {type(d).__name__}")
     for k, v in d.items():
         if v is None and nullable:
             continue
@@ -185,15 +223,15 @@ def check_sample(d: Mapping[str, Any]) -> None:
     _fields(d, _SAMPLE, "")
     get = d.get
     if (v := get("meminfo")) is not None:
-        _counters(v, "meminfo", 0, _U64)
+        _counters(v, "meminfo", *MEMINFO_RANGE)
     if (v := get("vmstat")) is not None:
-        _counters(v, "vmstat", -_I64, _U64)  # some vmstat gauges (nr_*) dip below zero on SMP kernels
+        _counters(v, "vmstat", *VMSTAT_RANGE)
     if (v := get("psi_memory")) is not None:
         _psi(v)
     if (v := get("gpus")) is not None:
         for i, g in enumerate(_items(v, "gpus", _GPU)):
             if (c := g.get("clocks_event_counters_us")) is not None:
-                _counters(c, f"gpus[{i}].clocks_event_counters_us", 0, _U64, nullable=True)
+                _counters(c, f"gpus[{i}].clocks_event_counters_us", *CLOCK_COUNTERS_RANGE, nullable=True)
     if (v := get("sensors")) is not None:
         _items(v, "sensors", _SENSOR)
     if (v := get("processes")) is not None:
@@ -203,6 +241,12 @@ def check_sample(d: Mapping[str, Any]) -> None:
                 raise FieldError(f"processes[{i}].cmdline", "must be a list of strings")
     if (v := get("throughput")) is not None:
         _items(v, "throughput", _THROUGHPUT)
+    check_optional(d)
+
+
+def check_optional(d: Mapping[str, Any]) -> None:
+    """The optional keys' part of check_sample: board, driver_events, serving, oom_kills."""
+    get = d.get
     if (v := get("board")) is not None:
         _board(v)
     if (v := get("driver_events")) is not None:
@@ -270,8 +314,13 @@ def _board(v: Any) -> None:
             raise FieldError(f"board.{key}", f"must be a non-negative integer, got {_show(x)}")
 
 
+def psi_ok(v: Any) -> bool:
+    """psi_memory as check_sample accepts it (False: _psi names what is wrong)."""
+    return type(v) is dict and v.keys() <= _PSI_KINDS and all(map(_PSI_OK, v.values()))
+
+
 def _psi(v: Any) -> None:
-    if type(v) is dict and v.keys() <= _PSI_KINDS and all(map(_PSI_OK, v.values())):
+    if psi_ok(v):
         return
     if type(v) is not dict:
         raise FieldError("psi_memory", f"must be an object or null, got {type(v).__name__}")

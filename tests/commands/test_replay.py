@@ -57,3 +57,21 @@ def test_missing_file_is_an_error(tmp_path):
     p = run_cli("replay", str(tmp_path / "nope.jsonl"))
     assert p.returncode == 66  # EX_NOINPUT: the input is missing, not malformed (65)
     assert "no such file" in p.stderr
+
+
+def test_a_malformed_field_past_the_checks_names_its_line(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    lines = (TRACES / "oom_kill_45s.jsonl").read_text().splitlines()[:5]
+    bad = json.loads(lines[2])
+    bad["link"] = 5  # trace-v1 `link` is an object: Sample.from_dict refuses it after the field checks
+    lines[2] = json.dumps(bad)
+    trace.write_text("\n".join(lines) + "\n")
+    p = run_cli("replay", str(trace), "--format", "jsonl")
+    assert p.returncode == 65
+    assert (
+        f"{trace}:3: sample at ts={bad['ts']!r} has a malformed field: 'link' must be an object" in p.stderr
+    )
+    assert len(p.stdout.splitlines()) == 2  # the samples before it were judged and written
+    p = run_cli("replay", str(trace), "--format", "jsonl", "--skip-bad")
+    assert p.returncode == 0 and len(p.stdout.splitlines()) == 4
+    assert f"{trace}:3: sample at ts=" in p.stderr

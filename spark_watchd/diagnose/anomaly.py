@@ -46,33 +46,31 @@ class AnomalyWatch:
             temps.append((ts, temp))
             while temps and ts - temps[0][0] > th.window_s:
                 temps.popleft()
-        pd = (
+        pinned = clk is not None and clk <= th.pinned_clock_max_mhz
+        if (
             loaded
-            and clk is not None
-            and clk <= th.pinned_clock_max_mhz
+            and pinned
             and power is not None
             and power <= th.pinned_power_max_w
             and temp is not None
             and temp < f.slowdown_c - th.cool_margin_c
             and not f.thermal_bits
-        )
-        hung = False
-        pinned = clk is not None and clk <= th.pinned_clock_max_mhz
+        ):
+            if self.pd_since is None:
+                self.pd_since = ts - (f.dt or 0)
+        else:
+            self.pd_since = None
         if (
             not pinned
             and util is not None
             and util >= th.hung_util_pct
             and power is not None
             and power <= th.hung_power_max_w
+            and temp is not None
+            and max(t for _, t in temps) - temp >= th.hung_temp_drop_c  # temps holds temp: not empty
         ):
-            hot = max(t for _, t in temps) if temps else None
-            hung = hot is not None and temp is not None and hot - temp >= th.hung_temp_drop_c
-        if pd:
-            self.pd_since = self.pd_since if self.pd_since is not None else ts - (f.dt or 0)
-        else:
-            self.pd_since = None
-        if hung:
-            self.hung_since = self.hung_since if self.hung_since is not None else ts - (f.dt or 0)
+            if self.hung_since is None:
+                self.hung_since = ts - (f.dt or 0)
         else:
             self.hung_since = None
         if self.pd_since is not None and ts - self.pd_since >= th.anomaly_min_s:

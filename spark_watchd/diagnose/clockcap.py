@@ -180,7 +180,7 @@ class ClockCapWatch:
         while clean and f.ts - clean[0][0] > WINDOW_S:
             clean.popleft()
             self._found_for = _STALE
-        if self._found_for is _STALE or self._found_for != f.app_clock_mhz:
+        if self._found_for != f.app_clock_mhz:  # _STALE equals no clock
             self._find_cap(f.app_clock_mhz)
             self._found_for = f.app_clock_mhz
         expected = self.expected()
@@ -210,9 +210,11 @@ class ClockCapWatch:
         clean = self._clean
         if len(clean) < MIN_SAMPLES or clean[-1][0] - clean[0][0] < MIN_SPAN_S:
             return
+        app = app_clock or 2418
+        if self.cap is None and clean[-1][1] > app - BELOW_APP_MHZ:
+            return  # the newest clean clock runs free, so the window's top does: no ceiling, none to drop
         clocks = [c for _, c in clean]
         top = max(clocks)
-        app = app_clock or 2418
         band = self.th.clock_cap_band_mhz
         if top - min(clocks) <= band and top <= app - BELOW_APP_MHZ:
             mid = median(clocks)

@@ -90,7 +90,7 @@ def signals(sample: Sample, f: feat.Features, th) -> G4Signals:
         signature = (pure and loaded) or (thermal_now and (near or clock_low))
     if at_shutdown and not signature:
         signature, reason = True, "shutdown"
-    b = board_evidence(sample.board, th, slowdown, loaded, temp)
+    b = board_evidence(sample.board, th, slowdown, loaded, temp) if sample.board is not None else None
     if b is not None and b.thermal and loaded:
         # PROCHOT or the package at Tj max is heat even when NVML's mask reads 0 (firmware clamps first).
         if not thermal_now:
@@ -220,13 +220,42 @@ class G4Tracker:
         th = self.th
         ts = s.ts
         events: list[Event] = []
-        hold = self.reboot_hold_until is not None and ts < self.reboot_hold_until
-        if not hold:
+        until = self.reboot_hold_until
+        hold = until is not None and ts < until
+        if until is not None and not hold:
             self.reboot_hold_until = None
+        self.last_ts = ts
         if not s.has_gpu:
-            self.last_ts = ts
             now = _new(G4Now, (self.episode, hold, False, None, None, None, (), None))
             return self._publish(ruling(s, now, th), s, now, events)
+        if self.episode or s.signature:
+            self._episode(s, events)
+        episode = self.episode
+        hot = episode or s.thermal_now
+        # No training job reporting: no step ratio (and no job's window to move).
+        worst = step_ratio(self.jobs, sample, ts, episode, s.thermal_now, th) if sample.throughput else None
+        # The servers' own decode rates: the damage of a throttle on a Spark that serves (no training job).
+        self.serving.observe(sample.serving, ts, hot)
+        cut = tuple(self.serving.damage()) if episode else ()
+        anomaly = None if hot else self.anomalies.update(f, s.loaded)
+        duration = None
+        damaged = False
+        if episode:
+            ratio = worst.ratio if worst is not None else 0.0
+            damaged = (
+                s.at_shutdown
+                or ratio >= th.step_slowdown_ratio
+                or (self.critical and ratio >= th.step_recover_ratio)
+            )
+            self.critical = damaged
+            duration = ts - self.episode_start
+        cap = self.cap.observe(sample, f)
+        now = _new(G4Now, (episode, hold, damaged, worst, anomaly, duration, cut, cap))
+        return self._publish(ruling(s, now, th), s, now, events)
+
+    def _episode(self, s: G4Signals, events: list[Event]) -> None:
+        """The throttle episode: started by the signature, kept by heat, ended after throttle_end_quiet_s quiet."""
+        ts = s.ts
         if s.signature:
             self.last_thermal_ts = ts
             if not self.episode:
@@ -249,13 +278,9 @@ class G4Tracker:
                         },
                     )
                 )
-        elif self.episode and s.thermal_now:
+        elif s.thermal_now:
             self.last_thermal_ts = ts
-        if (
-            self.episode
-            and self.last_thermal_ts is not None
-            and ts - self.last_thermal_ts >= th.throttle_end_quiet_s
-        ):
+        if self.last_thermal_ts is not None and ts - self.last_thermal_ts >= self.th.throttle_end_quiet_s:
             dur = ts - self.episode_start
             self.episode = False
             self.critical = False
@@ -270,26 +295,6 @@ class G4Tracker:
             )
         if self.episode and s.dt is not None:
             self.throttle_s += s.dt
-        worst = step_ratio(self.jobs, sample, ts, self.episode, s.thermal_now, th)
-        # The servers' own decode rates: the damage of a throttle on a Spark that serves (no training job).
-        self.serving.observe(sample.serving, ts, self.episode or s.thermal_now)
-        cut = tuple(self.serving.damage()) if self.episode else ()
-        self.last_ts = ts
-        anomaly = None if (self.episode or s.thermal_now) else self.anomalies.update(f, s.loaded)
-        duration = None
-        damaged = False
-        if self.episode:
-            ratio = worst.ratio if worst is not None else 0.0
-            damaged = (
-                s.at_shutdown
-                or ratio >= th.step_slowdown_ratio
-                or (self.critical and ratio >= th.step_recover_ratio)
-            )
-            self.critical = damaged
-            duration = ts - self.episode_start
-        cap = self.cap.observe(sample, f)
-        now = _new(G4Now, (self.episode, hold, damaged, worst, anomaly, duration, cut, cap))
-        return self._publish(ruling(s, now, th), s, now, events)
 
     def _publish(self, r: Ruling, s: G4Signals, now: G4Now, events: list[Event]) -> Verdict:
         """The finding of this sample, its words deferred (written on first read, from its records only)."""

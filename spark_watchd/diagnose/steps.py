@@ -7,6 +7,9 @@ from collections import deque
 from spark_watchd.diagnose.verdicts import StepRatio
 from spark_watchd.sample.model import Sample
 
+# tuple.__new__ builds the record without NamedTuple's Python-level __new__ (once per job per new report).
+_new = tuple.__new__
+
 
 def _median(vals):
     v = sorted(vals)
@@ -43,11 +46,13 @@ def step_ratio(
 ) -> StepRatio | None:
     """The job whose recent step time is furthest above its baseline, or None without a baseline."""
     worst = None
+    recent_s = th.step_recent_s
     for tp in sample.throughput:
         step = tp.step_seconds
         if step is None and tp.tokens_per_second:
             step = 1.0 / tp.tokens_per_second  # time per token: the same ratio when only tokens/s is known
-        if step is None or step <= 0 or ts - tp.ts > th.step_stale_s:
+        at = tp.ts
+        if step is None or step <= 0 or ts - at > th.step_stale_s:
             continue
         j = jobs.get(tp.job)
         if j is None:
@@ -55,21 +60,22 @@ def step_ratio(
                 for k in [k for k, v in jobs.items() if ts - (v.last_report or 0) > th.step_stale_s]:
                     del jobs[k]
             j = jobs[tp.job] = Job(ts)
-        moved = j.last_report != tp.ts
+        recent = j.recent
+        moved = j.last_report != at
         if moved:
-            j.last_report = tp.ts
+            j.last_report = at
             if j.baseline is None:
                 _learn(j, step, ts, episode, thermal_now, th)
-            j.recent.append((ts, step))
+            recent.append((ts, step))
             j.recent_sum += step
-        recent = j.recent
-        while recent and ts - recent[0][0] > th.step_recent_s:
+        while recent and ts - recent[0][0] > recent_s:
             j.recent_sum -= recent.popleft()[1]
             moved = True
         if moved:
-            if j.baseline and recent:
+            base = j.baseline
+            if base and recent:
                 mean = j.recent_sum / len(recent)
-                j.ratio = StepRatio(mean / j.baseline, tp.job, mean, j.baseline)
+                j.ratio = _new(StepRatio, (mean / base, tp.job, mean, base))
             else:
                 j.ratio = None
         r = j.ratio

@@ -253,14 +253,63 @@ class BudgetRunway:
         return self.hold_until is not None and ts < self.hold_until
 
 
+class FootprintHistory:
+    """One workload's (ts, footprint bytes) over the window: points[lo:]. Points are appended, never changed
+    in place (a replaced newest point, a compaction or a clear makes a new list), so the slice a sample
+    handed out (`Drifting`) stays that sample's window whatever comes after: its trend is sorted only if read.
+    """
+
+    __slots__ = ("points", "lo")
+
+    def __init__(self) -> None:
+        self.points: list[tuple[float, float]] = []
+        self.lo = 0
+
+    def __len__(self) -> int:
+        return len(self.points) - self.lo
+
+    def clear(self) -> None:
+        self.points, self.lo = [], 0
+
+    def fold(self, ts: float, v: float, spacing: float, window_s: float) -> None:
+        """Take (ts, v) in: no denser than `spacing` (the latest reading replaces a point too close to the one
+        before it), no longer than window_s (the window's start moves on; compacted once half is behind it)."""
+        pts, lo = self.points, self.lo
+        if len(pts) - lo >= 2 and ts - pts[-2][0] < spacing:
+            pts, lo = pts[lo:-1], 0
+            self.points = pts
+        elif lo >= 64 and 2 * lo >= len(pts):
+            pts, lo = pts[lo:], 0
+            self.points = pts
+        pts.append((ts, v))
+        while ts - pts[lo][0] > window_s:
+            lo += 1
+        self.lo = lo
+
+
+class Drifting(NamedTuple):
+    """One workload's footprint window at one sample (a slice no later sample changes); its row when read."""
+
+    workload: Any  # this sample's row of the workload table (immutable)
+    points: list[tuple[float, float]]
+    lo: int
+    hi: int
+
+    def growth(self) -> Growth:
+        pts = self.points[self.lo : self.hi]
+        (t0, v0), (t1, v1) = pts[0], pts[-1]
+        w = self.workload
+        return Growth(w.kind, w.name, w.pid, w.capped, trend(pts), int(v1 - v0), t1 - t0)
+
+
 class FootprintDrift:
     """Each workload's footprint trend over the runway window (the engine feeds it G6's workload table)."""
 
     def __init__(self, th):
         self.th = th
-        # workload key -> its (ts, footprint bytes) over the window, at most about DRIFT_POINTS: at --interval 1
-        # and 50 servers a point a sample was 60,000 points (6 MiB) and a 1,200-point sort per workload per tick.
-        self.footprints: dict[tuple, TrendWindow] = {}
+        # workload key -> its footprints over the window, at most about DRIFT_POINTS: at --interval 1 and 50
+        # servers a point a sample was 60,000 points (6 MiB) and a 1,200-point sort per workload per tick.
+        self.footprints: dict[tuple, FootprintHistory] = {}
 
     def set_thresholds(self, th) -> None:
         self.th = th
@@ -268,52 +317,51 @@ class FootprintDrift:
     def forget(self) -> None:
         self.footprints.clear()
 
-    def update(self, ts: float, workloads: Iterable[Any]) -> tuple[Growth, ...]:
-        """Fold one sample's workload table in; the drift of each workload with enough history."""
+    def update(self, ts: float, workloads: Iterable[Any]) -> tuple[Drifting, ...]:
+        """Fold one sample's workload table in; the window of each workload with enough history (the growth
+        rows are only ever read as words: their trends are computed then, see with_growth)."""
         th = self.th
         win = th.runway_window_s
         spacing = win / DRIFT_POINTS
         min_span = th.runway_min_span_s
         footprints = self.footprints
-        growth = []
+        drifting = []
         seen = set()
         for w in workloads:
             key = w.key
             seen.add(key)
             h = footprints.get(key)
             if h is None:
-                h = footprints[key] = TrendWindow()
-            pts = h.points
-            if pts and ts <= pts[-1][0]:
+                h = footprints[key] = FootprintHistory()
+            elif h.points and ts <= h.points[-1][0]:
                 h.clear()
-            v = float(w.footprint_bytes)
-            h.fold(ts, v, spacing, win)
-            t0, v0 = pts[0]
-            span = ts - t0
-            if span >= min_span and (slope := h.trend()) is not None:
-                growth.append(_new(Growth, (w.kind, w.name, w.pid, w.capped, slope, int(v - v0), span)))
+            h.fold(ts, float(w.footprint_bytes), spacing, win)
+            pts, lo = h.points, h.lo
+            if len(pts) - lo >= 4 and ts - pts[lo][0] >= min_span:  # (a trend needs 4 points)
+                drifting.append(_new(Drifting, (w, pts, lo, len(pts))))
         if len(seen) != len(footprints):
             for key in [k for k in footprints if k not in seen]:
                 del footprints[key]
-        return tuple(growth)
+        return tuple(drifting)
 
 
-def with_growth(finding: Finding, growth: tuple[Growth, ...], th) -> Finding:
+def with_growth(finding: Finding, drifting: tuple[Drifting, ...], th) -> Finding:
     """G3 with each workload's drift in its evidence, and the top grower named after a short runway. The words
-    stay deferred (built on first read from this sample's growth rows, which are immutable)."""
-    if not growth:
+    stay deferred (built on first read from this sample's windows, which no later sample changes)."""
+    if not drifting:
         return finding  # G3's runway evidence already holds the empty growth list this would write
     return Finding.deferred(
         finding.gotcha,
         finding.severity,
-        partial(_grown_words, finding, growth, th.runway_leave_s),
+        partial(_grown_words, finding, drifting, th.runway_leave_s),
         finding.advice,
         finding.anomaly,
         finding.state,
     )
 
 
-def _grown_words(finding: Finding, growth: tuple[Growth, ...], leave_s: float) -> tuple[str, dict]:
+def _grown_words(finding: Finding, drifting: tuple[Drifting, ...], leave_s: float) -> tuple[str, dict]:
+    growth = [d.growth() for d in drifting]
     ev = finding.evidence
     evidence = dict(ev)
     evidence["workload_growth"] = [g.to_dict() for g in growth]

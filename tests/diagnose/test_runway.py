@@ -215,7 +215,7 @@ def test_footprint_drift_is_bounded_at_any_interval_and_keeps_its_trend():
                                 footprint_bytes=int(40 * 2**30 + rate * (ts - 1_000_000.0)))  # fmt: skip
             growth = drift.update(ts, [w])
         assert len(drift.footprints[(7, 1.0)]) <= 1.15 * DRIFT_POINTS  # one a spacing, the newest moving
-        results[interval] = growth[0]
+        results[interval] = growth[0].growth()
     dense, sparse = results[1.0], results[30.0]
     assert dense.bytes_per_s == pytest.approx(rate, rel=0.01) and sparse.bytes_per_s == pytest.approx(
         rate, rel=0.01

@@ -1,13 +1,14 @@
 """The process scan: GPU-resident processes (NVML pids) and known workloads (vLLM, Ollama, trainers...).
 
-Cheap at thousands of processes: the live /proc is walked by `procfs.LiveTable`, which (as
-`psutil.process_iter()` does) keeps its own table and reads nothing for pids it already knows, and reads
-one stat file for a new one where psutil reads two; values are psutil's (create_time, name, rss, ppid).
-Name and argv are read once per (pid, create_time) and the classification cached; only the few relevant
-processes are read each tick (one stat read: rss, ppid, and the start time again to catch a reused pid).
-A new process costs its stat and cmdline reads (os.read, no buffered file); a kernel thread its stat alone
-(its argv is empty); its settling re-reads compare cmdline bytes; its kind is cached by (argv, name).
-Processes that vanish or deny access mid-scan are skipped.
+Cheap at thousands of processes: the live /proc is kept by `procfs.LiveTable`, which (as
+`psutil.process_iter()` does) keeps its own table: each scan sets the listing against the last one, reads
+nothing for pids it already knows and one stat file for a new one where psutil reads two; values are
+psutil's (create_time, name, rss, ppid). Name and argv are read once per (pid, create_time) and the
+classification cached; a scan visits only the processes that need it (new, settling, workloads, GPU-resident:
+one stat read each, rss, ppid, and the start time again to catch a reused pid), the rest of the machine costs
+no Python work. A new process costs its stat and cmdline reads (os.read, no buffered file); a kernel thread
+its stat alone (its argv is empty); its settling re-reads compare cmdline bytes; its kind is cached by
+(argv, name). Processes that vanish or deny access mid-scan are skipped.
 """
 
 from __future__ import annotations
@@ -79,6 +80,9 @@ class ProcessSource:
         # (pid, create_time) -> its cmdline bytes as last read, while it settles (live /proc only): an unchanged
         # re-read is then a bytes comparison. Dropped once settled, or gone.
         self._settle_raw: dict[tuple[int, float], bytes] = {}
+        # pid -> live entry, for the processes the next scan must visit (live /proc only): new, settling,
+        # workloads. A settled process that is no workload leaves it; it costs no Python work until gone.
+        self._awake: dict[int, Any] = {}
 
     def _identify(
         self, proc: psutil.Process, key: tuple[int, float], resident: bool
@@ -118,56 +122,107 @@ class ProcessSource:
 
     def collect(self, partial: Mapping[str, Any]) -> Mapping[str, Any]:
         gpu: Mapping[int, int | None] = partial.get("_gpu_processes") or {}
+        out = (
+            self._collect_live(self._iter, gpu)
+            if isinstance(self._iter, LiveTable)
+            else self._collect_all(gpu)
+        )
+        return {"processes": _within_sample_budget(out)}
+
+    def _collect_all(self, gpu: Mapping[int, int | None]) -> list[ProcessInfo]:
+        """Any process_iter: every process listed is visited, and the cache kept to the ones listed."""
         seen: set[tuple[int, float]] = set()
         out: list[ProcessInfo] = []
-        cache = self._cache
         for proc in self._iter():
             try:
                 key = (proc.pid, proc.create_time())
-                seen.add(key)
-                resident = proc.pid in gpu
-                hit = cache.get(key)
-                if hit is not None and not resident and hit[3] >= SETTLE_SCANS:
-                    if hit[2] == "other":  # the steady case, most of the machine: nothing to read
-                        continue
-                    name, argv, kind, _ = hit
-                else:
-                    name, argv, kind, _ = self._identify(proc, key, resident)
-                    if not resident and kind == "other":
-                        continue
-                # A pid reused since it was first seen: skip now, read afresh next scan.
-                if not proc.is_running():
-                    getattr(self._iter, "forget", lambda pid: None)(proc.pid)
-                    continue
-                rss = proc.memory_info().rss
-                # Read each tick: a child whose launcher exits is re-parented (to init or a subreaper).
-                ppid = proc.ppid()
             except _GONE:
                 continue
             except _MALFORMED:
                 self.malformed += 1
                 continue
-            out.append(
-                ProcessInfo(
-                    pid=proc.pid,
-                    create_time=key[1],
-                    name=name,
-                    cmdline=argv,
-                    rss_bytes=int(rss),
-                    gpu_mem_bytes=gpu.get(proc.pid) if resident else None,
-                    gpu_resident=resident,
-                    ppid=ppid,
-                )
-            )
+            seen.add(key)
+            self._visit(proc, key, gpu, out)
         for key in self._cache.keys() - seen:
             del self._cache[key]
         for key in self._settle_raw.keys() - seen:
             del self._settle_raw[key]
-        return {"processes": _within_sample_budget(out)}
+        return out
+
+    def _collect_live(self, table: LiveTable, gpu: Mapping[int, int | None]) -> list[ProcessInfo]:
+        """The live table: only the processes that need reading are visited (new, settling, workloads and
+        GPU-resident ones), in pid order as /proc lists them; a settled process that is no workload costs
+        nothing until it is gone."""
+        new, gone = table.refresh()
+        awake = self._awake
+        for e in gone:
+            if awake.get(e.pid) is e:
+                del awake[e.pid]
+            key = (e.pid, e.create_time())
+            self._cache.pop(key, None)
+            self._settle_raw.pop(key, None)
+        for e in new:
+            awake[e.pid] = e
+        visit = dict(awake)
+        for pid in gpu:
+            e = table.get(pid)
+            if e is not None:
+                visit[pid] = e
+        out: list[ProcessInfo] = []
+        cache = self._cache
+        for pid in sorted(visit):
+            e = visit[pid]
+            key = (pid, e.create_time())
+            self._visit(e, key, gpu, out)
+            hit = cache.get(key)
+            if hit is not None and hit[3] >= SETTLE_SCANS and hit[2] == "other" and awake.get(pid) is e:
+                del awake[pid]  # settled, no workload: visited again only while NVML lists it
+        return out
+
+    def _visit(self, proc: Any, key: tuple[int, float], gpu: Mapping[int, int | None], out: list) -> None:
+        """Read PROC as far as it needs reading; its ProcessInfo appended to OUT when it is kept."""
+        try:
+            resident = proc.pid in gpu
+            hit = self._cache.get(key)
+            if hit is not None and not resident and hit[3] >= SETTLE_SCANS:
+                if hit[2] == "other":  # the steady case, most of the machine: nothing to read
+                    return
+                name, argv, kind, _ = hit
+            else:
+                name, argv, kind, _ = self._identify(proc, key, resident)
+                if not resident and kind == "other":
+                    return
+            # A pid reused since it was first seen: skip now, read afresh next scan.
+            if not proc.is_running():
+                getattr(self._iter, "forget", lambda pid: None)(proc.pid)
+                return
+            rss = proc.memory_info().rss
+            # Read each tick: a child whose launcher exits is re-parented (to init or a subreaper).
+            ppid = proc.ppid()
+        except _GONE:
+            return
+        except _MALFORMED:
+            self.malformed += 1
+            return
+        out.append(
+            ProcessInfo(
+                pid=proc.pid,
+                create_time=key[1],
+                name=name,
+                cmdline=argv,
+                rss_bytes=int(rss),
+                gpu_mem_bytes=gpu.get(proc.pid) if resident else None,
+                gpu_resident=resident,
+                ppid=ppid,
+            )
+        )
 
     def close(self) -> None:
         self._cache.clear()
         self._settle_raw.clear()
+        self._awake.clear()
+        if isinstance(self._iter, LiveTable):
+            self._iter = LiveTable(self._iter.root)  # a scan after close() reads every process again
 
 
 def _read_direct(proc: Any, root: str, first: bool) -> tuple[str, tuple[str, ...], bytes | None]:

@@ -165,6 +165,14 @@ class LiveEntry(ProcEntry):
     def create_time(self) -> float:
         return self._ctime
 
+    def _read_stat(self) -> tuple[str, int, int, int]:
+        # As ProcEntry's, by os.read: what is read from it here (ppid, start, rss) is digits either way.
+        try:
+            self._stat = parse_stat(read_bytes(f"{self._dir}/stat", 4096).decode("utf-8", "replace"))
+        except FileNotFoundError:
+            raise psutil.NoSuchProcess(self.pid) from None
+        return self._stat
+
     def is_running(self) -> bool:
         """Still there and still this process (the stat read fresh: rss and ppid come from it)."""
         try:
@@ -191,34 +199,60 @@ class LiveEntry(ProcEntry):
 
 
 class LiveTable:
-    """The live /proc walked as psutil.process_iter() walks it, with half its reads: a pid seen before is
-    yielded from the table without a read; a new one costs one stat read (psutil: stat and /proc/stat)."""
+    """The live /proc kept as a table between scans, as psutil.process_iter() keeps one: a pid listed both times
+    is the same process. Each refresh sets the listing's names against the last one's (set arithmetic, in C),
+    so a pid seen before costs no read and no Python work; a new one costs one stat read (psutil: stat and
+    /proc/stat)."""
 
     def __init__(self, root: str = "/proc"):
         self.root = root
-        self._known: dict[int, LiveEntry] = {}
+        self._known: dict[str, LiveEntry] = {}  # /proc name -> its entry
+        self._not_pids: set[str] = set()  # names that are no process (self, sys, ...): the same few each scan
+        self._dropped: list[LiveEntry] = []  # forgotten since the last refresh
+
+    def refresh(self) -> tuple[list[LiveEntry], list[LiveEntry]]:
+        """(entries new since the last refresh, entries gone or forgotten since). A pid whose stat cannot be
+        read (gone meanwhile, malformed) is not kept: it is tried again next refresh."""
+        names = set(os.listdir(self.root))
+        known = self._known
+        fresh = []
+        for n in names - known.keys() - self._not_pids:
+            if n.isdigit() and n.isascii():
+                fresh.append(n)
+            else:
+                self._not_pids.add(n)
+        btime = boot_time(self.root) if fresh else 0.0  # what can fail, before the table changes
+        gone = [known.pop(n) for n in known.keys() - names]
+        gone += self._dropped
+        self._dropped = []
+        new = []
+        for n in fresh:
+            try:
+                e = LiveEntry(self.root, int(n), btime)
+            except (psutil.NoSuchProcess, OSError, ValueError):
+                continue
+            known[n] = e
+            new.append(e)
+        return new, gone
+
+    def get(self, pid: int) -> LiveEntry | None:
+        """PID's entry as of the last refresh."""
+        return self._known.get(str(pid))
 
     def __call__(self) -> Iterator[LiveEntry]:
-        known, fresh, btime = self._known, {}, None
-        for n in os.listdir(self.root):
-            if not n.isdigit() or not n.isascii():
-                continue
-            pid = int(n)
-            e = known.get(pid)
-            if e is None:
-                if btime is None:
-                    btime = boot_time(self.root)
-                try:
-                    e = LiveEntry(self.root, pid, btime)
-                except (psutil.NoSuchProcess, OSError, ValueError):
-                    continue
-            fresh[pid] = e
-            yield e
-        self._known = fresh
+        """Every process, refreshed, in pid order (the order /proc lists them in)."""
+        self.refresh()
+        return iter(sorted(self._known.values(), key=_pid_of))
 
     def forget(self, pid: int) -> None:
-        """Read PID afresh next scan (it was found reused)."""
-        self._known.pop(pid, None)
+        """Read PID afresh next refresh (it was found reused); its entry is reported gone then."""
+        e = self._known.pop(str(pid), None)
+        if e is not None:
+            self._dropped.append(e)
+
+
+def _pid_of(e: ProcEntry) -> int:
+    return e.pid
 
 
 def read_cmdline(root: str, pid: int) -> bytes:

@@ -328,3 +328,35 @@ def test_settling_cmdline_bytes_are_dropped_once_settled_or_gone(spawn):
     young.wait()
     src.collect({})
     assert young_key not in src._settle_raw  # other processes may be settling: this machine is shared
+
+
+def test_a_reused_pid_is_skipped_then_read_afresh(spawn):
+    """The table's entry for a pid is of an earlier process (the pid was reused between two scans): the scan
+    skips it once and reads the pid afresh on the next."""
+    p = spawn("vllm", "serve", "m")
+    src = ProcessSource()
+    first = by_pid(src.collect({}))[p.pid]
+    stale = src._iter.get(p.pid)
+    stale._start -= 100  # as if the process the table knew had started a second earlier
+    stale._ctime -= 1.0
+    assert p.pid not in by_pid(src.collect({}))
+    again = by_pid(src.collect({}))[p.pid]
+    assert (again.create_time, again.cmdline) == (first.create_time, first.cmdline)
+    assert src._iter.get(p.pid) is not stale and (p.pid, stale._ctime) not in src._cache
+
+
+def test_a_settled_process_that_is_no_workload_is_not_visited_until_gone_or_gpu_resident(spawn):
+    """The live scan visits only new, settling and workload processes, and whatever NVML lists."""
+    plain = spawn("helper.py")
+    server = spawn("vllm", "serve", "m")
+    src = ProcessSource()
+    for _ in range(SETTLE_SCANS):
+        src.collect({})
+    assert plain.pid not in src._awake and server.pid in src._awake
+    got = by_pid(src.collect({"_gpu_processes": {plain.pid: 7}}))
+    assert got[plain.pid].gpu_mem_bytes == 7 and plain.pid not in src._awake
+    assert plain.pid not in by_pid(src.collect({}))
+    plain.kill()
+    plain.wait()
+    src.collect({})
+    assert not any(k[0] == plain.pid for k in src._cache)

@@ -14,33 +14,44 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from spark_watchd.diagnose.serving_thresholds import ServingThresholds
 from spark_watchd.sample.serving import ServingReading
 
 
-@dataclass(frozen=True, slots=True)
-class Point:
+class Point(NamedTuple):
+    """One interval of one server (`point()` builds it)."""
+
     ts: float
     tps: float | None
     running: float | None
     kv: float | None
     preempt: float | None  # cumulative
     throttled: bool
+    # Decode tokens/s per running request (None: idle or unknown), worked out once: every baseline reads it.
+    per_request: float | None
 
-    @property
-    def per_request(self) -> float | None:
-        if self.tps is None or not self.running or self.running < 1:
-            return None
-        return self.tps / self.running
+
+# tuple.__new__ builds the record without NamedTuple's Python-level __new__ (a point per server per scrape).
+_new = tuple.__new__
+
+
+def point(ts: float, tps, running, kv, preempt, throttled: bool) -> Point:
+    """The interval of one scrape."""
+    per = None if tps is None or not running or running < 1 else tps / running
+    return _new(Point, (ts, tps, running, kv, preempt, throttled, per))
 
 
 def _median(vals: Sequence[float]) -> float:
     v = sorted(vals)
     n = len(v)
     return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def _last(points: deque[Point], n: int) -> list[Point]:
+    """The latest n points (all of them when fewer), oldest first."""
+    return [points[i] for i in range(-min(n, len(points)), 0)]
 
 
 def _cv(vals: Sequence[float]) -> float:
@@ -51,34 +62,81 @@ def _cv(vals: Sequence[float]) -> float:
     return var**0.5 / m
 
 
-def _busy(p: Point, th: ServingThresholds) -> bool:
-    return p.per_request is not None and p.tps >= th.serving_min_tokens_per_s
+def _busy(p: Point, min_tokens_per_s: float) -> bool:
+    return p.per_request is not None and p.tps >= min_tokens_per_s
+
+
+def baseline_rate(
+    baseline: Sequence[Point], running: float, th: ServingThresholds
+) -> tuple[float, int] | None:
+    """A server's decode rate per request outside a throttle at a load like `running` (running requests within
+    serving_load_tolerance of it): (median, intervals). None for a server idle between bursts (its rate per
+    request is then how much of the interval a burst covered: no baseline), or with too few or too variable
+    intervals at that load. `baseline` holds its intervals outside a throttle, idle ones too."""
+    if len(baseline) < th.serving_baseline_min_points:
+        return None
+    low = th.serving_min_tokens_per_s
+    lo, hi = running * (1 - th.serving_load_tolerance), running * (1 + th.serving_load_tolerance)
+    idle, base = 0, []
+    for p in baseline:
+        per = p.per_request
+        if per is None or not p.tps >= low:  # not _busy(p, low), inline: a baseline holds up to 120
+            idle += 1
+        elif lo <= p.running <= hi:
+            base.append(per)
+    if idle > th.serving_baseline_max_idle_share * len(baseline):
+        return None
+    if len(base) < th.serving_baseline_min_points or _cv(base) > th.serving_baseline_max_cv:
+        return None
+    return _median(base), len(base)
+
+
+class Baseline(deque):
+    """A server's latest intervals outside a throttle (bounded), with its rate at each load asked kept
+    (`baseline_rate`) until an interval joins or the thresholds change: during a throttle, when damage is
+    judged every sample, no interval joins it, and the load (the median of a few running counts) repeats."""
+
+    def __init__(self, points=(), maxlen: int | None = None):
+        super().__init__(points, maxlen)
+        self._th: ServingThresholds | None = None
+        self._rates: dict[float, tuple[float, int] | None] = {}  # running requests -> baseline_rate
+
+    def append(self, p: Point) -> None:
+        super().append(p)
+        self._rates.clear()
+
+    def rate_at(self, running: float, th: ServingThresholds) -> tuple[float, int] | None:
+        if th is not self._th or len(self._rates) >= 32:  # bounded: a load that never repeats
+            self._th = th
+            self._rates.clear()
+        if running not in self._rates:
+            self._rates[running] = baseline_rate(self, running, th)
+        return self._rates[running]
 
 
 def decode_damage(
-    recent: Sequence[Point], baseline: Sequence[Point], th: ServingThresholds, ratio_needed: float
+    recent: Sequence[Point], baseline: Baseline, th: ServingThresholds, ratio_needed: float
 ) -> dict[str, Any] | None:
     """Evidence that the latest throttled intervals cut the decode rate below the baseline at comparable load.
 
-    `baseline` holds the server's intervals outside a throttle (idle ones too); `recent` its latest ones.
+    `recent` holds the server's latest intervals; `baseline` its intervals outside a throttle.
     """
-    if len(recent) < th.serving_recent_points or len(baseline) < th.serving_baseline_min_points:
+    n = th.serving_recent_points
+    if len(recent) < n:
         return None
-    recent = recent[-th.serving_recent_points :]
-    if not all(p.throttled and _busy(p, th) for p in recent):
+    recent = recent[-n:]
+    low = th.serving_min_tokens_per_s
+    if not all(p.throttled and _busy(p, low) for p in recent):
         return None
-    idle = sum(not _busy(p, th) for p in baseline)
-    if idle > th.serving_baseline_max_idle_share * len(baseline):
-        return None  # a server idle between bursts: its rate per request is no baseline
     running = _median([p.running for p in recent])
-    lo, hi = running * (1 - th.serving_load_tolerance), running * (1 + th.serving_load_tolerance)
-    base = [p.per_request for p in baseline if _busy(p, th) and lo <= p.running <= hi]
-    if len(base) < th.serving_baseline_min_points or _cv(base) > th.serving_baseline_max_cv:
-        return None  # no baseline at this load, or a rate too variable to have one
+    at = baseline.rate_at(running, th)
+    if at is None:
+        return None
+    b, points = at
     now = [p.per_request for p in recent]
     if _cv(now) > th.serving_baseline_max_cv:
         return None
-    b, c = _median(base), _median(now)
+    c = _median(now)
     if c <= 0 or b / c < ratio_needed:
         return None
     return {
@@ -86,7 +144,7 @@ def decode_damage(
         "baseline_tokens_per_s": round(b * running, 1),
         "running_requests": running,
         "decode_ratio": round(b / c, 2),
-        "baseline_points": len(base),
+        "baseline_points": points,
     }
 
 
@@ -162,7 +220,7 @@ class ServingWatch:
     def __init__(self, th: ServingThresholds | None = None):
         self.th = th or ServingThresholds()
         self.points: dict[str, deque[Point]] = {}
-        self.base: dict[str, deque[Point]] = {}  # per server, its latest intervals outside a throttle
+        self.base: dict[str, Baseline] = {}  # per server, its latest intervals outside a throttle
         self.damaged: set[str] = set()
         self.storming: set[str] = set()
         self.kv_high: dict[tuple[str, int | None], float] = {}
@@ -187,7 +245,7 @@ class ServingWatch:
         self.unloads, self.lost_models = [], []
         for r in readings:
             prev = self.last.get(r.server)
-            if prev is not None:
+            if prev is not None and prev.models:  # (no model held before: none can have gone)
                 explained, unexplained = keepalive_unloads(prev, r, ts, th)
                 self.unloads += [(r.server, m) for m in explained]
                 self.lost_models += [(r.server, m) for m in unexplained]
@@ -203,25 +261,30 @@ class ServingWatch:
             sts = r.ts if r.ts is not None else ts
             if pts and pts[-1].ts >= sts:
                 continue
-            pt = Point(
+            pt = point(
                 sts, r.generation_tokens_per_s, r.requests_running, r.kv_usage, r.preemptions_total, throttled
             )
             pts.append(pt)
             if prev is not None and prev.pid != r.pid:
                 self.base.pop(r.server, None)  # a restarted server (another model, other flags) starts over
             if not throttled:
-                self.base.setdefault(r.server, deque(maxlen=th.serving_baseline_max_points)).append(pt)
+                base = self.base.get(r.server)
+                if base is None:
+                    base = self.base[r.server] = Baseline(maxlen=th.serving_baseline_max_points)
+                base.append(pt)
             while pts and sts - pts[0].ts > th.serving_history_s:
                 pts.popleft()
 
     def damage(self) -> list[dict[str, Any]]:
         """Per server whose decode rate a throttle cut: its evidence (latched until it recovers)."""
         out = []
+        th = self.th
+        n = th.serving_recent_points
         for server, pts in self.points.items():
-            need = self.th.serving_recover_ratio if server in self.damaged else self.th.serving_damage_ratio
-            ev = decode_damage(
-                list(pts)[-self.th.serving_recent_points :], list(self.base.get(server, ())), self.th, need
-            )
+            need = th.serving_recover_ratio if server in self.damaged else th.serving_damage_ratio
+            base = self.base.get(server)
+            # the latest n points without copying the whole history
+            ev = decode_damage(_last(pts, n), base, th, need) if base is not None else None
             if ev is None:
                 self.damaged.discard(server)
                 continue

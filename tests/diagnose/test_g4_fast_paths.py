@@ -1,6 +1,6 @@
 """G4's per-sample shortcuts decide exactly what the full path would: the quiet state skips RULES, words
 are written only when read (and say what they said at their sample), the step ratio and the clock cap's
-status are kept while their inputs stand still (issue 24)."""
+status, and a serving baseline's rate are kept while their inputs stand still (issue 24)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from spark_watchd.diagnose import features as feat
 from spark_watchd.diagnose import g4, g4_rules
 from spark_watchd.diagnose.board import BoardEvidence
 from spark_watchd.diagnose.clockcap import CapStatus
+from spark_watchd.diagnose.serving import Baseline, point
+from spark_watchd.diagnose.serving_thresholds import ServingThresholds
 from spark_watchd.diagnose.steady import Dwell
 from spark_watchd.diagnose.steps import step_ratio
 from spark_watchd.diagnose.thresholds import Thresholds
@@ -146,3 +148,16 @@ def test_the_clock_cap_status_is_one_record_while_nothing_changes(expected):
     s = host.sample(temp=60.0, clk=2100)
     t.observe(s, feat.compute(prev, s, t.th))
     assert t.cap.status.cap_mhz == 2100 and t.cap.status.expected_mhz == 2000
+
+
+def test_a_serving_baseline_keeps_its_rate_at_each_load_until_an_interval_joins():
+    th = ServingThresholds()
+    base = Baseline((point(float(i), 40.0, 2.0, 0.5, 0.0, False) for i in range(10)), maxlen=120)
+    first = base.rate_at(2.0, th)
+    assert first == (20.0, 10) and base.rate_at(2.0, th) is first  # kept, not worked out again
+    base.append(point(10.0, 36.0, 2.0, 0.5, 0.0, False))
+    assert base.rate_at(2.0, th) == (20.0, 11)  # the new interval counts
+    assert base.rate_at(2.0, ServingThresholds(serving_baseline_min_points=12)) is None  # a reload counts
+    for load in range(100):
+        base.rate_at(1.0 + load / 100, th)
+    assert len(base._rates) <= 32  # bounded: a load that never repeats

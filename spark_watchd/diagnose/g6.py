@@ -16,10 +16,10 @@ from typing import NamedTuple
 
 from spark_watchd.diagnose import features as feat
 from spark_watchd.diagnose.g6_levels import LEVELS, Level, Reference, folded, window_reference
-from spark_watchd.diagnose.g6_rules import GIB, RULES, G6Now, _over_share
+from spark_watchd.diagnose.g6_rules import GIB, G6Now, _over_share, ruling, words
 from spark_watchd.diagnose.serving import ServingWatch
 from spark_watchd.diagnose.steady import Dwell, Latch
-from spark_watchd.diagnose.tracker import Unpersisted, Verdict, judge
+from spark_watchd.diagnose.tracker import Ruling, Unpersisted, Verdict
 from spark_watchd.diagnose.verdicts import G6State
 from spark_watchd.sample.findings import Event, Finding
 from spark_watchd.sample.groups import Grouper, Workload
@@ -123,17 +123,17 @@ class G6Tracker(Unpersisted):
         th = self.th
         events = self._evictions(sample, f, s)
         now = self._now(s)
-        r = judge(RULES, s, now, th)
+        r = ruling(s, now, th)
         state = _new(
             G6State, (len(now.heavy), now.uncapped, now.large, now.footprint_bytes, s.majfault_per_s)
         )
-        # The evidence (a row per heavy workload) is built when someone reads it, from this sample's
-        # records only (s, now and the rows in it are immutable).
-        found = Finding.deferred("G6", r.severity, partial(_words, r.summary, s, now), r.advice, None, state)
+        # The words (summary, a row per heavy workload) are written when someone reads them, from this
+        # sample's records only (s, now and the rows in it are immutable).
+        found = Finding.deferred("G6", r.severity, partial(_words, r, s, now, th), r.advice, None, state)
         out = self.dwell.apply(found, s.ts, th.min_dwell_s)
         if out.severity != "critical":  # the storm latches hold a critical, never start one
             self.stalls.on = self.storm.on = False
-        return Verdict(out, events, self.workloads)
+        return _new(Verdict, (out, events, self.workloads))
 
     def _evictions(self, sample: Sample, f: feat.Features, s: G6Signals) -> list[Event]:
         """Group the processes and follow each one's level under pressure: the eviction events."""
@@ -238,7 +238,8 @@ class G6Tracker(Unpersisted):
         near_cap = total is not None and total_foot >= th.near_capacity_ratio * total
         hold = self.hold_until
         evicted = self.last_eviction if hold is not None and s.ts < hold else None
-        inside = tuple(self.serving.contention()) if len(heavy) >= 2 else ()  # the servers' own view of it
+        # The servers' own view of the sharing (none without their readings).
+        inside = tuple(self.serving.contention()) if len(heavy) >= 2 and self.serving.points else ()
         return _new(G6Now, (heavy, stalls, storm, n_uncapped, n_large, total_foot, near_cap, evicted, inside))
 
     def _pick_heavy(self, wls: tuple[Workload, ...], share_max) -> tuple:
@@ -246,25 +247,24 @@ class G6Tracker(Unpersisted):
         th = self.th
         # Heavy means heavy, whatever the kind: an Ollama with no model loaded (0.5 GiB) is no co-tenant.
         # A footprint wandering at the line stays heavy until it is clearly under it.
-        was = self.heavy_keys
-        heavy_keys = set()
-        heavy = []
+        was, enter, leave = self.heavy_keys, th.heavy_workload_bytes, th.heavy_leave_bytes
+        large = th.large_trainer_bytes
+        heavy, keys = [], set()
+        n_uncapped = n_large = total_foot = 0
         for w in wls:
             if not w.gpu_resident:
                 continue
-            line = th.heavy_leave_bytes if (w.pid, w.create_time) in was else th.heavy_workload_bytes
-            if w.footprint_bytes >= line:
-                heavy.append(w)
-                heavy_keys.add((w.pid, w.create_time))
-        self.heavy_keys = heavy_keys
-        n_uncapped = n_large = 0
-        total_foot = 0
-        for w in heavy:
-            total_foot += w.footprint_bytes
+            key, foot = (w.pid, w.create_time), w.footprint_bytes
+            if foot < (leave if key in was else enter):
+                continue
+            heavy.append(w)
+            keys.add(key)
+            total_foot += foot
             if _over_share(w, share_max):
                 n_uncapped += 1
-            elif w.kind not in SERVER_KINDS and w.footprint_bytes >= th.large_trainer_bytes:
+            elif foot >= large and w.kind not in SERVER_KINDS:
                 n_large += 1
+        self.heavy_keys = keys
         return tuple(heavy), n_uncapped, n_large, total_foot
 
     def _eviction(self, p, key, hist, ref, gpu, ts, f, kind):
@@ -331,7 +331,7 @@ class G6Tracker(Unpersisted):
         )
 
 
-def _words(summary: str, s: G6Signals, now: G6Now) -> tuple[str, dict]:
+def _words(r: Ruling, s: G6Signals, now: G6Now, th) -> tuple[str, dict]:
     """The finding's summary and evidence, from one sample's records (built when first read)."""
     ev = {
         "heavy_workloads": len(now.heavy),
@@ -345,7 +345,7 @@ def _words(summary: str, s: G6Signals, now: G6Now) -> tuple[str, dict]:
     }
     if now.inside:
         ev["serving_contention"] = list(now.inside)
-    return summary, ev
+    return words(r, s, now, th), ev
 
 
 def _row(w: Workload) -> dict:

@@ -2,7 +2,8 @@
 
 A rule is `rule(s: G6Signals, now: G6Now, th) -> Ruling | None`: pure, no state, no events (those are
 `G6Tracker.advance`'s). The first rule in `RULES` that does not pass gives the finding; the last never
-passes. A new rule: read what it needs from `G6Signals` (add a field there, computed in `g6.signals`)
+passes. A ruling's summary is its words function (`words(s, now, th) -> str`, or a plain string): the
+finding writes it only when read (most never are). A new rule: read what it needs from `G6Signals` (add a field there, computed in `g6.signals`)
 or, for what depends on the workloads or a latch, from `G6Now` (built in `G6Tracker._now`), put its
 thresholds in `diagnose/thresholds.py` with why they have their value, and insert it in `RULES` where
 its priority lies.
@@ -13,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 
 from spark_watchd.diagnose.advice import g6_advice
-from spark_watchd.diagnose.tracker import Ruling
+from spark_watchd.diagnose.tracker import Ruling, judge
 from spark_watchd.sample.groups import Workload
 from spark_watchd.sample.workloads import SERVER_KINDS
 
@@ -37,48 +38,59 @@ class G6Now(NamedTuple):
     inside: tuple = ()  # what sharing servers' own counters show (diagnose/serving.py contention evidence)
 
 
+# Named words functions, not lambdas, so a held finding pickles.
+def _evicted_words(s: G6Signals, now: G6Now, th) -> str:
+    return f"Eviction: {now.evicted}"
+
+
 def evicted(s: G6Signals, now: G6Now, th) -> Ruling | None:
     """An eviction within eviction_hold_s: critical."""
     if now.evicted is not None:
-        return Ruling("critical", f"Eviction: {now.evicted}", g6_advice(now.heavy, evicting=True))
+        return Ruling("critical", _evicted_words, g6_advice(now.heavy, evicting=True))
     return None
+
+
+def _storm_words(s: G6Signals, now: G6Now, th) -> str:
+    return (
+        f"Major-fault storm ({s.majfault_per_s:.0f}/s) with memory stalls (PSI {s.some:.0f}%) while "
+        f"{_names(now.heavy, th, s.share_max)} share the pool"
+    )
 
 
 def fault_storm(s: G6Signals, now: G6Now, th) -> Ruling | None:
     """Two heavy workloads sharing during a major-fault storm with memory stalls: critical."""
     if len(now.heavy) >= 2 and now.storm and now.stalls:
-        return Ruling(
-            "critical",
-            f"Major-fault storm ({s.majfault_per_s:.0f}/s) with memory stalls (PSI {s.some:.0f}%) while "
-            f"{_names(now.heavy, th, s.share_max)} share the pool",
-            g6_advice(now.heavy, evicting=True),
-        )
+        return Ruling("critical", _storm_words, g6_advice(now.heavy, evicting=True))
     return None
+
+
+def _uncapped_words(s: G6Signals, now: G6Now, th) -> str:
+    why = ""
+    if not (now.uncapped or now.large):
+        why = f", together near capacity ({now.footprint_bytes / GIB:.0f} of {s.mem_total_b / GIB:.0f} GiB)"
+    return (
+        f"{len(now.heavy)} heavy GPU workloads share the pool: {_names(now.heavy, th, s.share_max)}{why}"
+        f"{_inside(now.inside)}"
+    )
 
 
 def uncapped_sharing(s: G6Signals, now: G6Now, th) -> Ruling | None:
     """Two heavy workloads sharing with one uncapped or large, or together near capacity: warning."""
     if len(now.heavy) < 2 or not (now.uncapped or now.large or now.near_capacity):
         return None
-    why = ""
-    if not (now.uncapped or now.large):
-        why = f", together near capacity ({now.footprint_bytes / GIB:.0f} of {s.mem_total_b / GIB:.0f} GiB)"
-    return Ruling(
-        "warning",
-        f"{len(now.heavy)} heavy GPU workloads share the pool: {_names(now.heavy, th, s.share_max)}{why}"
-        f"{_inside(now.inside)}",
-        g6_advice(now.heavy, evicting=False),
-    )
+    return Ruling("warning", _uncapped_words, g6_advice(now.heavy, evicting=False))
+
+
+def _capped_words(s: G6Signals, now: G6Now, th) -> str:
+    return f"{len(now.heavy)} GPU workloads share the pool, all capped: {_names(now.heavy, th, s.share_max)}"
+
+
+_CAPPED = Ruling("ok", _capped_words)
 
 
 def capped_sharing(s: G6Signals, now: G6Now, th) -> Ruling | None:
     """Heavy workloads sharing, all capped: ok."""
-    if len(now.heavy) >= 2:
-        return Ruling(
-            "ok",
-            f"{len(now.heavy)} GPU workloads share the pool, all capped: {_names(now.heavy, th, s.share_max)}",
-        )
-    return None
+    return _CAPPED if len(now.heavy) >= 2 else None
 
 
 _ALONE = Ruling("ok", "No contention: at most one heavy GPU workload")
@@ -90,6 +102,18 @@ def alone(s: G6Signals, now: G6Now, th) -> Ruling:
 
 
 RULES = (evicted, fault_storm, uncapped_sharing, capped_sharing, alone)
+
+
+def ruling(s: G6Signals, now: G6Now, th) -> Ruling:
+    """The first of RULES that rules (`judge`); at most one heavy workload and no eviction held (every rule
+    but alone passes), most samples, is alone's without walking RULES."""
+    return _ALONE if now.evicted is None and len(now.heavy) < 2 else judge(RULES, s, now, th)
+
+
+def words(r: Ruling, s: G6Signals, now: G6Now, th) -> str:
+    """A ruling's summary for this sample (written when the finding is read)."""
+    w = r.summary
+    return w if isinstance(w, str) else w(s, now, th)
 
 
 def _inside(inside: tuple) -> str:

@@ -103,8 +103,9 @@ class Grouper:
         self._layout: tuple = ()
         self._plan: tuple = ()
         self._who: list | None = None  # the previous sample's (pid, create_time, ppid, argv, name, resident)
-        self._mem: list | None = None  # its (rss, gpu) per process, None: every row is to be built
-        self._rows: list[Workload] = []  # a row per planned group (the non-workloads too)
+        self._mem: list | None = None  # its (rss, gpu) per process
+        self._idx: list[tuple[int, ...]] = []  # per workload (a planned group that is one), its members
+        self._rows: list[Workload] = []  # and its row, as of the previous sample
         self._last: tuple[Workload, ...] = ()
 
     def _kind(self, p: ProcessInfo) -> tuple[str, bool]:
@@ -124,28 +125,28 @@ class Grouper:
         in case it starts loading a model) is not a workload yet and is left out. The same tuple is
         handed back while nothing moved.
         """
-        who = [(p.pid, p.create_time, p.ppid, p.cmdline, p.name, p.gpu_resident) for p in processes]
-        mem = [(p.rss_bytes, p.gpu_mem_bytes) for p in processes]
-        if who != self._who:
+        who, mem = [], []  # one loop, not two comprehensions: this runs every sample
+        for p in processes:
+            who.append((p.pid, p.create_time, p.ppid, p.cmdline, p.name, p.gpu_resident))
+            mem.append((p.rss_bytes, p.gpu_mem_bytes))
+        if who != self._who:  # someone came, went or changed: every row is built afresh
             self._replan(processes)
-            self._who, self._mem = who, None
-        elif mem == self._mem:
-            return self._last  # half the samples of a steady machine
-        old, rows = self._mem, self._rows
-        changed = old is None  # regrouped: the table is rebuilt (it may now be empty)
-        for g, (idx, static) in enumerate(self._plan):
-            if old is not None:  # only a row whose members' memory moved is summed afresh
+            rows = [self._workload([processes[i] for i in idx], static) for idx, static in self._plan]
+            live = [g for g, w in enumerate(rows) if w.gpu_resident or w.kind != "other"]
+            self._idx = [self._plan[g][0] for g in live]
+            self._rows = [rows[g] for g in live]
+            self._who, self._mem = who, mem
+            self._last = tuple(self._rows)
+        elif mem != self._mem:  # only memory moved: only a row whose members' memory moved is summed afresh
+            old, rows = self._mem, self._rows
+            for j, idx in enumerate(self._idx):
                 for i in idx:
                     if mem[i] != old[i]:
+                        rows[j] = _resummed(rows[j], idx, mem)
                         break
-                else:
-                    continue
-            rows[g] = self._workload([processes[i] for i in idx], static)
-            changed = True
-        self._mem = mem
-        if changed:
-            self._last = tuple([w for w in rows if w.gpu_resident or w.kind != "other"])
-        return self._last
+            self._mem = mem
+            self._last = tuple(rows)
+        return self._last  # nothing moved (half the samples of a steady machine): the same tuple
 
     def _replan(self, processes: Sequence[ProcessInfo]) -> None:
         """Someone came, went or changed: read their kinds (cached) and regroup if the layout moved."""
@@ -164,7 +165,6 @@ class Grouper:
         layout = tuple((k, p.ppid, p.cmdline, kinds[k]) for k, p in zip(keys, processes, strict=True))
         if layout != self._layout:
             self._layout, self._plan = layout, self._plan_groups(processes, kinds)
-            self._rows = [None] * len(self._plan)  # type: ignore[list-item]  # all built below
 
     def _plan_groups(
         self, processes: Sequence[ProcessInfo], kinds
@@ -234,6 +234,28 @@ class Grouper:
                 caps,
             ),
         )
+
+
+def _resummed(w: Workload, idx: tuple[int, ...], mem: list) -> Workload:
+    """w with its members' memory summed afresh from mem ((rss, gpu) per process), as _workload sums it.
+
+    The rest of the row stands while its members do: fields 0-5 (identity, argv, members) before the
+    memory ones (6-8: footprint_bytes, gpu_mem_bytes, rss_bytes), 9-13 (residency, cap) after them.
+    """
+    if len(idx) == 1:  # most workloads are one process
+        rss, gpu = mem[idx[0]]
+        rss, known = rss or 0, gpu or 0
+        foot, gpus, rss_sum = 0 + (rss if rss >= known else known), None if gpu is None else 0 + gpu, 0 + rss
+    else:
+        foot = rss_sum = 0
+        gpus = None
+        for i in idx:
+            rss, gpu = mem[i]
+            foot += max(rss or 0, gpu or 0)
+            rss_sum += rss or 0
+            if gpu is not None:
+                gpus = gpu if gpus is None else gpus + gpu
+    return tuple.__new__(Workload, w[:6] + (foot, gpus, rss_sum) + w[9:])
 
 
 def _parents(processes: Sequence[ProcessInfo], kinds) -> dict[tuple[int, float], ProcessInfo]:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from spark_watchd.diagnose import g6
 from spark_watchd.diagnose.engine import Diagnoser
 from spark_watchd.diagnose.thresholds import Thresholds
+from spark_watchd.sample.trace import read_trace
 from tests.diagnose.diag_builders import Host, proc
 
 VLLM_CAPPED = ["python3", "-m", "vllm.entrypoints.openai.api_server", "--gpu-memory-utilization", "0.5"]
@@ -233,3 +235,30 @@ def test_at_one_second_sampling_a_spike_under_the_hold_time_is_still_no_level():
 
     assert spike(45) == []  # a checkpoint save: 45 s at 22 GiB
     assert spike(150) == ["eviction"]  # held well past eviction_level_hold_s (90 s), then lost
+
+
+def test_the_quiet_shortcut_rules_as_walking_every_rule_would():
+    from spark_watchd.diagnose.g6_rules import RULES, ruling
+    from spark_watchd.diagnose.tracker import judge
+
+    seen = []
+    d = Diagnoser(Thresholds())
+    t = _g6_of(d)
+    now_of = t._now
+
+    def now(s):
+        n = now_of(s)
+        seen.append((s, n))
+        return n
+
+    t._now = now
+    root = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
+    for trace in ("public/eviction", "public/benign", "layouts/heavy_line_wander_45s"):
+        for s in read_trace(root / f"{trace}.jsonl"):
+            d.observe(s)
+    rulings = {(ruling(s, n, t.th), judge(RULES, s, n, t.th)) for s, n in seen}
+    assert all(a == b for a, b in rulings) and {a.severity for a, _ in rulings} == {
+        "ok",
+        "warning",
+        "critical",
+    }

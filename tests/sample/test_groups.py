@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from spark_watchd.sample.groups import group_workloads
 from spark_watchd.sample.model import ProcessInfo
+from spark_watchd.sample.trace import read_trace
 
 GIB = 1024**3
 
@@ -261,3 +264,21 @@ def test_an_ipykernel_holding_gpu_memory_is_a_notebook_workload():
     assert (
         group_workloads([p(71, kernel, 0.3, ct=1000.0, ppid=1, resident=False)]) == ()
     )  # no GPU memory: none
+
+
+TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
+
+
+@pytest.mark.parametrize(
+    "trace",
+    ["layouts/torchrun_two_workers_30s", "layouts/sglang_beside_trainer_noppid_45s", "public/eviction"],
+)
+def test_a_grouper_fed_a_trace_tells_each_sample_what_grouping_it_afresh_would(trace):
+    from spark_watchd.sample.groups import Grouper, Workload
+
+    assert Workload._fields[6:9] == ("footprint_bytes", "gpu_mem_bytes", "rss_bytes")  # what _resummed sums
+    g = Grouper()
+    samples = list(read_trace(TRACES / f"{trace}.jsonl"))
+    assert any(len(w.members) > 1 for s in samples for w in group_workloads(s.processes)) or "public" in trace
+    for s in samples:
+        assert g.group(s.processes) == group_workloads(s.processes), s.ts

@@ -6,12 +6,12 @@ Exit status: 0 replayed, 65 a malformed line (named) or an unreadable file, 66 n
 
 from __future__ import annotations
 
+import codecs
 import os
 import sys
 
-from spark_watchd.commands import term
 from spark_watchd.errors import EX_CONFIG, EX_DATAERR, EX_NOINPUT
-from spark_watchd.sample.codec import dumps_compact
+from spark_watchd.sample.codec import dumps_compact, dumps_line
 from spark_watchd.sample.model import GOTCHAS
 from spark_watchd.sample.trace import TraceError, read_trace
 
@@ -70,63 +70,83 @@ def _replay_obj(d) -> dict:
     """Diagnosis.to_replay_dict() without copying evidence and advice (they are only serialised here)."""
     findings = {}
     for g, f in d.findings.items():
-        fd = {"severity": f.severity, "summary": f.summary, "evidence": f.evidence, "advice": f.advice}
+        ev = f.evidence
+        fd = {
+            "severity": f.severity,
+            "summary": f.summary,
+            "evidence": ev if type(ev) is dict else dict(ev),  # a read-only mapping: its dict
+            "advice": f.advice,
+        }
         if f.anomaly:
             fd["anomaly"] = f.anomaly
         findings[g] = fd
     return {"ts": d.ts, "findings": findings, "events": [e.to_dict() for e in d.events] if d.events else []}
 
 
-BATCH = 256  # output lines written per write() call
+class _Lines:
+    """jsonl output, BATCH lines per write(). On a UTF-8 stream with a byte buffer (sys.stdout) each line goes
+    as the bytes dumps_line makes, with no decode to str and encode back; elsewhere (io.StringIO) as text.
+    Each line is encoded when its sample is judged: a later sample never changes what an earlier one wrote."""
+
+    BATCH = 256
+
+    def __init__(self, out):
+        raw, enc = getattr(out, "buffer", None), getattr(out, "encoding", None)
+        if raw is not None and enc and codecs.lookup(enc).name == "utf-8":
+            out.flush()  # what already went through the text layer goes out first
+            self.encode, self.join, self.write = dumps_line, b"".join, raw.write
+        else:
+            self.encode, self.join, self.write = _text_line, "".join, out.write
+        self.buf: list = []
+
+    def add(self, obj) -> None:
+        buf = self.buf
+        buf.append(self.encode(obj))
+        if len(buf) >= self.BATCH:
+            self.write(self.join(buf))
+            buf.clear()
+
+    def flush(self) -> None:
+        if self.buf:
+            self.write(self.join(self.buf))
+            self.buf.clear()
+
+
+def _text_line(obj) -> str:
+    return dumps_compact(obj) + "\n"
+
+
 INDENT = " " * 22  # a folded table line continues under the gotcha column
 
 
 def main(args) -> int:
     """Replay the trace through the diagnosis engine and print jsonl or a table of changes."""
-    from spark_watchd import app
+    # The settings and the classifiers only (app.settings_for and app.diagnoser, without importing the
+    # daemon's app module and all it wires: this verb starts as a new process for each trace).
+    from spark_watchd.config import load_settings
+    from spark_watchd.diagnose.engine import Diagnoser
     from spark_watchd.errors import ConfigError
 
     overrides = {"daemon": {"state_dir": args.state_dir}} if args.state_dir else None
     try:  # the [thresholds] of --config and the environment, as `run --replay` judges with them
-        settings = app.settings_for(args, overrides)
+        settings = load_settings(getattr(args, "config", None), overrides)
     except ConfigError as exc:
         print(f"spark-watchd replay: bad configuration: {exc}", file=sys.stderr)
         return EX_CONFIG
-    eng = app.diagnoser(settings)
+    observe = Diagnoser(settings.thresholds).observe
     out = sys.stdout
-    dumps = dumps_compact
     jsonl = args.format == "jsonl"
-    observe = eng.observe
-    buf: list[str] = []
-    cols = term.width()  # the table folds to the terminal; jsonl lines are never folded
-    last = {}
+    lines = _Lines(out) if jsonl else None
+    table = None if jsonl else _Table(out)
     n = 0
     try:
         for sample in _samples(_locate(args, settings), args.skip_bad):
             d = observe(sample)
             n += 1
             if jsonl:
-                buf.append(dumps(_replay_obj(d)))
-                if len(buf) >= BATCH:
-                    buf.append("")
-                    out.write("\n".join(buf))
-                    buf.clear()
-                continue
-            for g in GOTCHAS:
-                fnd = d.findings[g]
-                key = (fnd.severity, fnd.anomaly)
-                if last.get(g) != key:
-                    was = last.get(g, ("-",))[0]
-                    tag = f" [{fnd.anomaly}]" if fnd.anomaly else ""
-                    line = f"{_fmt_ts(d.ts)}  {g}  {was:>8} -> {fnd.severity:<8}  {fnd.summary}{tag}"
-                    out.write("\n".join(term.wrap(line, INDENT, cols=cols)) + "\n")
-                    last[g] = key
-            for e in d.events:
-                extra = (
-                    f" after_throttle={str(e.after_throttle).lower()}" if e.after_throttle is not None else ""
-                )
-                line = f"{_fmt_ts(d.ts)}  {e.gotcha}  event {e.kind}{extra}: {e.summary}"
-                out.write("\n".join(term.wrap(line, INDENT, cols=cols)) + "\n")
+                lines.add(_replay_obj(d))
+            else:
+                table.add(d)
     except BrokenPipeError:  # `replay ... | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
@@ -137,19 +157,40 @@ def main(args) -> int:
         print(f"spark-watchd replay: {args.trace}: cannot read: {exc.strerror or exc}", file=sys.stderr)
         return EX_DATAERR
     except TraceError as err:
-        _flush(out, buf)  # what was judged before the bad line still goes out
+        if jsonl:  # what was judged before the bad line still goes out
+            lines.flush()
+        out.flush()
         print(f"spark-watchd replay: {err}", file=sys.stderr)
         return EX_DATAERR
-    _flush(out, buf)
-    if args.format == "table":
+    if jsonl:
+        lines.flush()
+    else:
         out.write(f"{n} samples replayed\n")
     out.flush()
     return 0
 
 
-def _flush(out, buf) -> None:
-    if buf:
-        buf.append("")
-        out.write("\n".join(buf))
-        buf.clear()
-        out.flush()
+class _Table:
+    """The table: a line per change of a gotcha's severity or anomaly, and one per event."""
+
+    def __init__(self, out):
+        from spark_watchd.commands import term
+
+        self.out, self.term, self.cols = out, term, term.width()  # folded to the terminal
+        self.last: dict = {}
+
+    def add(self, d) -> None:
+        last, wrap, cols, write = self.last, self.term.wrap, self.cols, self.out.write
+        for g in GOTCHAS:
+            fnd = d.findings[g]
+            key = (fnd.severity, fnd.anomaly)
+            if last.get(g) != key:
+                was = last.get(g, ("-",))[0]
+                tag = f" [{fnd.anomaly}]" if fnd.anomaly else ""
+                line = f"{_fmt_ts(d.ts)}  {g}  {was:>8} -> {fnd.severity:<8}  {fnd.summary}{tag}"
+                write("\n".join(wrap(line, INDENT, cols=cols)) + "\n")
+                last[g] = key
+        for e in d.events:
+            extra = f" after_throttle={str(e.after_throttle).lower()}" if e.after_throttle is not None else ""
+            line = f"{_fmt_ts(d.ts)}  {e.gotcha}  event {e.kind}{extra}: {e.summary}"
+            write("\n".join(wrap(line, INDENT, cols=cols)) + "\n")

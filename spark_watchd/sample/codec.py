@@ -35,3 +35,14 @@ def dumps_compact(obj: Any) -> str:
         except TypeError:  # integers past 64 bits, non-str keys: the standard library takes them
             pass
     return _compact(obj)
+
+
+def dumps_line(obj: Any) -> bytes:
+    """dumps_compact(obj) and a newline, UTF-8 encoded: a jsonl line for a binary stream, the same bytes as
+    the text written to a UTF-8 text stream."""
+    if orjson is not None:
+        try:
+            return orjson.dumps(obj, default=str, option=orjson.OPT_APPEND_NEWLINE)
+        except TypeError:  # as in dumps_compact
+            pass
+    return (_compact(obj) + "\n").encode()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import run_cli
+from tests.conftest import cli_env, run_cli
 
 TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
 
@@ -75,3 +75,28 @@ def test_a_malformed_field_past_the_checks_names_its_line(tmp_path):
     p = run_cli("replay", str(trace), "--format", "jsonl", "--skip-bad")
     assert p.returncode == 0 and len(p.stdout.splitlines()) == 4
     assert f"{trace}:3: sample at ts=" in p.stderr
+
+
+def test_jsonl_is_the_same_on_a_text_stream_and_does_not_import_the_daemon():
+    import argparse
+    import contextlib
+    import io
+    import subprocess
+    import sys
+
+    from spark_watchd.commands import replay
+
+    trace = TRACES / "public" / "throttle_reboot.jsonl"
+    code = (
+        "import sys; from spark_watchd import cli; rc = cli.main(['replay', sys.argv[1], '--format', 'jsonl']);"
+        "sys.stdout.flush(); print(' '.join(sorted(sys.modules)), file=sys.stderr); sys.exit(rc)"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code, str(trace)], capture_output=True, text=True, check=True, env=cli_env()
+    )
+    assert not {"spark_watchd.app", "spark_watchd.daemon", "spark_watchd.web.api"} & set(p.stderr.split())
+    text = io.StringIO()  # no byte buffer: the lines go as text
+    args = argparse.Namespace(trace=str(trace), format="jsonl", skip_bad=False, state_dir=None, config=None)
+    with contextlib.redirect_stdout(text):
+        assert replay.main(args) == 0
+    assert text.getvalue() == p.stdout and len(p.stdout.splitlines()) == len(trace.read_text().splitlines())

@@ -39,3 +39,8 @@ def test_dumps_compact_matches_json(impl):
     want = json.dumps(obj, separators=(",", ":"), default=str)
     assert json.loads(jsonfast.dumps_compact(obj)) == json.loads(want)
     assert jsonfast.dumps_compact({"x": object}) == json.dumps({"x": str(object)}, separators=(",", ":"))
+
+
+def test_dumps_line_is_the_compact_text_and_a_newline_in_utf8(impl):
+    for obj in ({"ts": 1.5, "s": "µ 86 °C", "t": ("x",), "big": 2**70}, {"x": object}, [1, None, True]):
+        assert jsonfast.dumps_line(obj) == (jsonfast.dumps_compact(obj) + "\n").encode()

@@ -5,8 +5,7 @@ Pure: one BoardReading and the thresholds in, a BoardEvidence out. G4 uses it wh
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from spark_watchd.sample.board import BoardReading
 
@@ -19,9 +18,9 @@ ADVICE_PROCHOT_COOL = (
 _LIMITS = ("syspl1", "pl1", "syspl2", "pl2")
 
 
-@dataclass(frozen=True, slots=True)
-class BoardEvidence:
-    """The board's verdicts for one sample; readings kept for the finding's evidence."""
+class BoardEvidence(NamedTuple):
+    """The board's verdicts for one sample; readings kept for the finding's evidence (a named tuple: one is
+    built for every sample of a host with the spbm driver)."""
 
     prochot: bool
     prochot_hot: bool  # the GPU or the package near the slowdown line while PROCHOT is asserted

@@ -306,14 +306,14 @@ RULES = (
 
 def quiet(s: G4Signals, now: G4Now) -> bool:
     """Every rule above `cool` passes: the GPU read with a temperature; no episode, reboot hold, anomaly,
-    board reading, nor clock cap seen or lost (tests/diagnose/test_g4_fast_paths.py checks it against RULES)."""
+    board PROCHOT or power limit, nor clock cap seen or lost (tests/diagnose/test_g4_fast_paths.py checks it against RULES)."""
     c = now.cap
     return (
         s.has_gpu
         and not now.throttling
         and not now.hold
         and now.anomaly is None
-        and s.board is None
+        and (s.board is None or (s.board.limit is None and not s.board.prochot))
         and s.temp_c is not None
         and (c is None or (c.cap_mhz is None and not c.lost))
     )

@@ -175,8 +175,11 @@ class ProcessSource:
             key = (pid, e.create_time())
             self._visit(e, key, gpu, out)
             hit = cache.get(key)
-            if hit is not None and hit[3] >= SETTLE_SCANS and hit[2] == "other" and awake.get(pid) is e:
-                del awake[pid]  # settled, no workload: visited again only while NVML lists it
+            if hit is not None and hit[3] >= SETTLE_SCANS and hit[2] == "other":
+                if awake.get(pid) is e:
+                    del awake[pid]  # settled, no workload: visited again only while NVML lists it
+            elif table.get(pid) is e:  # (not found reused): e.g. an exec() seen while GPU-resident
+                awake[pid] = e
         return out
 
     def _visit(self, proc: Any, key: tuple[int, float], gpu: Mapping[int, int | None], out: list) -> None:

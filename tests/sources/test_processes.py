@@ -360,3 +360,27 @@ def test_a_settled_process_that_is_no_workload_is_not_visited_until_gone_or_gpu_
     plain.wait()
     src.collect({})
     assert not any(k[0] == plain.pid for k in src._cache)
+
+
+def test_an_exec_seen_while_gpu_resident_keeps_the_workload_visited_after(tmp_path):
+    """A settled shell that execs a server is re-read while NVML lists it; after, it is still a workload."""
+    script = tmp_path / "vllm"
+    script.write_text(SLEEPER)
+    p = subprocess.Popen(
+        ["/bin/sh", "-c", f"read x; exec {sys.executable} {script} serve m"], stdin=subprocess.PIPE
+    )
+    try:
+        src = ProcessSource()
+        for _ in range(SETTLE_SCANS + 1):
+            assert p.pid not in by_pid(src.collect({}))
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+        for _ in range(500):
+            if str(script) in psutil.Process(p.pid).cmdline():
+                break
+            threading.Event().wait(0.01)
+        assert by_pid(src.collect({"_gpu_processes": {p.pid: 1}}))[p.pid].gpu_resident
+        assert by_pid(src.collect({}))[p.pid].cmdline[-2:] == ("serve", "m")
+    finally:
+        p.kill()
+        p.wait()

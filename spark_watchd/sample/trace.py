@@ -57,24 +57,25 @@ def _check(obj: Any, path: str, lineno: int) -> None:
         raise TraceError(path, lineno, str(err)) from None
 
 
-def _numbered_lines(path: str) -> Iterator[tuple[int, str]]:
-    with open(path, encoding="utf-8", errors="replace") as fh:
+def _parsed(path: str | os.PathLike, parse, skip_bad: bool, on_skip) -> Iterator:
+    """parse(line, path, lineno) of each non-blank line; a TraceError raises or, with skip_bad, goes to on_skip."""
+    p = str(path)
+    with open(p, encoding="utf-8", errors="replace") as fh:
         for lineno, line in enumerate(fh, 1):
-            if not line.isspace():  # blank lines are skipped (isspace: no copy of the line, as strip makes)
-                yield lineno, line
+            if line.isspace():  # a blank line (isspace: no copy of the line, as strip() makes)
+                continue
+            try:
+                yield parse(line, p, lineno)
+            except TraceError as err:
+                if not skip_bad:
+                    raise
+                if on_skip is not None:
+                    on_skip(err)
 
 
 def iter_trace_dicts(path: str | os.PathLike, *, skip_bad: bool = False, on_skip=None) -> Iterator[dict]:
     """Yield each sample object of a trace file; bad lines raise TraceError or, with skip_bad, are reported to on_skip."""
-    p = str(path)
-    for lineno, line in _numbered_lines(p):
-        try:
-            yield parse_line(line, p, lineno)
-        except TraceError as err:
-            if not skip_bad:
-                raise
-            if on_skip is not None:
-                on_skip(err)
+    return _parsed(path, parse_line, skip_bad, on_skip)
 
 
 def parse_sample(line: str, path: str = "<trace>", lineno: int = 0) -> Sample:
@@ -94,15 +95,7 @@ def parse_sample(line: str, path: str = "<trace>", lineno: int = 0) -> Sample:
 
 def read_trace(path: str | os.PathLike, *, skip_bad: bool = False, on_skip=None) -> Iterator[Sample]:
     """Yield Samples from a trace file; bad lines raise TraceError or, with skip_bad, are reported to on_skip."""
-    p = str(path)
-    for lineno, line in _numbered_lines(p):
-        try:
-            yield parse_sample(line, p, lineno)
-        except TraceError as err:
-            if not skip_bad:
-                raise
-            if on_skip is not None:
-                on_skip(err)
+    return _parsed(path, parse_sample, skip_bad, on_skip)
 
 
 def repair_torn_tail(path: str | os.PathLike) -> int:

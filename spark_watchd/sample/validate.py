@@ -9,6 +9,7 @@ optional (added 2026-12) and checked when present, as is `board`.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Mapping
 from typing import Any
 
@@ -175,6 +176,7 @@ def row_checker(kind: str, keys: tuple[str, ...], nonnull=(), shapes=None):
 
 
 _INT_ONLY = {int}
+_Q_IS_U64 = array("Q").itemsize == 8  # unsigned long long: 64 bits everywhere this runs
 MEMINFO_RANGE = (0, _U64)
 VMSTAT_RANGE = (-_I64, _U64)  # some vmstat gauges (nr_*) dip below zero on SMP kernels
 CLOCK_COUNTERS_RANGE = (0, _U64)
@@ -190,7 +192,15 @@ def counters_ok(d: Any, lo: int, hi: int, nullable: bool = False) -> bool:
     if not d:
         return True
     vals = [v for v in d.values() if v is not None] if nullable else d.values()
-    return not vals or (set(map(type, vals)) <= _INT_ONLY and lo <= min(vals) and max(vals) <= hi)
+    if not vals or not set(map(type, vals)) <= _INT_ONLY:
+        return not vals
+    if lo == 0 and hi == _U64 and _Q_IS_U64:  # array("Q") holds exactly [0, 2**64 - 1]: one C pass
+        try:
+            array("Q", vals)
+        except OverflowError:
+            return False
+        return True
+    return lo <= min(vals) and max(vals) <= hi
 
 
 def _counters(d: Any, where: str, lo: int, hi: int, nullable: bool = False) -> None:

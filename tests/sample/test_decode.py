@@ -134,3 +134,18 @@ def test_read_trace_takes_the_one_pass_path(tmp_path, monkeypatch):
     trace.write_text(json.dumps(BASES[0]) + "\n")
     monkeypatch.setattr(Sample, "from_dict", None)  # the exact builder is not called on the common shape
     assert [s.ts for s in read_trace(trace)] == [BASES[0]["ts"]]
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [(0, True), (2**64 - 1, True), (2**64, False), (-1, False), (True, False), (1.0, False), (None, False)],
+)
+def test_meminfo_counters_at_their_bounds(value, ok):
+    obj = copy.deepcopy(BASES[0])
+    obj["meminfo"]["MemFree"] = value
+    assert (decode.sample_from(copy.deepcopy(obj)) is not None) is ok
+    if ok:
+        assert _exact(obj).meminfo["MemFree"] == value
+    else:
+        with pytest.raises(TraceError, match="meminfo.MemFree"):
+            parse_line(json.dumps(obj))

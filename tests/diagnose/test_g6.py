@@ -262,3 +262,19 @@ def test_the_quiet_shortcut_rules_as_walking_every_rule_would():
         "warning",
         "critical",
     }
+
+
+def test_a_threshold_reload_judges_the_next_sample_against_the_new_lines():
+    th = Thresholds()
+    d = Diagnoser(th)
+    srv = proc(1, ["vllm", "serve", "m", "--gpu-memory-utilization", "0.6"], 3.0, 60.0)
+    procs = [srv, proc(2, TRAINER, 5.0, 6.0)]
+    h = Host()
+    for s in h.run(2, processes=procs):
+        assert d.observe(s).findings["G6"].severity == "warning"  # 0.6 is over the 0.5 cap line
+    d.set_thresholds(Thresholds(capped_utilization_max=0.7, heavy_workload_bytes=int(7 * 1024**3)))
+    out = d.observe(h.sample(processes=procs))
+    assert out.findings["G6"].severity == "ok" and out.findings["G6"].state.heavy == 1  # 6 GiB: not heavy
+    d.set_thresholds(Thresholds(capped_utilization_max=0.7))
+    out = d.observe(h.sample(processes=procs))
+    assert out.findings["G6"].summary.endswith("all capped: vllm (capped 0.6) and trainer (6 GiB)")

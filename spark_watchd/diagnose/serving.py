@@ -93,21 +93,19 @@ def baseline_rate(
 
 class Baseline(deque):
     """A server's latest intervals outside a throttle (bounded), with its rate at each load asked kept
-    (`baseline_rate`) until an interval joins or the thresholds change: during a throttle, when damage is
-    judged every sample, no interval joins it, and the load (the median of a few running counts) repeats."""
+    (`baseline_rate`) while its newest interval and the thresholds stay the same: during a throttle, when
+    damage is judged every sample, no interval joins it, and the load (the median of a few running counts)
+    repeats."""
 
     def __init__(self, points=(), maxlen: int | None = None):
         super().__init__(points, maxlen)
-        self._th: ServingThresholds | None = None
+        self._for: tuple = (None, None)  # (newest point, thresholds) the kept rates are for
         self._rates: dict[float, tuple[float, int] | None] = {}  # running requests -> baseline_rate
 
-    def append(self, p: Point) -> None:
-        super().append(p)
-        self._rates.clear()
-
     def rate_at(self, running: float, th: ServingThresholds) -> tuple[float, int] | None:
-        if th is not self._th or len(self._rates) >= 32:  # bounded: a load that never repeats
-            self._th = th
+        newest = self[-1] if self else None
+        if newest is not self._for[0] or th is not self._for[1] or len(self._rates) >= 32:
+            self._for = (newest, th)  # (bounded: a load that never repeats)
             self._rates.clear()
         if running not in self._rates:
             self._rates[running] = baseline_rate(self, running, th)
@@ -257,7 +255,9 @@ class ServingWatch:
                 self.kv_high[key] = max(self.kv_high.get(key, 0.0), r.kv_capacity_tokens)
                 if len(self.kv_high) > 64:  # bounded: a server restarted a hundred times keeps its latest
                     self.kv_high.pop(next(iter(self.kv_high)))
-            pts = self.points.setdefault(r.server, deque())
+            pts = self.points.get(r.server)
+            if pts is None:
+                pts = self.points[r.server] = deque()
             sts = r.ts if r.ts is not None else ts
             if pts and pts[-1].ts >= sts:
                 continue

@@ -254,7 +254,8 @@ class G4Tracker:
         return self._publish(ruling(s, now, th), s, now, events)
 
     def _episode(self, s: G4Signals, events: list[Event]) -> None:
-        """The throttle episode: started by the signature, kept by heat, ended after throttle_end_quiet_s quiet."""
+        """advance()'s episode step (in an episode or at a signature): started by the signature, kept by heat,
+        ended after throttle_end_quiet_s without it; the throttled seconds counted."""
         ts = s.ts
         if s.signature:
             self.last_thermal_ts = ts
@@ -278,7 +279,7 @@ class G4Tracker:
                         },
                     )
                 )
-        elif s.thermal_now:
+        elif s.thermal_now:  # (in an episode: no signature brought us here)
             self.last_thermal_ts = ts
         if self.last_thermal_ts is not None and ts - self.last_thermal_ts >= self.th.throttle_end_quiet_s:
             dur = ts - self.episode_start

@@ -160,12 +160,15 @@ def preemption_storm(
     if start is None or start is now or now.preempt < start.preempt:
         return None
     recent = now.preempt - start.preempt
-    before = [
-        p
-        for p in points
-        if p.preempt is not None and start.ts - p.ts <= th.serving_storm_window_s and p.ts <= start.ts
-    ]
-    earlier = start.preempt - before[0].preempt if before else 0.0
+    first = next(  # the oldest point of the window before start's
+        (
+            p
+            for p in points
+            if p.preempt is not None and start.ts - p.ts <= th.serving_storm_window_s and p.ts <= start.ts
+        ),
+        None,
+    )
+    earlier = start.preempt - first.preempt if first is not None else 0.0
     rising = recent >= th.serving_storm_preemptions and recent > 2 * max(earlier, 0.0)
     if rising or (going and recent >= th.serving_storm_preemptions / 2):
         return {

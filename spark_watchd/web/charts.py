@@ -70,15 +70,22 @@ _SERVING_MAX = 8
 
 
 class _Record:
-    """One compact history entry."""
+    """One compact history entry.
+
+    At --interval 1 the window holds up to history_max_records (20,000) of these, so the per-job and
+    per-server rows are kept small: their numbers in one ``array('d')`` (NaN for None), their names in a
+    tuple shared with the record before whenever it is the same (the same jobs and servers tick after
+    tick), and the whole serving part shared when nothing in it changed (a server that is down).
+    """
 
     __slots__ = ("events", "jobs", "serving", "values")
 
     def __init__(self, values: array, jobs: tuple | None, events: tuple | None, serving: tuple | None = None):
         self.values = values
-        self.jobs = jobs  # ((job, step_seconds, tokens_per_second), ...) or None
+        self.jobs = jobs  # ((job, ...), array('d', [step_seconds, tokens_per_second, ...])) or None
         self.events = events  # (event dict, ...) or None
-        self.serving = serving  # ((server, kind, up, tokens/s, running, waiting, kv, ttft p95, J/token), ...)
+        # (((server, kind, up), ...), array('d', [tokens/s, running, waiting, kv, ttft p95, J/token, ...]))
+        self.serving = serving
 
     @property
     def ts(self) -> float:
@@ -97,10 +104,36 @@ class _Record:
             g: (None if math.isnan(v) else _LEVEL_SEVERITY.get(int(v), "unknown"))
             for g, v in zip(_GOTCHA_FIELDS, self.values[-len(_GOTCHA_FIELDS) :], strict=True)
         }
-        d["jobs"] = [{"job": j, "step_seconds": s, "tokens_per_second": t} for j, s, t in (self.jobs or ())]
+        d["jobs"] = [
+            {"job": j, "step_seconds": s, "tokens_per_second": t} for j, (s, t) in _unpack(self.jobs, 2)
+        ]
         d["events"] = [dict(e) for e in (self.events or ())]
-        d["serving"] = [dict(zip(_SERVING_KEYS, row, strict=True)) for row in (self.serving or ())]
+        d["serving"] = [
+            dict(zip(_SERVING_KEYS, (*label, *nums), strict=True)) for label, nums in _unpack(self.serving, 6)
+        ]
         return d
+
+
+def _pack(labels: tuple, numbers: list[float], prev: tuple | None) -> tuple:
+    """(labels, array('d', numbers)), reusing the previous record's labels, or all of it, when equal."""
+    if prev is not None and prev[0] == labels:
+        labels = prev[0]
+        nums = array("d", numbers)
+        if prev[1].tobytes() == nums.tobytes():  # bytes: NaN (None) equals itself
+            return prev
+        return (labels, nums)
+    return (labels, array("d", numbers))
+
+
+def _unpack(packed: tuple | None, width: int) -> list[tuple[Any, tuple[float | None, ...]]]:
+    """[(label, (number or None, ...)), ...] from _pack's form; NaN back to None."""
+    if packed is None:
+        return []
+    labels, nums = packed
+    return [
+        (label, tuple(None if math.isnan(x) else x for x in nums[i * width : (i + 1) * width]))
+        for i, label in enumerate(labels)
+    ]
 
 
 def _num(v: Any) -> float:
@@ -193,28 +226,26 @@ class History:
                 *(_level(diagnosis, g) for g in _GOTCHA_FIELDS),
             ),
         )
+        prev = self._records[-1] if self._records else None
         jobs = None
         if s.throughput and self.settings.history_max_jobs:
             kept = sorted(s.throughput, key=lambda t: -(_finite(t.tokens_per_second) or 0.0))[
                 : self.settings.history_max_jobs
             ]
-            jobs = tuple(
-                (t.job, _finite(t.step_seconds), _finite(t.tokens_per_second))
-                for t in sorted(kept, key=lambda t: t.job)
-            )
+            kept.sort(key=lambda t: t.job)
+            nums = [_num(_finite(x)) for t in kept for x in (t.step_seconds, t.tokens_per_second)]
+            jobs = _pack(tuple(t.job for t in kept), nums, prev.jobs if prev is not None else None)
         events = (
             tuple(_event_dict(e) for e in diagnosis.events)
             if diagnosis is not None and diagnosis.events
             else None
         )
-        serving = (
-            tuple(
-                (r.server, r.kind, r.up, *(_finite(getattr(r, k)) for k in _SERVING_KEYS[3:]))
-                for r in sorted(s.serving, key=lambda r: r.server)[:_SERVING_MAX]
-            )
-            if s.serving
-            else None
-        )
+        serving = None
+        if s.serving:
+            rows = sorted(s.serving, key=lambda r: r.server)[:_SERVING_MAX]
+            nums = [_num(_finite(getattr(r, k))) for r in rows for k in _SERVING_KEYS[3:]]
+            labels = tuple((r.server, r.kind, r.up) for r in rows)
+            serving = _pack(labels, nums, prev.serving if prev is not None else None)
         return _Record(values, jobs, events, serving)
 
     def records(

@@ -274,3 +274,54 @@ def test_twelve_hours_of_real_samples_stay_small():
     tracemalloc.stop()
     assert len(h) == 1440
     assert used < 1_000_000, f"{used} bytes for 1440 records"
+
+
+def _hour_record_bytes(n: int = 2000) -> float:
+    """Bytes held per record at --interval 1 with two training jobs and one inference server down."""
+    from spark_watchd.sample.serving import ServingReading
+
+    down = ServingReading(server="vllm:8000", kind="vllm", up=False, error="connection refused")
+    tracemalloc.start()
+    h = History()
+    before = tracemalloc.get_traced_memory()[0]
+    for i in range(n):
+        ts = 1.0e9 + i
+        jobs = tuple(
+            ThroughputReading(
+                job=job, ts=ts, step=i, step_seconds=0.5 + i % 7 / 100, tokens_per_second=16384.0 + i
+            )
+            for job in (f"train-a-{i // 150}", f"train-b-{i // 150}")
+        )
+        h(_snap(_sample(ts, throughput=jobs, serving=(down,))))
+    used = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert len(h) == n
+    return used / n
+
+
+def test_an_hour_at_one_second_keeps_job_and_server_rows_compact():
+    """At --interval 1 the window fills to history_max_records (20,000, 5.5 h) instead of a day's 2,880: the
+    jobs' and servers' rows are one array of numbers each, names shared with the record before, a server
+    that is down shared whole (lists of tuples of floats took ~800 bytes a record, 16 MB at the bound)."""
+    per = _hour_record_bytes()
+    assert per < 600, f"{per:.0f} bytes a record"
+
+
+def test_compact_rows_read_back_as_they_went_in():
+    from spark_watchd.sample.serving import ServingReading
+
+    h = History()
+    up = ServingReading(server="vllm:8000", kind="vllm", up=True, requests_running=3, kv_usage=0.25)
+    down = ServingReading(server="vllm:8000", kind="vllm", up=False, error="refused")
+    jobs = (ThroughputReading(job="a", ts=1.0, step=1, step_seconds=None, tokens_per_second=float("inf")),)
+    for ts, serving in ((1.0e9, (up,)), (1.0e9 + 1, (down,)), (1.0e9 + 2, (down,))):
+        h(_snap(_sample(ts, throughput=jobs, serving=serving)))
+    recs = h.to_json()["records"]
+    assert recs[0]["jobs"] == [{"job": "a", "step_seconds": None, "tokens_per_second": None}]
+    assert recs[0]["serving"][0]["requests_running"] == 3.0 and recs[0]["serving"][0]["kv_usage"] == 0.25
+    assert recs[0]["serving"][0]["up"] is True and recs[0]["serving"][0]["ttft_p95_s"] is None
+    assert recs[1]["serving"] == recs[2]["serving"] == [
+        dict.fromkeys(("generation_tokens_per_s", "requests_running", "requests_waiting", "kv_usage",
+                       "ttft_p95_s", "joules_per_token")) | {"server": "vllm:8000", "kind": "vllm", "up": False}
+    ]  # fmt: skip
+    assert h._records[1].serving is h._records[2].serving  # a server down, tick after tick: held once

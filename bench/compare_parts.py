@@ -189,9 +189,18 @@ def live_load(trees: dict, minutes: float, daemon, spawn_sleepers) -> None:
             ]
             for t in posters:
                 t.start()
-            stop.wait(minutes * 60)
+            # RSS every tenth of the run (10 minutes apart at most), to tell a plateau from a climb.
+            every = min(minutes * 60 / 10, 600.0)
+            marks: list[tuple[float, dict[str, float]]] = []
+            t0 = time.monotonic()
+            while not stop.wait(max(0.0, t0 + every * (len(marks) + 1) - time.monotonic())):
+                marks.append(
+                    ((time.monotonic() - t0) / 60, {n: _rss(p.pid) for n, (p, _port) in procs.items()})
+                )
+                if marks[-1][0] >= minutes - 1e-6:
+                    break
             stop.set()
-            end = {n: _rss(p.pid) for n, (p, _port) in procs.items()}
+            end = marks[-1][1] if marks else {n: _rss(p.pid) for n, (p, _port) in procs.items()}
         finally:
             for p, _port in procs.values():
                 p.terminate()
@@ -203,6 +212,8 @@ def live_load(trees: dict, minutes: float, daemon, spawn_sleepers) -> None:
           "steps), 50 server processes:")  # fmt: skip
     for n in procs:
         print(f"  {n:22s} RSS {start[n]:5.1f} MiB after start, {end[n]:5.1f} MiB at the end")
+    for n in procs:
+        print(f"  {n:22s} RSS at minute " + ", ".join(f"{m:.3g}: {r[n]:.1f}" for m, r in marks))
 
 
 def _rss(pid: int) -> float:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spark_watchd.config import Settings, load_settings
 from spark_watchd.daemon import Daemon
@@ -21,18 +21,21 @@ from spark_watchd.diagnose.engine import Diagnoser
 from spark_watchd.diagnose.runtime import DiagnosisRuntime
 from spark_watchd.errors import ConfigError
 from spark_watchd.export.prometheus import build_registry
-from spark_watchd.notify.notifier import build_notifier
 from spark_watchd.postmortem import PostMortem
 from spark_watchd.service.sdnotify import SystemdNotifier
-from spark_watchd.snapshot.recorder import RollingRecorder
 from spark_watchd.sources import build_sources, missing_sources
-from spark_watchd.sources.replay import ReplayFeed
 from spark_watchd.throughput.service import Throughput
 from spark_watchd.web import api, page, progress
 from spark_watchd.web import postmortem as postmortem_web
 from spark_watchd.web.charts import History
 from spark_watchd.web.fleet import FleetWatch
 from spark_watchd.web.fleet import routes as fleet_routes
+
+if TYPE_CHECKING:
+    from spark_watchd.sources.replay import ReplayFeed
+
+# Parts only some configurations have are imported where they are built (the recorder, the webhook
+# notifier, the web config's TLS and basic auth): a daemon on the default config does not carry them.
 
 # "settings": daemon.state_dir from the settings; None: nothing on disk (replay, once, tests).
 FROM_SETTINGS = "settings"
@@ -85,6 +88,8 @@ def build(
     state = settings.daemon.state_dir if state_dir == FROM_SETTINGS else state_dir
     recorder = None
     if serve and settings.daemon.record_dir:  # first: a bad directory must not leave sources open
+        from spark_watchd.snapshot.recorder import RollingRecorder
+
         try:
             recorder = RollingRecorder(settings.daemon.record_dir, settings.daemon.record_keep_days)
         except OSError as exc:
@@ -114,7 +119,11 @@ def build(
     charts = History(settings.web)
     # The ring of recent samples and the bundles on critical events live in the state directory.
     postmortem = PostMortem(state, settings.thresholds) if state is not None else None
-    notifier = build_notifier(settings.notify)  # webhook posts of finding transitions ([notify])
+    notifier = None
+    if settings.notify.url:  # webhook posts of finding transitions ([notify])
+        from spark_watchd.notify.notifier import Notifier
+
+        notifier = Notifier(settings.notify)
     extras: tuple[tuple[str, Callable[[], Any]], ...] = ()
     if throughput is not None:
         extras += (("jobs", throughput.tracker.stats),)
@@ -177,11 +186,14 @@ def serving_parts(settings: Settings, daemon: Daemon, reload: Callable[[], Setti
     scheduler with its signals and SIGHUP reload. ConfigError for a bad web config; OSError/ValueError
     when the address cannot be listened on."""
     from spark_watchd.daemon import Runner
-    from spark_watchd.web.auth import load_web_config
     from spark_watchd.web.server import HttpServer
 
     d = settings.daemon
-    web = load_web_config(d.web_config_file) if d.web_config_file else None
+    web = None
+    if d.web_config_file:
+        from spark_watchd.web.auth import load_web_config  # the TLS stack and bcrypt: only when configured
+
+        web = load_web_config(d.web_config_file)
     server = HttpServer(
         d.listen,
         daemon.routes,

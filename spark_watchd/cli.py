@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import difflib
 import importlib
 import re
 import sys
@@ -79,6 +78,8 @@ def _unknown_verb(argv: list[str]) -> str | None:
     verbs = [v for v, _m, _h in VERBS]
     if word is None or word in verbs:
         return None
+    import difflib  # only for a mistyped verb: the daemon does not carry it
+
     close = difflib.get_close_matches(word, verbs, n=1, cutoff=0.6)
     hint = f" (did you mean '{close[0]}'?)" if close else ""
     return f"spark-watchd: unknown verb '{word}'{hint}; the verbs: {', '.join(verbs)}"

@@ -6,7 +6,6 @@ and loads them. A bad value exits 78 (EX_CONFIG) naming the file, key and reason
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import stat
@@ -26,11 +25,6 @@ from spark_watchd.throughput.settings import ProgressSettings
 from spark_watchd.web.http import parse_listen
 from spark_watchd.web.peers import FleetSettings
 from spark_watchd.web.settings import WebSettings
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 DEFAULT_CONFIG_PATH = "/etc/spark-watchd/config.toml"
 ENV_PREFIX = "SPARK_WATCHD_"
@@ -57,10 +51,6 @@ MAX_CONFIG_BYTES = 1 << 20
 MAX_DEPTH = 6
 
 
-def _lower(v: Any) -> Any:
-    return v.lower() if isinstance(v, str) else v
-
-
 def _no_nul(v: str | None) -> str | None:
     if v is not None and "\0" in v:
         raise ValueError("must not contain a NUL byte")
@@ -80,7 +70,7 @@ class DaemonSettings(BaseModel):
         description="Prometheus exporter-toolkit web config (TLS, basic auth) applied to every endpoint.",
     )
     # Any case: DEBUG is debug.
-    log_level: Annotated[str, BeforeValidator(_lower)] = Field(
+    log_level: Annotated[str, BeforeValidator(lambda v: v.lower() if isinstance(v, str) else v)] = Field(
         "info", pattern="^(debug|info|warning|error)$", description="Log threshold."
     )
     log_format: str = Field(
@@ -226,6 +216,10 @@ def read_toml(path: str) -> dict[str, Any]:
     if len(raw) > MAX_CONFIG_BYTES:
         raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES >> 20} MiB: not a spark-watchd config")
     _check_dotted_keys(raw, path)
+    if sys.version_info >= (3, 11):  # imported here: a daemon without a config file never parses TOML
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:
@@ -315,7 +309,9 @@ def _known_keys(loc: tuple) -> list[str]:
 
 
 def _hint(word: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    from difflib import get_close_matches  # for a mistake only: a daemon that starts never imports it
+
+    close = get_close_matches(word, choices, n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
@@ -392,7 +388,9 @@ def check_environment(env: Mapping[str, str]) -> None:
         # SPARK_WATCHD_INTERVAL is a key without its section: suggest the section's variable.
         k = len(ENV_PREFIX)
         tail = upper[k:]
-        close = [ENV_PREFIX + c for c in difflib.get_close_matches(tail, [n[k:] for n in names], 1, 0.75)]
+        from difflib import get_close_matches
+
+        close = [ENV_PREFIX + c for c in get_close_matches(tail, [n[k:] for n in names], 1, 0.75)]
         close = close or by_key.get(tail.rpartition("_")[2], []) or by_key.get(rest or section, [])
         hint = f" (did you mean {close[0]}?)" if close else ""
         bad.append(f"environment {var}: maps to no setting{hint}")

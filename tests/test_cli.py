@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 
 import pytest
@@ -74,6 +75,46 @@ def test_a_verb_imports_only_its_own_module_and_nothing_its_features_do_not_use(
     others = {f"spark_watchd.commands.{m}" for _v, m, _h in cli.VERBS} - {"spark_watchd.commands.run"}
     assert not others & mods, others & mods
     assert not {"pydantic_settings", "bcrypt", "yaml", "apscheduler"} & mods
+
+
+# What the default configuration never uses: the web config's TLS/basic-auth stack (bcrypt, yaml), the webhook
+# notifier, the rolling recorder, the post-mortem report writer (until a bundle is written), the mistyped-name
+# hints (difflib) and the idna codec (only a non-ASCII host name needs it).
+UNUSED_BY_DEFAULT = {
+    "bcrypt",
+    "yaml",
+    "difflib",
+    "encodings.idna",
+    "spark_watchd.web.auth",
+    "spark_watchd.web.credentials",
+    "spark_watchd.web.yamlguard",
+    "spark_watchd.notify.notifier",
+    "spark_watchd.snapshot.recorder",
+    "spark_watchd.postmortem.html",
+}
+
+
+def test_a_running_daemon_on_the_default_config_has_not_imported_what_that_config_does_not_use(tmp_path):
+    """The real `run` verb, started and stopped: sys.modules as it exits (a sitecustomize writes it)."""
+    from spark_watchd.config import DEFAULT_CONFIG_PATH
+    from tests.daemon_helpers import running_daemon
+
+    site, out = tmp_path / "site", tmp_path / "modules.txt"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import atexit, sys\n"
+        f"atexit.register(lambda: open({str(out)!r}, 'w').write('\\n'.join(sorted(sys.modules))))\n"
+    )
+    args = ("--state-dir", str(tmp_path / "state"), "--interval", "30")
+    with running_daemon(*args, env={"PYTHONPATH": str(site)}) as (proc, _base):
+        pass
+    assert proc.returncode == 0
+    mods = set(out.read_text().split())
+    assert "spark_watchd.daemon" in mods and "spark_watchd.web.server" in mods  # it did run
+    unused = UNUSED_BY_DEFAULT | ({"tomllib"} if not os.path.exists(DEFAULT_CONFIG_PATH) else set())
+    assert not unused & mods, sorted(unused & mods)
+    others = {f"spark_watchd.commands.{m}" for _v, m, _h in cli.VERBS} - {"spark_watchd.commands.run"}
+    assert not others & mods, sorted(others & mods)
 
 
 def test_help_for_one_verb_still_lists_every_verb(capsys):

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from spark_watchd.diagnose.engine import Diagnoser
-from spark_watchd.postmortem.html import render_report
 from spark_watchd.sample.findings import Event
 from spark_watchd.sample.groups import Grouper
 from spark_watchd.sample.model import Sample
@@ -117,6 +116,8 @@ def write_bundle(
             fh.write(json.dumps(s.to_dict(), separators=(",", ":")) + "\n")
     (tmp / "timeline.json").write_text(json.dumps({"findings": timeline, "events": evs}, default=str))
     (tmp / "workloads.json").write_text(json.dumps(rows, default=str))
+    from spark_watchd.postmortem.html import render_report  # only when a bundle is written, not at start
+
     (tmp / "report.html").write_text(render_report(samples, timeline, evs, rows, trigger.to_dict()))
     size = sum(p.stat().st_size for p in tmp.iterdir())
     manifest = {

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -31,6 +32,15 @@ class ScrapeError(Exception):
     """The server did not give its telemetry (why, in words)."""
 
 
+def _connect(address: tuple[str, int], timeout: float, source_address=None):
+    """socket.create_connection with an ASCII host name as bytes: a str name loads the idna codec with
+    unicodedata and stringprep (about 0.4 MiB, kept for good) just to spell `localhost`."""
+    host, port = address
+    return socket.create_connection(
+        (host.encode() if host.isascii() else host, port), timeout, source_address
+    )
+
+
 def http_get(url: str, timeout: float, max_bytes: int, headers: Mapping[str, str]) -> bytes:
     """GET url: the body of a 200 answer, read within `timeout` s in all and at most max_bytes; else ScrapeError."""
     deadline = time.monotonic() + timeout
@@ -38,6 +48,7 @@ def http_get(url: str, timeout: float, max_bytes: int, headers: Mapping[str, str
     hostport, _, path = rest.partition("/")
     cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
     conn = cls(hostport, timeout=timeout)
+    conn._create_connection = _connect  # type: ignore[attr-defined]  # the hook connect() calls
     try:
         conn.request("GET", "/" + path, headers={"Accept": "text/plain, application/json", **headers})
         resp = conn.getresponse()

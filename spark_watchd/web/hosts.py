@@ -56,10 +56,21 @@ def _search_domains(resolv_conf: str = "/etc/resolv.conf") -> list[str]:
     return out
 
 
+def _getfqdn() -> str:
+    """socket.getfqdn() for this host, with an ASCII name handed to the resolver as bytes: the stdlib passes
+    str, which loads the idna codec with unicodedata and stringprep (about 0.4 MiB kept for good)."""
+    name = socket.gethostname()
+    try:
+        hostname, aliases, _addrs = socket.gethostbyaddr(name.encode() if name.isascii() else name)
+    except OSError:
+        return name
+    return next((n for n in (hostname, *aliases) if "." in n), hostname)
+
+
 def _fqdn(timeout: float = 1.0) -> str | None:
     """socket.getfqdn(), given up after `timeout` s (a broken resolver must not hold the start)."""
     box: list[str] = []
-    t = threading.Thread(target=lambda: box.append(socket.getfqdn()), name="fqdn", daemon=True)
+    t = threading.Thread(target=lambda: box.append(_getfqdn()), name="fqdn", daemon=True)
     t.start()
     t.join(timeout)
     return box[0].lower().rstrip(".") if box else None

@@ -21,17 +21,19 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
 from spark_watchd import __version__
 from spark_watchd.logs import get_logger
-from spark_watchd.web.auth import WebConfig
-from spark_watchd.web.credentials import Verdict
 from spark_watchd.web.framing import Framing, FramingError, framing
 from spark_watchd.web.gate import ConnectionGate, reply
 from spark_watchd.web.hosts import HostPolicy
 from spark_watchd.web.http import Request, Response, Route, parse_listen
 from spark_watchd.web.writer import ResponseWriter
+
+if TYPE_CHECKING:  # the web config (TLS, basic auth, bcrypt) is loaded only when one is configured
+    from spark_watchd.web.auth import WebConfig
 
 _BODY_METHODS = ("POST", "PUT", "PATCH")
 _DRAIN_LIMIT = 256 * 1024  # read this much of a refused body so the client sees our answer, not a reset
@@ -120,6 +122,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(Response(421, b"unknown Host: add it to [daemon] allowed_hosts\n"), extra)
         client = self.client_address[0] if self.client_address else ""
         if app.web is not None and app.web.auth is not None:
+            from spark_watchd.web.credentials import Verdict  # loaded with the web config already
+
             verdict = app.web.auth.check(self.headers.get("Authorization"), client)
             if verdict is Verdict.LIMITED:
                 extra["Retry-After"] = "10"

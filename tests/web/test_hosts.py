@@ -57,7 +57,9 @@ def test_own_names_include_the_search_domains(tmp_path, monkeypatch):
     resolv = tmp_path / "resolv.conf"
     resolv.write_text("nameserver 192.0.2.1\nsearch lan corp.example.\n")
     monkeypatch.setattr(hosts.socket, "gethostname", lambda: "spark-01")
-    monkeypatch.setattr(hosts.socket, "getfqdn", lambda: "spark-01.lan")
+    monkeypatch.setattr(
+        hosts.socket, "gethostbyaddr", lambda name: ("spark-01", ["spark-01.lan"], ["192.0.2.7"])
+    )
     names = hosts.own_names(str(resolv))
     assert {"spark-01", "spark-01.local", "spark-01.lan", "spark-01.corp.example"} <= names
     policy = HostPolicy("0.0.0.0", names=names)
@@ -71,8 +73,22 @@ def test_a_hung_resolver_does_not_hold_the_start(monkeypatch):
     from spark_watchd.web import hosts
 
     never = threading.Event()
-    monkeypatch.setattr(hosts.socket, "getfqdn", lambda: never.wait(5) or "late.example")
+
+    def hung(name):
+        never.wait(5)
+        return "late.example", [], []
+
+    monkeypatch.setattr(hosts.socket, "gethostbyaddr", hung)
     t0 = time.monotonic()
     assert hosts._fqdn(timeout=0.2) is None
     assert time.monotonic() - t0 < 1
     never.set()
+
+
+def test_the_fqdn_is_the_standard_librarys_answer():
+    """The resolver gets an ASCII name as bytes (no idna codec), and the answer is socket.getfqdn()'s."""
+    import socket
+
+    from spark_watchd.web import hosts
+
+    assert hosts._getfqdn() == socket.getfqdn()

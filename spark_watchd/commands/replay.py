@@ -136,10 +136,10 @@ def main(args) -> int:
     observe = Diagnoser(settings.thresholds).observe
     out = sys.stdout
     jsonl = args.format == "jsonl"
-    lines = _Lines(out) if jsonl else None
-    table = None if jsonl else _Table(out)
     n = 0
     try:
+        lines = _Lines(out) if jsonl else None
+        table = None if jsonl else _Table(out)
         for sample in _samples(_locate(args, settings), args.skip_bad):
             d = observe(sample)
             n += 1

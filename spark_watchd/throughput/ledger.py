@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from array import array
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -36,11 +37,15 @@ REASONS = tuple(REASON_COUNTER_KEYS)
 
 @dataclass(slots=True)
 class _Interval:
-    """One sample's contribution: counter deltas over (t0, t1], readings at t1."""
+    """One sample's contribution: counter deltas over (t0, t1], readings at t1.
+
+    The ring holds ledger_recent_samples (2,880) of these, 48 minutes' worth at --interval 1: the throttle
+    seconds are one array('d') in REASONS order (None when no GPU has the counters), not a dict of floats.
+    """
 
     t0: float
     t1: float
-    throttle_s: dict[str, float] = field(default_factory=dict)
+    throttle_s: array | None = None
     energy_j: float | None = None
     peak_temp_c: float | None = None
     mem_min_kb: int | None = None
@@ -71,8 +76,9 @@ class _Totals:
 
     def add(self, iv: _Interval, frac: float) -> None:
         self.intervals += 1
-        for reason, s in iv.throttle_s.items():
-            self.throttle_s[reason] += s * frac
+        for reason, s in zip(REASONS, iv.throttle_s or (), strict=False):
+            if s:  # a reason the counters did not move (or lack) adds nothing
+                self.throttle_s[reason] += s * frac
         if iv.energy_j is not None:
             self.energy_j = (self.energy_j or 0.0) + iv.energy_j * frac
         if iv.peak_temp_c is not None and (self.peak_temp_c is None or iv.peak_temp_c > self.peak_temp_c):
@@ -103,11 +109,13 @@ def interval_of(
             # A negative delta is a driver reload or reboot: that interval is unknown, not negative.
             iv.energy_j = (iv.energy_j or 0.0) + (g.energy_j - p.energy_j)
         if g.clocks_event_counters_us and p.clocks_event_counters_us:
-            for reason, key in REASON_COUNTER_KEYS.items():
+            for i, key in enumerate(REASON_COUNTER_KEYS.values()):
                 a, b = p.clocks_event_counters_us.get(key), g.clocks_event_counters_us.get(key)
                 if a is not None and b is not None and b >= a:
+                    if iv.throttle_s is None:
+                        iv.throttle_s = array("d", bytes(8 * len(REASONS)))  # all 0.0
                     # Several GPUs throttled at once are the same wall seconds: take the largest.
-                    iv.throttle_s[reason] = max(iv.throttle_s.get(reason, 0.0), (b - a) / 1e6)
+                    iv.throttle_s[i] = max(iv.throttle_s[i], (b - a) / 1e6)
     low = memory.available_min_bytes if memory is not None else None
     iv.mem_min_kb = None if low is None else low // 1024
     iv.evictions = event_kinds.count("eviction")
@@ -265,11 +273,25 @@ class RunLedger:
         """Aggregates of the intervals that overlap the run's first-to-last report."""
         with self._lock:
             t = self._folded.pop(stats.run_id, None) or _Totals()
-            for iv in self._recent:
+            for iv in self._since(stats.run_start_ts):
                 frac = iv.overlap(stats.run_start_ts, stats.ts)
                 if frac is not None:
                     t.add(iv, frac)
         return t
+
+    def _since(self, start: float) -> list[_Interval]:
+        """The ring's intervals from the first that ends at or after `start`, oldest first (the lock held).
+
+        The ring is in time order and an interval that ends before a run starts does not overlap it, so a
+        run of a few minutes reads its few hundred intervals, not all 2,880, every tick (running_energy).
+        """
+        tail = []
+        for iv in reversed(self._recent):
+            if iv.t1 < start:
+                break
+            tail.append(iv)
+        tail.reverse()
+        return tail
 
     def running_energy(self) -> dict[str, dict[str, Any]]:
         """Per running job: GPU energy since its run started, its tokens and steps, J/token and J/step so far."""
@@ -280,7 +302,7 @@ class RunLedger:
                 old = self._folded.get(j.run_id)
                 if old is not None:
                     t.energy_j = old.energy_j
-                for iv in self._recent:
+                for iv in self._since(j.run_start_ts):
                     frac = iv.overlap(j.run_start_ts, j.ts)
                     if frac is not None and iv.energy_j is not None:
                         t.energy_j = (t.energy_j or 0.0) + iv.energy_j * frac

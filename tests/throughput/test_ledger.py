@@ -258,3 +258,43 @@ def test_a_running_job_has_its_energy_per_token_and_per_step_so_far(tmp_path, cl
     )
     assert value(m, "sparkwatchd_training_joules_per_step", job="sft") == pytest.approx(200.0)
     assert value(m, "sparkwatchd_training_energy_joules", job="sft") == pytest.approx(6000.0)
+
+
+def _hour_at_one_second(tmp_path, clock, n: int = 2880) -> Throughput:
+    """A full ring (ledger_recent_samples) at --interval 1 on a GB10 (throttle counters moving)."""
+    clock.t = T0 + n
+    tp = Throughput(ProgressSettings(), tmp_path, clock)
+    for k in range(n):
+        tp.observe(snap(T0 + k, energy=1000.0 + 100.0 * k, thermal_us=1000 * k, cap_us=500 * k))
+    return tp
+
+
+def test_the_ring_of_an_hour_at_one_second_stays_small(tmp_path, clock):
+    """2,880 intervals at --interval 1 on a GB10: the throttle seconds one array, not a dict of floats
+    (with a dict of five reasons an interval took ~415 bytes, ~330 now)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    tp = _hour_at_one_second(tmp_path, clock)
+    used = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert len(tp.ledger._recent) == 2880
+    assert used / 2880 < 370, f"{used / 2880:.0f} bytes an interval"
+
+
+def test_a_running_job_reads_only_the_intervals_since_its_start(tmp_path, clock, monkeypatch):
+    """running_energy runs every tick: a run begun 10 s ago reads the ring's last intervals, not all 2,880."""
+    from spark_watchd.throughput import ledger
+
+    tp = _hour_at_one_second(tmp_path, clock)
+    for i in range(3):
+        tp.tracker.report(ProgressReport(job="sft", step=10 * i, tokens=4096 * i, ts=T0 + 2870 + 5 * i))
+    jobs = tp.tracker.stats()
+    tp.observe(snap(T0 + 2880, energy=1000.0 + 100.0 * 2880, jobs=jobs))
+    calls = []
+    real = ledger._Interval.overlap
+    monkeypatch.setattr(ledger._Interval, "overlap", lambda self, a, b: calls.append(1) or real(self, a, b))
+    got = tp.ledger.running_energy()["sft"]
+    assert got["energy_j"] == pytest.approx(1000.0)  # 10 s at 100 W, T0+2870 .. T0+2880
+    assert len(calls) <= 12

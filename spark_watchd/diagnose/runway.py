@@ -82,14 +82,19 @@ def sustained_fall(
     if slope is None or slope >= 0 or -slope * span < min_fall:
         return False
     pts = list(points)
-    # The last quarter first (it must also not be settling), each next only while all before it pass.
-    for k in (QUARTERS - 1, *range(QUARTERS - 1)):
-        q = trend(_quarter(pts, k))
-        if q is None or q < STEEP_FACTOR * slope or q > slope / STEEP_FACTOR:
-            return False
-        if k == QUARTERS - 1 and q > slope * SETTLE_SHARE:
-            return False
-    return True
+    # The last quarter first (it must also not be settling), the others only if it passes, each only while
+    # the ones before it pass.
+    b3 = _start(pts, 3, span)
+    last = trend(pts[b3:])
+    if not _steady(last, slope) or last > slope * SETTLE_SHARE:
+        return False
+    b1, b2 = _start(pts, 1, span), _start(pts, 2, span)
+    return all(_steady(trend(q), slope) for q in (pts[:b1], pts[b1:b2], pts[b2:b3]))
+
+
+def _steady(q: float | None, slope: float) -> bool:
+    """A quarter's trend within STEEP_FACTOR times of the span's (falling) pace either way."""
+    return q is not None and STEEP_FACTOR * slope <= q <= slope / STEEP_FACTOR
 
 
 def still_falling(points: Sequence[tuple[float, float]], slope: float | None) -> bool:

@@ -234,8 +234,10 @@ def test_slow_readers_over_tls_hold_no_worker_and_a_reader_gets_the_whole_answer
         Route("GET", "/big", lambda req: Response(200, big)),
         Route("GET", "/metrics", lambda req: Response(200, b"up 1\n")),
     ]
-    srv = HttpServer("127.0.0.1:0", routes, workers=2, timeout=10, web=load_web_config(str(web)))
-    srv.writer.idle_s = 1.0
+    # A reader that reads is never cut: idle_s and the deadline leave room for a loaded 2-core machine,
+    # where the test's own TLS reader can be off the CPU for a second (a 1 s idle cut it there).
+    srv = HttpServer("127.0.0.1:0", routes, workers=2, timeout=30, web=load_web_config(str(web)))
+    srv.writer.idle_s = 3.0
     srv.start()
     ctx = ssl.create_default_context(cafile=str(cert / "cert.pem"))
     slow = []
@@ -250,9 +252,9 @@ def test_slow_readers_over_tls_hold_no_worker_and_a_reader_gets_the_whole_answer
             slow.append(s)
         time.sleep(0.5)
         assert [_get(srv.address, auth=None, tls=ctx, timeout=3) for _ in range(6)] == [200] * 6
-        status, reply = _request(srv.address, "GET /big HTTP/1.1\r\nHost: localhost\r\n", tls=ctx, timeout=10)
+        status, reply = _request(srv.address, "GET /big HTTP/1.1\r\nHost: localhost\r\n", tls=ctx, timeout=30)
         assert status == 200 and reply.endswith(big) and b"Content-Length: %d\r\n" % len(big) in reply
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 10
         while srv.writer.buffered and time.monotonic() < deadline:
             time.sleep(0.1)
         assert srv.writer.buffered == 0 and srv.writer.dropped == 4

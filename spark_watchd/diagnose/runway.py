@@ -278,12 +278,12 @@ class FootprintHistory:
 
     def fold(self, ts: float, v: float, spacing: float, window_s: float) -> None:
         """Take (ts, v) in: no denser than `spacing` (the latest reading replaces a point too close to the one
-        before it), no longer than window_s (the window's start moves on; compacted once half is behind it)."""
+        before it), no longer than window_s (the window's start moves on; compacted once a quarter is behind it)."""
         pts, lo = self.points, self.lo
         if len(pts) - lo >= 2 and ts - pts[-2][0] < spacing:
             pts, lo = pts[lo:-1], 0
             self.points = pts
-        elif lo >= 64 and 2 * lo >= len(pts):
+        elif lo >= 16 and 4 * lo >= len(pts):
             pts, lo = pts[lo:], 0
             self.points = pts
         pts.append((ts, v))

@@ -266,3 +266,20 @@ def test_g3_words_are_written_when_read_from_that_samples_values_alone():
     assert words == run(True)
     assert any("Memory runway short" in s and "grew" in s for s, _ in words)
     assert any(ev.get("workload_growth") for _, ev in words)
+
+
+def test_a_footprint_history_hands_out_windows_no_later_sample_changes_and_stays_compact():
+    from spark_watchd.diagnose.runway import FootprintHistory
+
+    h = FootprintHistory()
+    handed = []
+    ts = 0.0
+    for i in range(2000):
+        ts += 1.0 if i % 500 < 100 else 30.0  # stretches at --interval 1: the newest point replaced
+        if i == 1500:
+            h.clear()  # (a clock step back)
+        h.fold(ts, float(i), 10.0, 1200.0)
+        handed.append((list(h.points[h.lo :]), h.points, h.lo, len(h.points)))
+        assert len(h.points) <= 1.4 * len(h) + 16  # compacted: what lies behind the window is dropped
+    for window, pts, lo, hi in handed:
+        assert pts[lo:hi] == window  # each sample's slice is still what it was

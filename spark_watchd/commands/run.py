@@ -88,8 +88,10 @@ def main(args: argparse.Namespace) -> int:
 def serve(settings: Settings, args: argparse.Namespace, *, announce: bool = False) -> int:
     """Start the daemon and its HTTP server; block until SIGTERM/SIGINT. Shared by run and demo."""
     from spark_watchd.sample.files import StateDirBusy, lock_state_dir
+    from spark_watchd.service.malloc import limit_arenas
     from spark_watchd.sources.replay import ReplayFeed
 
+    limit_arenas()  # before any thread starts: one malloc arena for all of them (service/malloc.py)
     log = get_logger("run")
     try:
         feed = None

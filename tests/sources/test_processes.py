@@ -384,3 +384,19 @@ def test_an_exec_seen_while_gpu_resident_keeps_the_workload_visited_after(tmp_pa
     finally:
         p.kill()
         p.wait()
+
+
+def test_the_live_scan_reports_what_a_scan_visiting_every_process_reports(spawn):
+    """Visiting only the awake processes changes nothing: the same processes, the same fields, scan by scan."""
+    mine = [spawn("vllm", "serve", "m"), spawn("train.py"), spawn("helper.py"), spawn("other.py", "x")]
+    pids = {p.pid for p in mine}
+    live, every = ProcessSource(), ProcessSource(process_iter=psutil.process_iter)
+    plan = [{}, {mine[2].pid: 5}, {}, {}, {mine[3].pid: 9, mine[0].pid: 1}, {}, {mine[2].pid: 5}, {}]
+    for gpu in plan:
+        got = [
+            {p.pid: (p.name, p.cmdline, p.create_time, p.gpu_resident, p.gpu_mem_bytes, p.ppid) for p in
+             src.collect({"_gpu_processes": gpu})["processes"] if p.pid in pids}
+            for src in (live, every)
+        ]  # fmt: skip
+        assert got[0] == got[1], gpu
+        assert {mine[0].pid, mine[1].pid} <= got[0].keys() and gpu.keys() <= got[0].keys()

@@ -159,12 +159,6 @@ class ClockCapWatch:
         cap = state.get("clock_cap_mhz")
         self.prev_cap = int(cap) if isinstance(cap, int | float) and cap > 0 else None
 
-    def expected(self) -> int | None:
-        e = self.th.expected_clock_cap_mhz
-        if e is not None:
-            return int(e) or None  # 0: the owner keeps no cap
-        return self.prev_cap if self._after_reboot else None
-
     def observe(self, sample: Sample, f) -> CapStatus:
         """Judge one sample (its features `f` from diagnose/features.py)."""
         th = self.th
@@ -183,7 +177,9 @@ class ClockCapWatch:
         if self._found_for != f.app_clock_mhz:  # _STALE equals no clock
             self._find_cap(f.app_clock_mhz)
             self._found_for = f.app_clock_mhz
-        expected = self.expected()
+        # The cap the owner keeps: configured (0: none), else after a reboot the one the previous boot held.
+        e = th.expected_clock_cap_mhz
+        expected = (int(e) or None) if e is not None else self.prev_cap if self._after_reboot else None
         ceiling = self.cap or expected
         if loaded and expected is not None:
             if clk > expected + th.clock_cap_above_mhz:

@@ -74,17 +74,18 @@ def signals(sample: Sample, f: feat.Features, th) -> G4Signals:
     at_shutdown = temp is not None and temp >= f.shutdown_c
     clock_low = loaded and clk is not None and clk < f.app_clock_mhz * th.clock_drop_ratio
     rate = f.thermal_rate
+    bits = f.thermal_bits
     moving = rate is not None and rate >= th.thermal_counter_rate_min
-    thermal_now = bool(f.thermal_bits) or moving
-    reason = "reasons" if f.thermal_bits else "counters" if moving else None
-    if f.thermal_bits is None and f.thermal_rate is None and f.dt is not None:
+    thermal_now = True if bits else moving
+    reason = "reasons" if bits else "counters" if moving else None
+    if bits is None and rate is None and f.dt is not None:
         # No reason mask nor counters: fall back to temperature at the threshold with clocks sagging.
         signature = temp is not None and temp >= slowdown and clock_low
         thermal_now = signature
         reason = "temperature" if signature else None
     else:
         pr = f.pure_thermal_rate
-        pure = bool(f.pure_thermal_bits) or (pr is not None and pr >= th.thermal_counter_rate_min)
+        pure = True if f.pure_thermal_bits else pr is not None and pr >= th.thermal_counter_rate_min
         # SW/HW thermal is heat by definition (the GPU sensor may read a few C under the hotspot);
         # HW slowdown alone needs the temperature or the clocks to agree.
         signature = (pure and loaded) or (thermal_now and (near or clock_low))
@@ -97,7 +98,7 @@ def signals(sample: Sample, f: feat.Features, th) -> G4Signals:
             reason = "board"
         signature = thermal_now = True
     return _new(G4Signals, (
-        f.ts, f.dt, True, temp, util, power, clk, f.app_clock_mhz, slowdown, f.shutdown_c, f.thermal_bits,
+        f.ts, f.dt, True, temp, util, power, clk, f.app_clock_mhz, slowdown, f.shutdown_c, bits,
         rate, loaded, near, at_shutdown, moving, thermal_now, signature, reason, b,
     ))  # fmt: skip
 

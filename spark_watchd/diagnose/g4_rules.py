@@ -304,24 +304,22 @@ RULES = (
 )
 
 
-def quiet(s: G4Signals, now: G4Now) -> bool:
-    """Every rule above `cool` passes: the GPU read with a temperature; no episode, reboot hold, anomaly,
-    board PROCHOT or power limit, nor clock cap seen or lost (tests/diagnose/test_g4_fast_paths.py checks it against RULES)."""
-    c = now.cap
-    return (
+def ruling(s: G4Signals, now: G4Now, th) -> Ruling:
+    """The first of RULES that rules (`judge`). A quiet sample (most are) passes every rule above `cool`, so
+    is cool's at once: the GPU read with a temperature; no episode, reboot hold, anomaly, board PROCHOT or
+    power limit, nor a clock cap seen or lost (tests/diagnose/test_g4_fast_paths.py checks it against RULES)."""
+    b, c = s.board, now.cap
+    if (
         s.has_gpu
         and not now.throttling
         and not now.hold
         and now.anomaly is None
-        and (s.board is None or (s.board.limit is None and not s.board.prochot))
         and s.temp_c is not None
+        and (b is None or (b.limit is None and not b.prochot))
         and (c is None or (c.cap_mhz is None and not c.lost))
-    )
-
-
-def ruling(s: G4Signals, now: G4Now, th) -> Ruling:
-    """The first of RULES that rules (`judge`); a quiet sample, most of them, is cool's without walking RULES."""
-    return _COOL if quiet(s, now) else judge(RULES, s, now, th)
+    ):
+        return _COOL
+    return judge(RULES, s, now, th)
 
 
 def words(r: Ruling, s: G4Signals, now: G4Now, th) -> str:

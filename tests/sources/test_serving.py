@@ -1,5 +1,6 @@
 """The serving source against real HTTP servers on loopback: discovery, figures, and every way a server fails."""
 
+import dataclasses
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -205,3 +206,19 @@ def test_the_serving_section_reads_from_toml_with_overrides_and_endpoints(tmp_pa
     cfg.write_text('[[serving.endpoints]]\nkind = "tgi"\nurl = "http://127.0.0.1:8080"\n')
     with pytest.raises(ConfigError, match="serving.endpoints"):
         load_settings(str(cfg), environ={})
+
+
+def test_the_workloads_are_grouped_again_only_when_a_process_changes(monkeypatch):
+    """Memory moves every tick; who the processes are does not: the grouping is redone only for the latter."""
+    import spark_watchd.sources.serving as serving
+
+    calls = []
+    real = serving.group_workloads
+    monkeypatch.setattr(serving, "group_workloads", lambda procs: calls.append(1) or real(procs))
+    src = ServingSource(ServingSettings(), own_addresses=frozenset())
+    procs = [_vllm(8001), _proc(7, ["python", "train.py"])]
+    first = src.targets(procs)
+    moved = [dataclasses.replace(p, rss_bytes=p.rss_bytes + 4096) for p in procs]
+    assert src.targets(moved) == first and len(calls) == 1
+    assert [t.server for t in src.targets([*procs, _vllm(8002, pid=101)])] == ["vllm:8001", "vllm:8002"]
+    assert len(calls) == 2

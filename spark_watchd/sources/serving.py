@@ -246,22 +246,26 @@ class ServingSource:
         self.scrapers: dict[Endpoint, Scraper] = {}
         self._environ: dict[tuple[int, float], dict[str, str]] = {}
         self._skipped: set[tuple[int, float]] = set()
-        # The last sample's workloads and who they were made of (pid, create_time, ppid, argv, name, residency
-        # per process): everything targets() reads of a workload (kind, launcher, argv, residency) follows from
-        # those alone, so they are grouped again only when one changes, not every tick (3.3 ms a tick with
-        # 100 server processes), and their memory figures, which move every tick, are never read here.
+        # The last sample's targets and who they were found among (pid, create_time, ppid, argv, name, residency
+        # per process): everything targets() reads of a workload (kind, launcher argv, residency) follows from
+        # those alone, so the processes are grouped and their endpoints read again only when one of them
+        # changes, not every tick (3.3 ms and 1 ms a tick with 100 server processes); the memory figures,
+        # which move every tick, are never read here.
         self._who: list | None = None
-        self._workloads: tuple = ()
+        self._targets: list[Endpoint] = []
         self.energy = EnergyAttribution()
         self.trainer_active = False
 
     def targets(self, processes) -> list[Endpoint]:
         """The endpoints to scrape now: discovered servers (overrides applied) then the configured extras."""
-        s, out = self.settings, []
         who = [(p.pid, p.create_time, p.ppid, p.cmdline, p.name, p.gpu_resident) for p in processes]
         if who != self._who:
-            self._who, self._workloads = who, group_workloads(processes)
-        workloads = self._workloads
+            self._who, self._targets = who, self._discover(processes)
+        return list(self._targets)
+
+    def _discover(self, processes) -> list[Endpoint]:
+        s, out = self.settings, []
+        workloads = group_workloads(processes)
         self.trainer_active = any(w.kind == "trainer" and w.gpu_resident for w in workloads)
         for w in workloads:
             if w.kind not in SERVING_KINDS:

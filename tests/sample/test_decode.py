@@ -149,3 +149,21 @@ def test_meminfo_counters_at_their_bounds(value, ok):
     else:
         with pytest.raises(TraceError, match="meminfo.MemFree"):
             parse_line(json.dumps(obj))
+
+
+def test_maker_builds_the_same_frozen_record_as_the_dataclass():
+    import dataclasses
+
+    from spark_watchd.sample.model import GpuReading
+
+    values = (0, "NVIDIA GB10", "GPU-x", 92.5, 79.0, 2418, 4, None, 2418, 86.0, 90.0, 1.5, 99.0)
+    values += (None, None, "580.95")
+    made, built = decode.maker(GpuReading)(*values), GpuReading(*values)
+    assert (
+        type(made) is GpuReading and made == built and hash(made) == hash(built) and repr(made) == repr(built)
+    )
+    assert dataclasses.asdict(made) == dataclasses.asdict(built)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.power_w = 1.0
+    with pytest.raises(TypeError):
+        decode.maker(type("Plain", (), {}))

@@ -34,6 +34,42 @@ def rss_mib() -> float:
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
 
 
+def breakdown() -> str:
+    """Where the RSS is: glibc's main heap ([heap]), other anonymous mappings (pymalloc's 1 MiB arenas,
+    threads' malloc arenas, big blocks), files (code); and pymalloc's arenas and the bytes in use in them."""
+    rss = {"heap": 0, "anon": 0, "file": 0}
+    kind = "anon"
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()
+            if "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
+                name = head[5] if len(head) > 5 else ""
+                kind = "heap" if name == "[heap]" else "file" if name.startswith("/") else "anon"
+            elif head[0] == "Rss:":
+                rss[kind] += int(head[1])
+    import os
+
+    with tempfile.TemporaryFile("w+") as tmp:  # _debugmallocstats writes to the C stderr
+        saved = os.dup(2)
+        try:
+            os.dup2(tmp.fileno(), 2)
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        tmp.seek(0)
+        text = tmp.read()
+    stats = {}
+    for line in text.splitlines():
+        if line.startswith("# arenas allocated current") or line.startswith("# bytes in allocated blocks"):
+            stats[line.split("=")[0].strip("# ").strip()] = int(line.split("=")[1].replace(",", ""))
+    return (
+        f"[heap] {rss['heap'] / 1024:5.1f}, anon {rss['anon'] / 1024:5.1f}, files {rss['file'] / 1024:5.1f} MiB;"
+        f" pymalloc {stats.get('arenas allocated current', 0)} arenas,"
+        f" {stats.get('bytes in allocated blocks', 0) / 2**20:.1f} MiB in use"
+    )
+
+
 def report(post, Request, job: str, st: list[int]) -> None:
     """One progress report of JOB through the route's handler (st: [step, run]; a new run every 300 steps)."""
     st[0] += 1
@@ -75,6 +111,7 @@ def main() -> int:
     ap.add_argument("--every", type=float, default=10.0, help="report every N simulated minutes")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--no-tracemalloc", action="store_true", help="RSS alone (tracemalloc inflates it)")
+    ap.add_argument("--breakdown", action="store_true", help="where the RSS is, at each report")
     ap.add_argument("--metrics-every", type=int, default=0, help="render /metrics every N ticks (0: never)")
     ap.add_argument("--page-every", type=int, default=0, help="GET the page history every N ticks")
     args = ap.parse_args()
@@ -130,8 +167,9 @@ def main() -> int:
                     heap = tracemalloc.get_traced_memory()[0] / 2**20 if trace else float("nan")
                     rows.append((i * args.interval / 60, heap, rss_mib(), time.process_time() - cpu0))
                     m, h, r, c = rows[-1]
+                    more = f"; {breakdown()}" if args.breakdown else ""
                     print(
-                        f"  {m:6.1f} min: traced heap {h:6.2f} MiB, VmRSS {r:6.1f} MiB, CPU {c:6.1f} s",
+                        f"  {m:6.1f} min: heap {h:5.2f} MiB traced, VmRSS {r:5.1f} MiB, CPU {c:5.1f} s{more}",
                         flush=True,
                     )
                     if trace:

@@ -81,6 +81,22 @@ def report(post, Request, job: str, st: list[int]) -> None:
     post(Request("POST", "/api/v1/progress", {}, headers, json.dumps(body).encode(), "127.0.0.1"))
 
 
+def http_poster(address: tuple[str, int]):
+    """A handler look-alike that sends the request to the server at ADDRESS (a new connection each, as
+    compare_parts._report's urllib does)."""
+    import http.client
+
+    def post(req) -> None:
+        c = http.client.HTTPConnection(*address, timeout=10)
+        try:
+            c.request(req.method, req.path, req.body, {"Content-Type": req.headers["content-type"]})
+            c.getresponse().read()
+        finally:
+            c.close()
+
+    return post
+
+
 def where(tree: Path, frame, line: bool = False) -> str:
     name = str(Path(frame.filename).resolve()).replace(str(tree.resolve()) + "/", "")
     return f"{name}:{frame.lineno}" if line else name
@@ -112,6 +128,9 @@ def main() -> int:
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--no-tracemalloc", action="store_true", help="RSS alone (tracemalloc inflates it)")
     ap.add_argument("--breakdown", action="store_true", help="where the RSS is, at each report")
+    ap.add_argument(
+        "--http", action="store_true", help="post the reports over loopback HTTP to the real server"
+    )
     ap.add_argument("--metrics-every", type=int, default=0, help="render /metrics every N ticks (0: never)")
     ap.add_argument("--page-every", type=int, default=0, help="GET the page history every N ticks")
     args = ap.parse_args()
@@ -142,6 +161,14 @@ def main() -> int:
         d = app.build(settings, state_dir=str(state), clock=lambda: now[0])
         routes = {(r.method, r.path): r.handler for r in d.routes}
         post = routes[("POST", "/api/v1/progress")]
+        server = None
+        if args.http:  # the daemon's own server on a free loopback port, its worker pool and gate
+            settings = settings.model_copy(
+                update={"daemon": settings.daemon.model_copy(update={"listen": "127.0.0.1:0"})}
+            )
+            server, _runner = app.serving_parts(settings, d, reload=lambda: settings)
+            server.start()
+            post = http_poster(server.address)
         metrics = routes.get(("GET", "/metrics"))
         history = routes.get(("GET", "/api/v1/history"))
         jobs = {"train-a": [0, 0], "train-b": [0, 0]}  # job -> [step, run]
@@ -184,6 +211,8 @@ def main() -> int:
             if trace and first is not None:
                 print_tables(rows, by_file, first, last, args)
         finally:
+            if server is not None:
+                server.stop()
             d.close()
             for s in servers:
                 s.kill()

@@ -104,3 +104,13 @@ def test_uptime_and_boot_id():
         parse_uptime("up since tuesday")
     with pytest.raises(ValueError, match="not a UUID"):
         parse_boot_id("not-a-uuid\n")
+
+
+def test_meminfo_and_vmstat_names_are_one_copy_for_every_sample_held():
+    """The capture ring holds 30 whole samples: each tick's parse shares the names, not a copy of its own."""
+    vmstat = "".join(f"counter_{i} {i}\n" for i in range(190))
+    meminfo = "MemTotal:       127600748 kB\nMemAvailable:    50000000 kB\n"
+    a, b = parse_vmstat(vmstat), parse_vmstat(vmstat)
+    assert all(x is y for x, y in zip(a, b, strict=True))
+    m1, m2 = parse_meminfo(meminfo), parse_meminfo(meminfo)
+    assert all(x is y for x, y in zip(m1, m2, strict=True))

@@ -14,8 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from spark_watchd.sample.findings import Diagnosis
-from spark_watchd.sample.model import Finding  # noqa: E402
+from spark_watchd.sample.findings import Diagnosis, Finding  # noqa: E402
 from spark_watchd.sample.trace import read_trace  # noqa: E402
 from spark_watchd.snapshot import Snapshot  # noqa: E402
 from spark_watchd.web.charts import History  # noqa: E402

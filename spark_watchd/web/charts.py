@@ -3,8 +3,8 @@
 Each snapshot is reduced to one compact record (the numbers the page charts, the
 severities, the training jobs and the events), not kept whole: a Sample carries
 the full meminfo, vmstat and process list, which is ~50x larger. Numbers live in
-one ``array('d')`` per record (NaN for "not sampled"), so 12 h at 30 s (1440
-records) takes well under a megabyte.
+one ``array('d')`` for all records (NaN for "not sampled"), so 12 h at 30 s (1440
+records) takes well under a megabyte (History says how).
 """
 
 from __future__ import annotations
@@ -67,51 +67,31 @@ _SERVING_KEYS = (
     "joules_per_token",
 )
 _SERVING_MAX = 8
+_WIDTH = len(FIELDS)  # numbers a record holds, back to back in History._values
 
 
-class _Record:
-    """One compact history entry.
-
-    At --interval 1 the window holds up to history_max_records (20,000) of these, so the per-job and
-    per-server rows are kept small: their numbers in one ``array('d')`` (NaN for None), their names in a
-    tuple shared with the record before whenever it is the same (the same jobs and servers tick after
-    tick), and the whole serving part shared when nothing in it changed (a server that is down).
-    """
-
-    __slots__ = ("events", "jobs", "serving", "values")
-
-    def __init__(self, values: array, jobs: tuple | None, events: tuple | None, serving: tuple | None = None):
-        self.values = values
-        self.jobs = jobs  # ((job, ...), array('d', [step_seconds, tokens_per_second, ...])) or None
-        self.events = events  # (event dict, ...) or None
-        # (((server, kind, up), ...), array('d', [tokens/s, running, waiting, kv, ttft p95, J/token, ...]))
-        self.serving = serving
-
-    @property
-    def ts(self) -> float:
-        return self.values[0]
-
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {}
-        for name, v in zip(FIELDS, self.values, strict=True):
-            if name in _GOTCHA_FIELDS:
-                continue
-            if not math.isfinite(v):
-                d[name] = None
-            else:
-                d[name] = int(v) if name in _INT_FIELDS else v
-        d["findings"] = {
-            g: (None if math.isnan(v) else _LEVEL_SEVERITY.get(int(v), "unknown"))
-            for g, v in zip(_GOTCHA_FIELDS, self.values[-len(_GOTCHA_FIELDS) :], strict=True)
-        }
-        d["jobs"] = [
-            {"job": j, "step_seconds": s, "tokens_per_second": t} for j, (s, t) in _unpack(self.jobs, 2)
-        ]
-        d["events"] = [dict(e) for e in (self.events or ())]
-        d["serving"] = [
-            dict(zip(_SERVING_KEYS, (*label, *nums), strict=True)) for label, nums in _unpack(self.serving, 6)
-        ]
-        return d
+def _record_dict(
+    values: array, jobs: tuple | None, events: tuple | None, serving: tuple | None
+) -> dict[str, Any]:
+    """One record as GET /api/v1/history gives it, from its row of numbers and its rows of jobs and servers."""
+    d: dict[str, Any] = {}
+    for name, v in zip(FIELDS, values, strict=True):
+        if name in _GOTCHA_FIELDS:
+            continue
+        if not math.isfinite(v):
+            d[name] = None
+        else:
+            d[name] = int(v) if name in _INT_FIELDS else v
+    d["findings"] = {
+        g: (None if math.isnan(v) else _LEVEL_SEVERITY.get(int(v), "unknown"))
+        for g, v in zip(_GOTCHA_FIELDS, values[-len(_GOTCHA_FIELDS) :], strict=True)
+    }
+    d["jobs"] = [{"job": j, "step_seconds": s, "tokens_per_second": t} for j, (s, t) in _unpack(jobs, 2)]
+    d["events"] = [dict(e) for e in (events or ())]
+    d["serving"] = [
+        dict(zip(_SERVING_KEYS, (*label, *nums), strict=True)) for label, nums in _unpack(serving, 6)
+    ]
+    return d
 
 
 def _pack(labels: tuple, numbers: list[float], prev: tuple | None) -> tuple:
@@ -155,11 +135,24 @@ def _budget_bytes(view: MemoryView | None) -> float:
 
 
 class History:
-    """Bounded, thread-safe window of compact records; call it with each published Snapshot."""
+    """Bounded, thread-safe window of compact records; call it with each published Snapshot.
+
+    At --interval 1 the window holds up to history_max_records (20,000 records, 5.5 h), so a record is no
+    object of its own: its numbers are a FIELDS-wide row of one ``array('d')`` holding every record's back
+    to back (NaN for "not sampled"; rows before `_head` are dropped ones, cut off in batches), and its jobs,
+    events and servers one slot each of three deques (None when it has none). The per-job and per-server
+    rows keep their numbers in one ``array('d')`` (NaN for None) and share their names with the record
+    before whenever they are the same (the same jobs and servers tick after tick); a serving part that did
+    not change at all (a server that is down) is shared whole.
+    """
 
     def __init__(self, settings: WebSettings | None = None) -> None:
         self.settings = settings or WebSettings()
-        self._records: deque[_Record] = deque(maxlen=self.settings.history_max_records)
+        self._values = array("d")
+        self._head = 0  # rows before this one are dropped records
+        self._jobs: deque[tuple | None] = deque()
+        self._events: deque[tuple | None] = deque()
+        self._serving: deque[tuple | None] = deque()
         self._lock = threading.Lock()
         # Bumped whenever the window is cleared (time went backwards: a looping replay, a clock step),
         # so readers polling with ?since= know to start over.
@@ -171,7 +164,11 @@ class History:
 
     def __len__(self) -> int:
         with self._lock:
-            return len(self._records)
+            return len(self._jobs)
+
+    def _ts(self, i: int) -> float:
+        """The timestamp of record i (0: the oldest held; -1: the newest); the lock held."""
+        return self._values[(self._head + (i if i >= 0 else len(self._jobs) + i)) * _WIDTH]
 
     def observe(self, snapshot: Snapshot) -> bool:
         """Add one snapshot; False when it carries no new sample (none yet, or the same tick again)."""
@@ -179,20 +176,39 @@ class History:
         if sample is None:
             return False
         with self._lock:
-            last_ts = self._records[-1].ts if self._records else None
+            last_ts = self._ts(-1) if self._jobs else None
             if last_ts is not None and sample.ts == last_ts:
                 return False
             if last_ts is not None and sample.ts < last_ts:
-                self._records.clear()
+                self._clear()
                 self.generation += 1
-            rec = self._compact(sample, snapshot.diagnosis, snapshot.memory_or_default())
-            self._records.append(rec)
+            self._compact(sample, snapshot.diagnosis, snapshot.memory_or_default())
             horizon = sample.ts - self.settings.history_hours * 3600.0
-            while self._records and self._records[0].ts < horizon:
-                self._records.popleft()
+            drop = 0  # the oldest records past the count bound or the time window (never the newest)
+            while len(self._jobs) - drop > self.settings.history_max_records or self._ts(drop) < horizon:
+                drop += 1
+            self._drop(drop)
         return True
 
-    def _compact(self, s: Sample, diagnosis: Diagnosis | None, mem: MemoryView | None) -> _Record:
+    def _clear(self) -> None:
+        del self._values[:]
+        self._head = 0
+        for q in (self._jobs, self._events, self._serving):
+            q.clear()
+
+    def _drop(self, n: int) -> None:
+        """Forget the n oldest records; their rows are cut off the array once they outnumber the rest."""
+        for _ in range(n):
+            self._jobs.popleft()
+            self._events.popleft()
+            self._serving.popleft()
+        self._head += n
+        if self._head > max(64, len(self._jobs)):  # amortised: each row is moved at most once per drop
+            del self._values[: self._head * _WIDTH]
+            self._head = 0
+
+    def _compact(self, s: Sample, diagnosis: Diagnosis | None, mem: MemoryView | None) -> None:
+        """Append the sample's record (the lock held)."""
         gpu = s.gpus[0] if s.gpus else None  # GB10 has one GPU; the page charts the first
         psi = s.psi_memory or {}
         # The throttle, its reason and the rates are the classifiers' (diagnose/verdicts.py), computed once
@@ -226,7 +242,8 @@ class History:
                 *(_level(diagnosis, g) for g in _GOTCHA_FIELDS),
             ),
         )
-        prev = self._records[-1] if self._records else None
+        prev_jobs = self._jobs[-1] if self._jobs else None
+        prev_serving = self._serving[-1] if self._serving else None
         jobs = None
         if s.throughput and self.settings.history_max_jobs:
             kept = sorted(s.throughput, key=lambda t: -(_finite(t.tokens_per_second) or 0.0))[
@@ -234,7 +251,7 @@ class History:
             ]
             kept.sort(key=lambda t: t.job)
             nums = [_num(_finite(x)) for t in kept for x in (t.step_seconds, t.tokens_per_second)]
-            jobs = _pack(tuple(t.job for t in kept), nums, prev.jobs if prev is not None else None)
+            jobs = _pack(tuple(t.job for t in kept), nums, prev_jobs)
         events = (
             tuple(_event_dict(e) for e in diagnosis.events)
             if diagnosis is not None and diagnosis.events
@@ -245,32 +262,39 @@ class History:
             rows = sorted(s.serving, key=lambda r: r.server)[:_SERVING_MAX]
             nums = [_num(_finite(getattr(r, k))) for r in rows for k in _SERVING_KEYS[3:]]
             labels = tuple((r.server, r.kind, r.up) for r in rows)
-            serving = _pack(labels, nums, prev.serving if prev is not None else None)
-        return _Record(values, jobs, events, serving)
+            serving = _pack(labels, nums, prev_serving)
+        self._values.extend(values)
+        self._jobs.append(jobs)
+        self._events.append(events)
+        self._serving.append(serving)
 
     def records(
         self, since: float | None = None, limit: int | None = None
     ) -> tuple[list[dict[str, Any]], bool]:
         """Records with ts > since (all when None), oldest first, at most `limit` (the newest); and whether any were cut."""
         limit = self.settings.history_api_max_records if limit is None else max(0, limit)
-        picked: list[_Record] = []
-        with self._lock:
-            for rec in reversed(self._records):
-                if since is not None and rec.ts <= since:
+        picked = []
+        with self._lock:  # copies of the rows: the array moves when dropped rows are cut off
+            n = len(self._jobs)
+            for i in range(n - 1, -1, -1):
+                if since is not None and self._ts(i) <= since or len(picked) > limit:
                     break
-                picked.append(rec)
+                off = (self._head + i) * _WIDTH
+                picked.append(
+                    (self._values[off : off + _WIDTH], self._jobs[i], self._events[i], self._serving[i])
+                )
         truncated = len(picked) > limit
         picked = picked[:limit]
         picked.reverse()
-        return [r.to_dict() for r in picked], truncated
+        return [_record_dict(*p) for p in picked], truncated
 
     def to_json(self, since: float | None = None, limit: int | None = None) -> dict[str, Any]:
         """The GET /api/v1/history body."""
         recs, truncated = self.records(since, limit)
         with self._lock:
-            first = self._records[0].ts if self._records else None
-            last = self._records[-1].ts if self._records else None
-            size = len(self._records)
+            first = self._ts(0) if self._jobs else None
+            last = self._ts(-1) if self._jobs else None
+            size = len(self._jobs)
         return {
             "generation": self.generation,
             "since": since,

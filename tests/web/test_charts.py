@@ -301,10 +301,11 @@ def _hour_record_bytes(n: int = 2000) -> float:
 
 def test_an_hour_at_one_second_keeps_job_and_server_rows_compact():
     """At --interval 1 the window fills to history_max_records (20,000, 5.5 h) instead of a day's 2,880: the
-    jobs' and servers' rows are one array of numbers each, names shared with the record before, a server
-    that is down shared whole (lists of tuples of floats took ~800 bytes a record, 16 MB at the bound)."""
+    records' numbers are rows of one array, the jobs' and servers' rows one array of numbers each, names
+    shared with the record before, a server that is down shared whole (an object and an array per record
+    with lists of tuples of floats took ~870 bytes a record, 17 MB at the bound; ~410 now)."""
     per = _hour_record_bytes()
-    assert per < 600, f"{per:.0f} bytes a record"
+    assert per < 450, f"{per:.0f} bytes a record"
 
 
 def test_compact_rows_read_back_as_they_went_in():
@@ -324,4 +325,17 @@ def test_compact_rows_read_back_as_they_went_in():
         dict.fromkeys(("generation_tokens_per_s", "requests_running", "requests_waiting", "kv_usage",
                        "ttft_p95_s", "joules_per_token")) | {"server": "vllm:8000", "kind": "vllm", "up": False}
     ]  # fmt: skip
-    assert h._records[1].serving is h._records[2].serving  # a server down, tick after tick: held once
+    assert h._serving[1] is h._serving[2]  # a server down, tick after tick: held once
+
+
+def test_the_window_keeps_its_bounds_across_cut_offs_of_dropped_rows():
+    """Count bound and time window hold while dropped rows are cut off the array in batches."""
+    h = History(WebSettings(history_max_records=100, history_hours=1.0))
+    for i in range(1000):
+        h(_snap(_sample(1.0e9 + i * 7.0)))
+        assert len(h) == min(i + 1, 100)
+        body = h.to_json()
+        assert body["last_ts"] == 1.0e9 + i * 7.0 and body["first_ts"] == 1.0e9 + max(0, i - 99) * 7.0
+    assert [r["ts"] for r in h.to_json(limit=3)["records"]] == [1.0e9 + 7.0 * k for k in (997, 998, 999)]
+    h(_snap(_sample(1.0e9 + 999 * 7.0 + 3601.0)))  # over an hour on: everything else is past the window
+    assert len(h) == 1 and h.to_json()["first_ts"] == 1.0e9 + 999 * 7.0 + 3601.0

@@ -16,24 +16,17 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from spark_watchd.config import Settings, load_settings
-from spark_watchd.daemon import Daemon
 from spark_watchd.diagnose.engine import Diagnoser
-from spark_watchd.diagnose.runtime import DiagnosisRuntime
 from spark_watchd.errors import ConfigError
-from spark_watchd.export.prometheus import build_registry
-from spark_watchd.postmortem import PostMortem
-from spark_watchd.service.sdnotify import SystemdNotifier
-from spark_watchd.sources import build_sources, missing_sources
-from spark_watchd.throughput.service import Throughput
-from spark_watchd.web import api, page, progress
-from spark_watchd.web import postmortem as postmortem_web
-from spark_watchd.web.charts import History
-from spark_watchd.web.fleet import FleetWatch
-from spark_watchd.web.fleet import routes as fleet_routes
 
 if TYPE_CHECKING:
+    from spark_watchd.daemon import Daemon
+    from spark_watchd.diagnose.runtime import DiagnosisRuntime
+    from spark_watchd.service.sdnotify import SystemdNotifier
     from spark_watchd.sources.replay import ReplayFeed
 
+# The daemon's parts are imported by the functions that build them: the verbs that only judge
+# (replay: a new process for each trace) import this root for settings_for() and diagnoser() alone.
 # Parts only some configurations have are imported where they are built (the recorder, the webhook
 # notifier, the web config's TLS and basic auth): a daemon on the default config does not carry them.
 
@@ -55,16 +48,22 @@ def nvml_from_env() -> Any:
 
 def live_sources(settings: Settings, nvml: Any = None) -> tuple:
     """The live source tuple; SPARK_WATCHD_FAKE_NVML lets end-to-end tests run the real daemon on a fake GPU."""
+    from spark_watchd.sources import build_sources
+
     return tuple(build_sources(settings, nvml if nvml is not None else nvml_from_env()))
 
 
 def missing_live_sources(settings: Settings) -> list[tuple[str, str]]:
     """(source, reason) for what this machine cannot provide (the daemon's start-up lines)."""
+    from spark_watchd.sources import missing_sources
+
     return missing_sources(settings, nvml_from_env())
 
 
 def runtime_for(settings: Settings, state_dir: str | None) -> DiagnosisRuntime:
     """The diagnosis runtime; state_dir None keeps everything in memory (replay, once, tests)."""
+    from spark_watchd.diagnose.runtime import DiagnosisRuntime
+
     return DiagnosisRuntime(settings.thresholds, state_dir)
 
 
@@ -85,6 +84,16 @@ def build(
     `sources` replaces the live tuple (tests hand in fakes), `runtime` the diagnosis
     runtime; `demo` names the bundled scenario the page's DEMO badge shows.
     """
+    from spark_watchd.daemon import Daemon
+    from spark_watchd.export.prometheus import build_registry
+    from spark_watchd.postmortem import PostMortem
+    from spark_watchd.throughput.service import Throughput
+    from spark_watchd.web import api, page, progress
+    from spark_watchd.web import postmortem as postmortem_web
+    from spark_watchd.web.charts import History
+    from spark_watchd.web.fleet import FleetWatch
+    from spark_watchd.web.fleet import routes as fleet_routes
+
     state = settings.daemon.state_dir if state_dir == FROM_SETTINGS else state_dir
     recorder = None
     if serve and settings.daemon.record_dir:  # first: a bad directory must not leave sources open

@@ -121,19 +121,18 @@ INDENT = " " * 22  # a folded table line continues under the gotcha column
 
 def main(args) -> int:
     """Replay the trace through the diagnosis engine and print jsonl or a table of changes."""
-    # The settings and the classifiers only (app.settings_for and app.diagnoser, without importing the
-    # daemon's app module and all it wires: this verb starts as a new process for each trace).
-    from spark_watchd.config import load_settings
-    from spark_watchd.diagnose.engine import Diagnoser
+    # The composition root's settings and classifiers (app imports the daemon's parts only where it builds
+    # them, so this verb, a new process for each trace, loads no more than it runs).
+    from spark_watchd import app
     from spark_watchd.errors import ConfigError
 
     overrides = {"daemon": {"state_dir": args.state_dir}} if args.state_dir else None
     try:  # the [thresholds] of --config and the environment, as `run --replay` judges with them
-        settings = load_settings(getattr(args, "config", None), overrides)
+        settings = app.settings_for(args, overrides)
     except ConfigError as exc:
         print(f"spark-watchd replay: bad configuration: {exc}", file=sys.stderr)
         return EX_CONFIG
-    observe = Diagnoser(settings.thresholds).observe
+    observe = app.diagnoser(settings).observe
     out = sys.stdout
     jsonl = args.format == "jsonl"
     n = 0

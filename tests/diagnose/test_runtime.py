@@ -180,5 +180,6 @@ def test_update_thresholds_reaches_every_classifier():
     rt.update_thresholds(new)
     e = rt.engine
     g4, g3, g6 = e.trackers
-    assert e.th is e.driver.th is g3.th is g6.th is new
+    assert e.th is e.driver.th is g6.th is new
     assert g4.th.anomaly_min_s == g4.anomalies.th.anomaly_min_s == 1.0  # G4 reads a plain copy of them
+    assert g3.th.anomaly_min_s == g3.runway.th.anomaly_min_s == 1.0  # and G3

@@ -9,7 +9,7 @@ class WebSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     # 12 h at 30 s is 1440 records; the cap leaves room for 1 s replays and demos
-    # (20,000 records hold about 9 MB: bench/history_memory.py).
+    # (20,000 records hold about 7.6 MB: bench/history_memory.py).
     history_max_records: int = Field(
         20_000,
         ge=10,

@@ -180,23 +180,33 @@ class DriverTracker:
             or ts < self.last_oom_ts - 60
         ):
             return finding
-        age = max(0.0, ts - self.last_oom_ts)
-        ev = dict(finding.evidence, driver_oom_ts=self.last_oom_ts)
+        age, oom_ts = max(0.0, ts - self.last_oom_ts), self.last_oom_ts
+        # The words are built on first read (Finding.reworded): a deferred G3 stays deferred.
         if finding.severity != "critical":
-            summary = (
-                f"{finding.summary}; NV_ERR_NO_MEMORY logged {age:.0f} s ago without exhaustion signals "
-                "(recorded, not paged)"
+            return finding.reworded(
+                lambda summary, evidence: (
+                    f"{summary}; NV_ERR_NO_MEMORY logged {age:.0f} s ago without exhaustion signals "
+                    "(recorded, not paged)",
+                    dict(evidence, driver_oom_ts=oom_ts),
+                )
             )
-            return finding.replace(summary=summary, evidence=ev)
-        summary = f"GPU driver out of unified memory (NV_ERR_NO_MEMORY) {age:.0f} s ago; " + finding.summary
-        return finding.replace(summary=summary, evidence=ev, advice=ADVICE_DRIVER_OOM + tuple(finding.advice))
+        return finding.reworded(
+            lambda summary, evidence: (
+                f"GPU driver out of unified memory (NV_ERR_NO_MEMORY) {age:.0f} s ago; " + summary,
+                dict(evidence, driver_oom_ts=oom_ts),
+            ),
+            advice=ADVICE_DRIVER_OOM + tuple(finding.advice),
+        )
 
     def g4(self, finding: Finding, ts: float) -> Finding:
         """The hung-engine anomaly names a matching Xid (43, 109) the driver logged recently."""
         if finding.anomaly != "hung_engine":
             return finding
-        for xts, xid in reversed(self.recent):
-            if xid in HUNG_ENGINE_XIDS and 0 <= ts - xts <= self.th.hung_xid_window_s:
-                summary = f"{finding.summary}; the driver logged Xid {xid} ({describe(xid).meaning})"
-                return finding.replace(summary=summary, evidence=dict(finding.evidence, xid=xid))
-        return finding
+        window = self.th.hung_xid_window_s
+        xid = next(
+            (x for xts, x in reversed(self.recent) if x in HUNG_ENGINE_XIDS and 0 <= ts - xts <= window), None
+        )
+        if xid is None:
+            return finding
+        named = f"; the driver logged Xid {xid} ({describe(xid).meaning})"
+        return finding.reworded(lambda summary, evidence: (summary + named, dict(evidence, xid=xid)))

@@ -78,13 +78,15 @@ class Diagnoser:
         return up is not None and prev_up is not None and up + 1.0 < prev_up
 
     def observe(self, sample: Sample) -> Diagnosis:
-        """Judge one sample (in time order; a clock step back restarts the windows)."""
+        """Judge one sample (in time order; a clock step back restarts the windows).
+
+        The hot path of replay and of every live tick: each step below that rarely has anything to do (a
+        reboot, a clock step, driver events, kill reports, exits) is skipped on a cheap test of its input.
+        """
         prev = self._prev
         f = feat.compute(prev, sample, self.th)
         events: list[Event] = []
-        reboot = f.reboot or (prev is None and self._restored_reboot(sample))
-        self._restored = None
-        if reboot:
+        if f.reboot or (self._restored is not None and prev is None and self._restored_reboot(sample)):
             # Read before the driver forgets the last boot; a live fault's window ends at the last sample.
             cause = self.driver.reboot_cause(sample, prev.ts if prev is not None else None)
             self.driver.reboot()
@@ -100,20 +102,32 @@ class Diagnoser:
             self.exits.forget()
             for t in self.trackers:
                 t.time_jump(sample.ts)
-        events.extend(self.driver.update(sample) if sample.driver_events else ())
-        findings, workloads = dict.fromkeys(GOTCHAS), ()  # the keys in GOTCHAS order, filled below
+        self._restored = None
+        if sample.driver_events:
+            events.extend(self.driver.update(sample))
+        findings = dict.fromkeys(GOTCHAS)  # the keys in GOTCHAS order, filled below
+        workloads = ()
         for t in self.trackers:
-            v = t.observe(sample, f)
-            findings[t.gotcha] = v.finding
-            events.extend(v.events)
-            workloads = workloads or v.workloads
-        self.link.observe(sample)
-        if sample.oom_kills:
+            finding, evs, wl = t.observe(sample, f)
+            findings[t.gotcha] = finding
+            if evs:
+                events.extend(evs)
+            if wl and not workloads:
+                workloads = wl
+        if sample.link is not None or self.link.status is not None:
+            self.link.observe(sample)
+        if sample.oom_kills and events:
             events = [name_oom_event(e, sample.oom_kills) if e.kind == "oom_kill" else e for e in events]
-        events.extend(self.exits.update(sample, f.oom_delta, workloads))
-        findings["G3"] = with_growth(findings["G3"], self.drift.update(sample.ts, workloads), self.th)
-        findings["G3"] = self.driver.g3(findings["G3"], sample.ts)
-        findings["G4"] = self.driver.g4(findings["G4"], sample.ts)
+        gone = self.exits.update(sample, f.oom_delta, workloads)
+        if gone:
+            events.extend(gone)
+        g3 = with_growth(findings["G3"], self.drift.update(sample.ts, workloads), self.th)
+        driver = self.driver  # its annotations touch a finding only after a fault: skipped until there is one
+        if driver.last_oom_ts is not None:
+            g3 = driver.g3(g3, sample.ts)
+        findings["G3"] = g3
+        if driver.recent:
+            findings["G4"] = driver.g4(findings["G4"], sample.ts)
         self._prev = f
         return Diagnosis(sample.ts, findings, tuple(events), workloads)
 

@@ -102,9 +102,10 @@ class ExitTracker:
 
     def __init__(self, th):
         self.th = th
-        self.table: dict[
-            tuple, tuple[ProcessInfo, tuple, str, str]
-        ] = {}  # proc key -> (proc, wl key, kind, name)
+        # The last sample's workload members: proc key -> proc, and pid -> (wl key, kind, name) as of then
+        # (`_of` is replaced, never changed, so keeping a reference is keeping that sample's table).
+        self.table: dict[tuple, ProcessInfo] = {}
+        self._table_of: dict[int, tuple[tuple, str, str]] = {}
         self.pending: list[_Gone] = []
         self.reports: deque[KillReport] = deque(maxlen=200)
         self.driver_oom_ts: float | None = None
@@ -124,32 +125,48 @@ class ExitTracker:
         self.driver_oom_ts = None
 
     def update(self, sample: Sample, oom_delta: int | None, workloads: tuple[Any, ...]) -> list[Event]:
-        """The exit events this sample settles."""
+        """The exit events this sample settles.
+
+        Hot path (every sample): most samples bring no kill report, no driver event, no departure and
+        nothing pending, so each of those steps is skipped on a cheap test of its input.
+        """
         ts = sample.ts
         grace = self.th.exit_grace_s
-        self.reports.extend(sample.oom_kills)
-        while self.reports and self.reports[0].ts < ts - 2 * grace - 600:
-            self.reports.popleft()
-        if any(event_kind(e) == "driver_oom" for e in sample.driver_events):
+        reports = self.reports
+        if sample.oom_kills:
+            reports.extend(sample.oom_kills)
+        while reports and reports[0].ts < ts - 2 * grace - 600:
+            reports.popleft()
+        if sample.driver_events and any(event_kind(e) == "driver_oom" for e in sample.driver_events):
             self.driver_oom_ts = ts
         if workloads is not self._of_table:  # the grouper hands back the same tuple while nothing moved
             self._of_table = workloads
-            self._of = {pid: (w.key, w.kind, w.name) for w in workloads for pid in w.members}
+            self._of = of = {}
+            for w in workloads:  # the table changes identity most samples (memory moves): kept cheap
+                hit = ((w.pid, w.create_time), w.kind, w.name)  # w.key, without the property call
+                for pid in w.members:
+                    of[pid] = hit
         of = self._of
         cur = {}
-        for p in sample.processes:
-            hit = of.get(p.pid)
-            if hit is not None:
-                cur[p.key] = (p, *hit)
-        groups: dict[tuple, _Gone] = {}
-        for key, (p, wk, kind, name) in self.table.items():
-            if key not in cur:
-                g = groups.get(wk) or groups.setdefault(wk, _Gone(wk, kind, name, ts))
-                g.procs.append(p)
-        for g in groups.values():
-            g.oom_rose = bool(oom_delta)
-            self.pending.append(g)
-        self.table = cur
+        if of:
+            for p in sample.processes:  # a loop, not a comprehension: no function frame per sample
+                if p.pid in of:
+                    cur[p.pid, p.create_time] = p
+        table = self.table
+        if not table.keys() <= cur.keys():  # some member left (a set comparison, in C)
+            groups: dict[tuple, _Gone] = {}
+            table_of = self._table_of
+            for key, p in table.items():
+                if key not in cur:
+                    wk, kind, name = table_of[p.pid]
+                    g = groups.get(wk) or groups.setdefault(wk, _Gone(wk, kind, name, ts))
+                    g.procs.append(p)
+            for g in groups.values():
+                g.oom_rose = bool(oom_delta)
+                self.pending.append(g)
+        self.table, self._table_of = cur, of
+        if not self.pending:
+            return []
         events = []
         keep = []
         for g in self.pending:

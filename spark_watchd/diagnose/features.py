@@ -111,13 +111,6 @@ class Features:
         self.oom_kill = None
 
 
-def _delta(cur, prev):
-    """cur - prev for cumulative counters; None when missing or reset (driver reload, reboot)."""
-    if cur is None or prev is None or cur < prev:
-        return None
-    return cur - prev
-
-
 def compute(prev: Features | None, cur: Sample, th) -> Features:
     """Derive the features of `cur`, rates measured against `prev` (the previous sample's Features)."""
     f = Features()
@@ -136,11 +129,11 @@ def compute(prev: Features | None, cur: Sample, th) -> Features:
 
     if cur.gpus:
         g = cur.gpus[0]
-        f.temp_c = g.temp_c
-        f.power_w = g.power_w
-        f.sm_clock_mhz = g.sm_clock_mhz
+        temp = f.temp_c = g.temp_c
+        power = f.power_w = g.power_w
+        sm = f.sm_clock_mhz = g.sm_clock_mhz
         f.util_pct = g.util_pct
-        f.has_gpu = g.temp_c is not None or g.power_w is not None or g.sm_clock_mhz is not None
+        f.has_gpu = temp is not None or power is not None or sm is not None
         f.app_clock_mhz = g.applications_clock_mhz or th.default_applications_clock_mhz
         s = g.slowdown_temp_c
         f.slowdown_c = s if s is not None else th.default_slowdown_temp_c
@@ -148,22 +141,28 @@ def compute(prev: Features | None, cur: Sample, th) -> Features:
         f.shutdown_c = s if s is not None else th.default_shutdown_temp_c
         mask = g.clocks_event_reasons
         if mask is not None:
-            f.thermal_bits = bool(mask & THERMAL_MASK)
-            f.pure_thermal_bits = bool(mask & PURE_THERMAL_MASK)
+            f.thermal_bits = (mask & THERMAL_MASK) != 0
+            f.pure_thermal_bits = (mask & PURE_THERMAL_MASK) != 0
         ctr = g.clocks_event_counters_us
         if ctr is not None:
             sw, hw, sl = ctr.get("sw_thermal"), ctr.get("hw_thermal"), ctr.get("hw_slowdown")
+            pure = None
             if sw is not None or hw is not None:
-                f.c_pure = (sw or 0) + (hw or 0)
+                pure = f.c_pure = (sw or 0) + (hw or 0)
             f.c_slow = sl
             if dt is not None:
-                dp = _delta(f.c_pure, prev.c_pure)
-                ds = _delta(sl, prev.c_slow)
+                # Inlined deltas (hot path): None when missing or reset (driver reload, reboot).
+                b = prev.c_pure
+                dp = pure - b if pure is not None and b is not None and pure >= b else None
+                b = prev.c_slow
+                ds = sl - b if sl is not None and b is not None and sl >= b else None
                 if dp is not None or ds is not None:
                     # A share of the real elapsed time (0..1): reasons overlap (SW thermal and HW
                     # slowdown together) and a counter read lags the sample stamp, so a sum can pass 1.
-                    f.pure_thermal_rate = min(1.0, (dp or 0) / 1e6 / dt)
-                    f.thermal_rate = min(1.0, ((dp or 0) + (ds or 0)) / 1e6 / dt)
+                    r = (dp or 0) / 1e6 / dt
+                    f.pure_thermal_rate = r if r < 1.0 else 1.0
+                    r = ((dp or 0) + (ds or 0)) / 1e6 / dt
+                    f.thermal_rate = r if r < 1.0 else 1.0
 
     mi = cur.meminfo
     total = mi.get("MemTotal")
@@ -190,15 +189,15 @@ def compute(prev: Features | None, cur: Sample, th) -> Features:
     if psi:
         some = psi.get("some")
         if some:
-            f.psi_some_total = some.get("total")
+            tot = f.psi_some_total = some.get("total")
             f.psi_some_pct, f.psi_some_now = _psi(
-                some.get("avg60"), f.psi_some_total, prev.psi_some_total if dt else None, dt
+                some.get("avg60"), tot, prev.psi_some_total if dt else None, dt
             )
         full = psi.get("full")
         if full:
-            f.psi_full_total = full.get("total")
+            tot = f.psi_full_total = full.get("total")
             f.psi_full_pct, f.psi_full_now = _psi(
-                full.get("avg60"), f.psi_full_total, prev.psi_full_total if dt else None, dt
+                full.get("avg60"), tot, prev.psi_full_total if dt else None, dt
             )
     vm = cur.vmstat
     swo = f.pswpout = vm.get("pswpout")

@@ -99,6 +99,20 @@ class Finding:
             raise TypeError(f"Finding has no field {next(iter(changes))!r}")
         return f
 
+    def reworded(
+        self, words: Callable[[str, Mapping[str, Any]], tuple[str, Mapping[str, Any]]], **changes: Any
+    ) -> Finding:
+        """A copy whose (summary, evidence) are `words(summary, evidence)` of this finding's, built on first
+        read (this finding's own deferred words with them): an annotation that keeps a deferred finding
+        deferred. words must close over values of this sample only, as a deferred build. changes: other
+        fields, as replace() takes them."""
+        if "summary" in changes or "evidence" in changes:
+            raise TypeError("reworded() builds the summary and evidence: change them in words")
+        f = self.replace(**changes)
+        f._summary = f._evidence = None
+        f._build = lambda: words(self.summary, self.evidence)
+        return f
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Finding):
             return NotImplemented

@@ -184,6 +184,20 @@ def test_no_memory_line_leads_a_g3_critical_the_memory_signals_made():
     assert t.g3(crit, BOOT + 100 - 61) is crit  # the clock stepped back past the line
 
 
+def test_the_no_memory_line_keeps_a_deferred_g3_deferred_until_it_is_read():
+    t = DriverTracker(TH)
+    t.update(_at(BOOT + 100, _oom(BOOT + 100)))
+    built = []
+    lazy = Finding.deferred(
+        "G3", "ok", lambda: (built.append(1), ("memory fine", {"mem_available_kb": 1}))[1]
+    )
+    noted = t.g3(lazy, BOOT + 160)
+    t.update(_at(BOOT + 170, _oom(BOOT + 170)))  # a later line changes nothing already judged
+    assert built == [] and noted.severity == "ok"
+    assert noted.summary.startswith("memory fine; NV_ERR_NO_MEMORY logged 60 s ago") and built == [1]
+    assert noted.evidence == {"mem_available_kb": 1, "driver_oom_ts": BOOT + 100}
+
+
 def test_g3_is_unchanged_without_a_no_memory_line():
     assert DriverTracker(TH).g3(G3_OK, BOOT) is G3_OK
 

@@ -78,3 +78,21 @@ def test_a_deferred_finding_builds_its_words_once_on_first_read_and_equals_an_ea
     assert (louder.summary, louder.evidence, lazy.summary) == ("hotter", {"temp_c": 87.0}, "hot")
     with pytest.raises(TypeError, match="'temp'"):
         lazy.replace(temp=1)
+
+
+def test_a_reworded_finding_keeps_a_deferred_one_deferred_until_its_words_are_read():
+    calls = []
+
+    def build():
+        calls.append("base")
+        return "hot", {"temp_c": 87.0}
+
+    base = Finding.deferred("G4", "warning", build, ("cool it",))
+    noted = base.reworded(lambda s, ev: (f"{s}; noted", dict(ev, note=1)), advice=("first", "cool it"))
+    assert calls == [] and noted.severity == "warning" and noted.advice == ("first", "cool it")
+    assert noted.summary == "hot; noted" and noted.evidence == {"temp_c": 87.0, "note": 1}
+    assert calls == ["base"] and (base.summary, base.evidence) == ("hot", {"temp_c": 87.0})
+    eager = Finding("G3", "ok", "fine", {"a": 1}).reworded(lambda s, ev: (s + "!", ev))
+    assert eager == Finding("G3", "ok", "fine!", {"a": 1})
+    with pytest.raises(TypeError, match="words"):
+        base.reworded(lambda s, ev: (s, ev), summary="x")

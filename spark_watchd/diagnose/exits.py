@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from typing import Any
 
 from spark_watchd.sample.driver import event_kind
@@ -97,20 +98,27 @@ def _words(cause: str, victim: ProcessInfo, report: KillReport | None, g: _Gone)
     )
 
 
+# What a sample's processes and workloads are compared by, read in C (attrgetter over map): most samples
+# bring the same processes in the same workloads, and two tuple comparisons tell it without a Python loop.
+_PROC_KEY = attrgetter("pid", "create_time")  # ProcessInfo.key
+_WL_SIG = attrgetter("pid", "create_time", "kind", "name", "members")  # all the member map is built from
+
+
 class ExitTracker:
     """Incremental exit attribution: feed each sample (oldest first) with its workload table."""
 
     def __init__(self, th):
         self.th = th
-        # The last sample's workload members: proc key -> proc, and pid -> (wl key, kind, name) as of then
-        # (`_of` is replaced, never changed, so keeping a reference is keeping that sample's table).
-        self.table: dict[tuple, ProcessInfo] = {}
-        self._table_of: dict[int, tuple[tuple, str, str]] = {}
+        # The last sample's workload members, kept as that sample's processes and member map (replaced, never
+        # changed) and resolved into a table (proc key -> proc) only on a sample where someone may have left.
+        self._procs: tuple[ProcessInfo, ...] = ()
+        self._procs_of: dict[int, tuple[tuple, str, str]] = {}
+        self._keys: tuple = ()  # _PROC_KEY of each of those processes
         self.pending: list[_Gone] = []
         self.reports: deque[KillReport] = deque(maxlen=200)
         self.driver_oom_ts: float | None = None
         self.recent: dict[tuple, tuple[float, str]] = {}  # workload key -> (ts, cause) of its last kill
-        self._of_table: tuple | None = None  # the workload table _of was built from
+        self._sig: tuple = ()  # _WL_SIG of each workload of the table _of was built from
         self._of: dict[int, tuple[tuple, str, str]] = {}  # pid -> (wl key, kind, name) in that table
 
     def set_thresholds(self, th) -> None:
@@ -119,7 +127,7 @@ class ExitTracker:
 
     def forget(self) -> None:
         """A reboot or a clock step back: the table is not this boot's (the reboot event says why)."""
-        self.table.clear()
+        self._procs, self._keys = (), ()
         self.pending.clear()
         self.recent.clear()
         self.driver_oom_ts = None
@@ -131,42 +139,32 @@ class ExitTracker:
         nothing pending, so each of those steps is skipped on a cheap test of its input.
         """
         ts = sample.ts
-        grace = self.th.exit_grace_s
         reports = self.reports
         if sample.oom_kills:
             reports.extend(sample.oom_kills)
-        while reports and reports[0].ts < ts - 2 * grace - 600:
-            reports.popleft()
+        if reports:
+            horizon = ts - 2 * self.th.exit_grace_s - 600
+            while reports and reports[0].ts < horizon:
+                reports.popleft()
         if sample.driver_events and any(event_kind(e) == "driver_oom" for e in sample.driver_events):
             self.driver_oom_ts = ts
-        if workloads is not self._of_table:  # the grouper hands back the same tuple while nothing moved
-            self._of_table = workloads
+        sig = tuple(map(_WL_SIG, workloads))
+        if sig != self._sig:  # the membership moved (the table's memory moves every sample: not compared)
+            self._sig = sig
             self._of = of = {}
-            for w in workloads:  # the table changes identity most samples (memory moves): kept cheap
-                hit = ((w.pid, w.create_time), w.kind, w.name)  # w.key, without the property call
-                for pid in w.members:
-                    of[pid] = hit
+            for pid, create_time, kind, name, members in sig:
+                hit = ((pid, create_time), kind, name)
+                for member in members:
+                    of[member] = hit
         of = self._of
-        cur = {}
-        if of:
-            for p in sample.processes:  # a loop, not a comprehension: no function frame per sample
-                if p.pid in of:
-                    cur[p.pid, p.create_time] = p
-        table = self.table
-        if not table.keys() <= cur.keys():  # some member left (a set comparison, in C)
-            groups: dict[tuple, _Gone] = {}
-            table_of = self._table_of
-            for key, p in table.items():
-                if key not in cur:
-                    wk, kind, name = table_of[p.pid]
-                    g = groups.get(wk) or groups.setdefault(wk, _Gone(wk, kind, name, ts))
-                    g.procs.append(p)
-            for g in groups.values():
-                g.oom_rose = bool(oom_delta)
-                self.pending.append(g)
-        self.table, self._table_of = cur, of
+        procs = sample.processes
+        keys = tuple(map(_PROC_KEY, procs))
+        if keys != self._keys or of is not self._procs_of:  # someone may have left
+            self._depart(procs, of, ts, oom_delta)
+        self._procs, self._procs_of, self._keys = procs, of, keys
         if not self.pending:
             return []
+        grace = self.th.exit_grace_s
         events = []
         keep = []
         for g in self.pending:
@@ -177,6 +175,21 @@ class ExitTracker:
                 events.append(ev)
         self.pending = keep
         return events
+
+    def _depart(self, procs: tuple[ProcessInfo, ...], of: dict, ts: float, oom_delta: int | None) -> None:
+        """Each workload's members that were in the last sample's table and are not in this one's: pending."""
+        last_of = self._procs_of
+        table = {_PROC_KEY(p): p for p in self._procs if p.pid in last_of}
+        cur = {_PROC_KEY(p) for p in procs if p.pid in of}
+        groups: dict[tuple, _Gone] = {}
+        for key, p in table.items():
+            if key not in cur:
+                wk, kind, name = last_of[p.pid]
+                g = groups.get(wk) or groups.setdefault(wk, _Gone(wk, kind, name, ts))
+                g.procs.append(p)
+        for g in groups.values():
+            g.oom_rose = bool(oom_delta)
+            self.pending.append(g)
 
     def _match(self, g: _Gone, final: bool) -> tuple[str, ProcessInfo, KillReport | None] | None:
         """`final`: the grace is over, so a cgroup's counter (no report) may settle it too."""

@@ -175,9 +175,13 @@ class Event:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Diagnosis:
-    """Findings for every gotcha plus the events seen at one sample."""
+    """Findings for every gotcha plus the events seen at one sample.
+
+    Treated as immutable, as Finding is, but not a frozen dataclass: one is built per sample, and a frozen
+    dataclass's __init__ (an object.__setattr__ call per field) costs about four times a plain one's.
+    """
 
     ts: float
     findings: Mapping[str, Finding]

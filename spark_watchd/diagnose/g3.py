@@ -19,6 +19,7 @@ from spark_watchd.diagnose.g3_rules import _BLIND, GIB, G3Now, ruling, words
 from spark_watchd.diagnose.runway import BudgetRunway
 from spark_watchd.diagnose.serving import ServingWatch
 from spark_watchd.diagnose.steady import Dwell, Latch
+from spark_watchd.diagnose.thresholds import Plain
 from spark_watchd.diagnose.tracker import Ruling, Unpersisted, Verdict
 from spark_watchd.diagnose.verdicts import G3State
 from spark_watchd.sample.findings import Event, Finding
@@ -75,21 +76,13 @@ def signals(f: feat.Features, th) -> G3Signals:
     ))  # fmt: skip
 
 
-class _Values:
-    """The thresholds' values as plain attributes (as G4's): G3, its runway and its rules read some 30 a
-    sample, and a pydantic model's attribute goes through its __getattr__ hook at several times the cost."""
-
-    def __init__(self, th) -> None:
-        self.__dict__.update(th)  # a model iterates as (name, value) pairs
-
-
 class G3Tracker(Unpersisted):
     """Incremental G3 classifier: feed samples oldest first."""
 
     gotcha = "G3"
 
     def __init__(self, th):
-        self.th = th = _Values(th)
+        self.th = th = Plain(th)
         self.hist = deque()  # (ts, avail_b, cached_b, anon_b) over the transient window
         self.avail = deque(maxlen=3)  # (ts, avail_b) of the last three samples, for the fall rate
         self.oom_hold_until = None
@@ -118,7 +111,7 @@ class G3Tracker(Unpersisted):
 
     def set_thresholds(self, th) -> None:
         """Thresholds were reloaded: judge the next sample afresh against them (no level or dwell held)."""
-        self.th = th = _Values(th)
+        self.th = th = Plain(th)
         self.serving.th = th
         self.stalls, self.swapping, self.full = Latch(), Latch(), Latch()
         self.thin, self.exhausted = Latch(), Latch()

@@ -22,6 +22,7 @@ from spark_watchd.diagnose.g4_rules import G4Now, ruling, words
 from spark_watchd.diagnose.serving import ServingWatch
 from spark_watchd.diagnose.steady import Dwell
 from spark_watchd.diagnose.steps import Job, step_ratio
+from spark_watchd.diagnose.thresholds import Plain
 from spark_watchd.diagnose.tracker import Ruling, Verdict
 from spark_watchd.diagnose.verdicts import G4State
 from spark_watchd.sample.findings import Event, Finding
@@ -103,21 +104,13 @@ def signals(sample: Sample, f: feat.Features, th) -> G4Signals:
     ))  # fmt: skip
 
 
-class _Values:
-    """The thresholds' values as plain attributes, for G4 and its watches: G4 reads some 25 a sample, and a
-    pydantic model's attribute goes through its __getattr__ hook at about five times a plain one's cost."""
-
-    def __init__(self, th) -> None:
-        self.__dict__.update(th)  # a model iterates as (name, value) pairs
-
-
 class G4Tracker:
     """Incremental G4 classifier: feed samples oldest first, read the finding for the newest."""
 
     gotcha = "G4"
 
     def __init__(self, th):
-        self.th = th = _Values(th)
+        self.th = th = Plain(th)
         self.episode = False
         self.episode_start = None
         self.last_thermal_ts = None  # last sample showing thermal activity
@@ -155,7 +148,7 @@ class G4Tracker:
 
     def set_thresholds(self, th) -> None:
         """Judge with new thresholds from the next sample on (the anomaly watch included)."""
-        self.th = self.anomalies.th = th = _Values(th)
+        self.th = self.anomalies.th = th = Plain(th)
         self.serving.th = th
         self.cap.set_thresholds(th)
 

@@ -68,8 +68,12 @@ class Finding:
         return f
 
     def _words(self) -> None:
-        self._summary, self._evidence = self._build()
-        self._build = None
+        # Read once: another thread (the tick, an HTTP worker) may have built the words and cleared _build
+        # since this one saw it set. Building twice is harmless (a build is pure); calling None is not.
+        build = self._build
+        if build is not None:
+            self._summary, self._evidence = build()
+            self._build = None
 
     @property
     def summary(self) -> str:
@@ -94,7 +98,9 @@ class Finding:
             f._evidence = changes.pop("evidence") if "evidence" in changes else self.evidence
             f._build = None
         else:
-            f._summary, f._evidence, f._build = self._summary, self._evidence, self._build
+            # _build read first: words another thread builds meanwhile are stored before it clears _build
+            build = self._build
+            f._summary, f._evidence, f._build = self._summary, self._evidence, build
         if changes:
             raise TypeError(f"Finding has no field {next(iter(changes))!r}")
         return f

@@ -96,3 +96,37 @@ def test_a_reworded_finding_keeps_a_deferred_one_deferred_until_its_words_are_re
     assert eager == Finding("G3", "ok", "fine!", {"a": 1})
     with pytest.raises(TypeError, match="words"):
         base.reworded(lambda s, ev: (s, ev), summary="x")
+
+
+def test_a_deferred_finding_read_by_two_threads_at_once_gives_both_its_words():
+    """The live daemon reads one Diagnosis from its tick and its HTTP workers at once: a reader that saw the
+    words unbuilt, then lost the GIL while another reader built them, must still get them (not call None)."""
+    import sys
+    import threading
+
+    f = Finding.deferred("G3", "warning", lambda: ("low memory", {"budget_bytes": 1}))
+    at_words, go = threading.Event(), threading.Event()
+    got: list = []
+
+    def pause_at_words(frame, event, arg):  # this thread has seen _build set and is entering _words
+        if event == "call" and frame.f_code.co_name == "_words":
+            at_words.set()
+            go.wait(5)
+        return None
+
+    def reader():
+        sys.settrace(pause_at_words)
+        try:
+            got.append(f.summary)
+        except Exception as exc:  # noqa: BLE001 - the race under test
+            got.append(exc)
+        finally:
+            sys.settrace(None)
+
+    t = threading.Thread(target=reader)
+    t.start()
+    assert at_words.wait(5)
+    assert f.summary == "low memory" and f.evidence == {"budget_bytes": 1}  # the other reader builds them
+    go.set()
+    t.join(5)
+    assert got == ["low memory"]

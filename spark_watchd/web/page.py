@@ -121,7 +121,8 @@ def routes(daemon: Any, history: History, settings: WebSettings) -> list[Route]:
             return _json(400, {"error": str(e)})
         if limit is not None:
             limit = min(limit, settings.history_api_max_records)
-        return _json(200, history.to_json(since, limit))
+        body = history.json_body(since, limit)  # _json's encoding, a record at a time
+        return Response(200, body, "application/json", {"Cache-Control": "no-store", **_SECURITY_HEADERS})
 
     def workloads_api(_req: Request) -> Response:
         return _json(200, workloads_json(daemon.snapshot()))

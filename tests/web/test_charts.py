@@ -339,3 +339,28 @@ def test_the_window_keeps_its_bounds_across_cut_offs_of_dropped_rows():
     assert [r["ts"] for r in h.to_json(limit=3)["records"]] == [1.0e9 + 7.0 * k for k in (997, 998, 999)]
     h(_snap(_sample(1.0e9 + 999 * 7.0 + 3601.0)))  # over an hour on: everything else is past the window
     assert len(h) == 1 and h.to_json()["first_ts"] == 1.0e9 + 999 * 7.0 + 3601.0
+
+
+def test_the_history_body_is_to_json_encoded_byte_for_byte_a_record_at_a_time():
+    from spark_watchd.sample.serving import ServingReading
+
+    h = History(WebSettings(history_api_max_records=5000))
+    dumps = lambda o: json.dumps(o, separators=(",", ":"), allow_nan=False).encode()  # noqa: E731
+    assert h.json_body() == dumps(h.to_json())  # empty
+    up = ServingReading(server="vllm:8000", kind="vllm", up=True, requests_running=3, kv_usage=0.25)
+    ev = Event("eviction", "G6", 1.0e9 + 5, "trainer lost half its RSS")
+    for i in range(5000):
+        ts = 1.0e9 + i
+        jobs = (ThroughputReading(job="a", ts=ts, step=i, step_seconds=0.5, tokens_per_second=1000.0 + i),)
+        diag = _diag(ts) if i != 5 else Diagnosis(ts, _diag(ts).findings, (ev,))
+        h(_snap(_sample(ts, throughput=jobs, serving=(up,) if i % 2 else ()), diag))
+    for since, limit in ((None, None), (1.0e9 + 4990, None), (None, 3), (1.0e9 + 2, 0), (2.0e9, None)):
+        assert h.json_body(since, limit) == dumps(h.to_json(since, limit))
+    tracemalloc.start()
+    dumps(h.to_json())  # what the route did before: every record a dict, then the text, then its bytes
+    whole = tracemalloc.get_traced_memory()[1]
+    tracemalloc.reset_peak()
+    body = h.json_body()
+    streamed = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert streamed < 0.6 * whole and streamed < 3 * len(body), (streamed, whole, len(body))

@@ -228,6 +228,10 @@ class ServingWatch:
         self.last: dict[str, ServingReading] = {}
         self.unloads: list[tuple[str, Any]] = []  # this sample's keep-alive unloads (server, model)
         self.lost_models: list[tuple[str, Any]] = []  # models gone before their expiry
+        # Per server, the sample time it was last in the readings: a server gone from them (its process
+        # exited) for serving_history_s, when every point it had would have expired, is forgotten whole, so
+        # servers that come and go (named by kind and port) leave no state behind.
+        self.seen: dict[str, float] = {}
 
     def forget(self) -> None:
         self.points.clear()
@@ -235,16 +239,34 @@ class ServingWatch:
         self.storming.clear()
         self.damaged.clear()
         self.last.clear()
+        self.seen.clear()
+
+    def _retire(self, ts: float) -> None:
+        """Forget every server not in the readings for serving_history_s."""
+        cutoff = ts - self.th.serving_history_s
+        for server in [k for k, seen in self.seen.items() if seen < cutoff]:
+            del self.seen[server]
+            self.points.pop(server, None)
+            self.base.pop(server, None)
+            self.last.pop(server, None)
+            self.damaged.discard(server)
+            self.storming.discard(server)
+            for key in [k for k in self.kv_high if k[0] == server]:
+                del self.kv_high[key]
 
     def observe(self, readings: Sequence[ServingReading], ts: float, throttled: bool) -> None:
         """Take one sample's readings (one point per server per scrape: a repeated scrape is not a new point)."""
+        if self.seen:
+            self._retire(ts)
         if not readings:  # a host serving nothing (most samples): only the last sample's unloads to clear
             if self.unloads or self.lost_models:
                 self.unloads, self.lost_models = [], []
             return
         th = self.th
         self.unloads, self.lost_models = [], []
+        seen = self.seen
         for r in readings:
+            seen[r.server] = ts
             prev = self.last.get(r.server)
             if prev is not None and prev.models:  # (no model held before: none can have gone)
                 explained, unexplained = keepalive_unloads(prev, r, ts, th)

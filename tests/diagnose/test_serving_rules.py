@@ -111,3 +111,22 @@ def test_a_server_restarted_with_a_smaller_kv_budget_is_reported():
     )
     (ev,) = w.kv_budget()
     assert ev["kv_capacity_tokens"] == 20000 and ev["kv_capacity_tokens_before"] == 46000
+
+
+def test_servers_that_come_and_go_leave_no_state_behind_and_a_gone_one_is_no_longer_judged():
+    w = ServingWatch()
+    t = 1000.0
+    for i in range(50):  # fifty short-lived servers, one after another, each scraped for ten minutes
+        for _ in range(20):
+            w.observe([_r(t, 240.0, 8, kv_capacity_tokens=20000, server=f"vllm:{9000 + i}")], t, False)
+            t += 30.0
+    # a server still reporting stays; one gone for less than serving_history_s is still remembered (its
+    # points have not expired); the ones gone longer are forgotten whole
+    assert len(w.points) == len(w.base) == len(w.last) == len(w.seen) <= TH.serving_history_s // 600 + 1
+    assert set(w.last) >= {"vllm:9049"} and "vllm:9000" not in w.last
+    assert all(server in w.last for server, _pid in w.kv_high)
+    # a throttle after the last one left: nothing is judged on a server long gone
+    gone = ServingWatch()
+    _feed(gone, [(240.0 + i, 8, False) for i in range(8)])
+    gone.observe([], 1000.0 + 30 * 8 + TH.serving_history_s + 1, True)
+    assert gone.damage() == [] and gone.kv_budget() == [] and not gone.points

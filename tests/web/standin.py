@@ -52,7 +52,7 @@ class FakeDaemon:
 
 
 def status_json(snap: Snapshot, fresh: bool = True) -> dict:
-    """A /api/v1/status body in the shape the page reads (findings, recent_events, sources, mode)."""
+    """A /api/v1/status body in the shape the page reads (findings, recent_events, sources, serving, mode)."""
     d = snap.diagnosis
     return {
         "mode": snap.mode,
@@ -64,6 +64,7 @@ def status_json(snap: Snapshot, fresh: bool = True) -> dict:
         "findings": {g: f.to_dict() for g, f in d.findings.items()} if d else {},
         "recent_events": [e.to_dict() for e in snap.recent_events],
         "sources": {n: {"up": s.up, "error": s.error} for n, s in snap.sources.items()},
+        "serving": [r.to_dict() for r in snap.sample.serving] if snap.sample else [],
         "extras": dict(snap.extras),
     }
 

@@ -121,3 +121,30 @@ def test_live_page_without_a_gpu_keeps_every_chart_message_inside_its_chart(brow
         _check_tables(page, width)
         _shoot(page, shots, "live", width)
         assert log.errors == []
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_down_server_with_a_long_error_stays_inside_its_cell(browser, width):
+    # A live daemon beside a stopped vLLM shows "vllm:8000 down: ConnectionRefusedError: ..." (one long word):
+    # it must wrap in its cell, not spill over the next column (seen at 820 px on a live page).
+    import dataclasses
+
+    from spark_watchd.sample.serving import ServingReading
+    from spark_watchd.sample.trace import read_trace
+    from tests.web.standin import SCENARIOS, FakeDaemon, RouteServer, diagnose_by_hand, snapshot_of
+
+    sample = next(iter(read_trace(SCENARIOS / "throttle.jsonl")))
+    err = "ConnectionRefusedError: [Errno 111] Connection refused (http://127.0.0.1:8000/metrics)"
+    down = ServingReading(server="vllm:8000", kind="vllm", up=False, ts=sample.ts, error=err)
+    sample = dataclasses.replace(sample, serving=(down,))
+    daemon = FakeDaemon()
+    daemon.publish(snapshot_of(sample, diagnose_by_hand(sample, evicted_at=sample.ts + 1), mode="live"))
+    with (
+        RouteServer(daemon.page_routes(), daemon) as srv,
+        open_page(browser, srv.origin, width=width) as (page, log),
+    ):
+        page.wait_for_selector('#serving tr[data-kind="vllm"]', state="attached", timeout=10000)
+        assert "ConnectionRefusedError" in page.locator('#serving tr[data-kind="vllm"]').inner_text()
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        _check_tables(page, width)
+        assert log.errors == []

@@ -112,22 +112,32 @@ def test_argv_is_read_only_while_a_process_is_new(spawn):
     assert src.cmdline_reads == SETTLE_SCANS + 3
 
 
-def test_exec_after_fork_is_noticed(tmp_path):
-    # A shell that later execs the server keeps its pid and start time: its new argv must still be seen.
+def _shell_that_execs_a_server(tmp_path) -> subprocess.Popen:
+    """A shell that execs `vllm serve m` (same pid and start time, a new argv) once a line reaches its stdin."""
     script = tmp_path / "vllm"
     script.write_text(SLEEPER)
-    p = subprocess.Popen(
+    return subprocess.Popen(
         ["/bin/sh", "-c", f"read x; exec {sys.executable} {script} serve m"], stdin=subprocess.PIPE
     )
+
+
+def _let_it_exec(p: subprocess.Popen, tmp_path) -> None:
+    """Send the shell its line and wait (5 s at most) until its argv is the server's."""
+    p.stdin.write(b"go\n")
+    p.stdin.flush()
+    for _ in range(500):
+        if str(tmp_path / "vllm") in psutil.Process(p.pid).cmdline():
+            break
+        threading.Event().wait(0.01)
+
+
+def test_exec_after_fork_is_noticed(tmp_path):
+    # A shell that later execs the server keeps its pid and start time: its new argv must still be seen.
+    p = _shell_that_execs_a_server(tmp_path)
     try:
         src = ProcessSource()
         assert p.pid not in by_pid(src.collect({}))
-        p.stdin.write(b"go\n")
-        p.stdin.flush()
-        for _ in range(500):
-            if str(script) in psutil.Process(p.pid).cmdline():
-                break
-            threading.Event().wait(0.01)
+        _let_it_exec(p, tmp_path)
         assert by_pid(src.collect({}))[p.pid].cmdline[-2:] == ("serve", "m")
     finally:
         p.kill()
@@ -364,21 +374,12 @@ def test_a_settled_process_that_is_no_workload_is_not_visited_until_gone_or_gpu_
 
 def test_an_exec_seen_while_gpu_resident_keeps_the_workload_visited_after(tmp_path):
     """A settled shell that execs a server is re-read while NVML lists it; after, it is still a workload."""
-    script = tmp_path / "vllm"
-    script.write_text(SLEEPER)
-    p = subprocess.Popen(
-        ["/bin/sh", "-c", f"read x; exec {sys.executable} {script} serve m"], stdin=subprocess.PIPE
-    )
+    p = _shell_that_execs_a_server(tmp_path)
     try:
         src = ProcessSource()
         for _ in range(SETTLE_SCANS + 1):
             assert p.pid not in by_pid(src.collect({}))
-        p.stdin.write(b"go\n")
-        p.stdin.flush()
-        for _ in range(500):
-            if str(script) in psutil.Process(p.pid).cmdline():
-                break
-            threading.Event().wait(0.01)
+        _let_it_exec(p, tmp_path)
         assert by_pid(src.collect({"_gpu_processes": {p.pid: 1}}))[p.pid].gpu_resident
         assert by_pid(src.collect({}))[p.pid].cmdline[-2:] == ("serve", "m")
     finally:

@@ -15,7 +15,7 @@ lines, must never raise (a raise is counted as a rejected line), and should test
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
@@ -103,16 +103,11 @@ def _relevant(line: str) -> bool:
     )  # fmt: skip
 
 
-def read_journal(
-    lines: Iterable[str],
-    kinds: tuple[KernelLineKind, ...] = KERNEL_LINE_KINDS,
-    ctx: dict | None = None,
-    *,
-    relevant: Callable[[str], bool] = _relevant,
-) -> JournalRead:
-    """Records in `journalctl -k -o json` output (one object per line); bad lines skipped and counted."""
-    out = JournalRead({k.key: [] for k in kinds})
-    ctx = {} if ctx is None else ctx
+def journal_objects(
+    lines: Iterable[str], out: JournalRead, relevant: Callable[[str], bool] | None = None
+) -> Iterator[dict]:
+    """The entries of `journalctl -o json` output (one object per line): blank lines skipped, an overlong,
+    non-object or malformed line counted in out.rejected; a line relevant() says no to is skipped unparsed."""
     for line in lines:
         if len(line) > MAX_LINE_CHARS:
             out.rejected += 1
@@ -123,7 +118,7 @@ def read_journal(
         if not line.startswith("{"):
             out.rejected += 1
             continue
-        if not relevant(line):
+        if relevant is not None and not relevant(line):
             continue
         try:
             obj = json.loads(line)
@@ -133,6 +128,20 @@ def read_journal(
         if not isinstance(obj, dict):
             out.rejected += 1
             continue
+        yield obj
+
+
+def read_journal(
+    lines: Iterable[str],
+    kinds: tuple[KernelLineKind, ...] = KERNEL_LINE_KINDS,
+    ctx: dict | None = None,
+    *,
+    relevant: Callable[[str], bool] = _relevant,
+) -> JournalRead:
+    """Records in `journalctl -k -o json` output (one object per line); bad lines skipped and counted."""
+    out = JournalRead({k.key: [] for k in kinds})
+    ctx = {} if ctx is None else ctx
+    for obj in journal_objects(lines, out, relevant):
         ts, text = entry_ts(obj), message_text(obj.get("MESSAGE"))
         if ts is None or text is None:
             out.rejected += 1

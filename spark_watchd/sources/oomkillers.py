@@ -11,7 +11,6 @@ Absent journalctl, or no such unit, is a state, not an error.
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
@@ -19,7 +18,7 @@ from typing import Any
 
 from spark_watchd.logs import get_logger
 from spark_watchd.sample.kills import TRUSTED_KILLER_UNITS, parse_killer_entry
-from spark_watchd.sources.driverlog import MAX_LINE_CHARS, JournalRead
+from spark_watchd.sources.driverlog import JournalRead, journal_objects
 from spark_watchd.sources.kernel_follow import KernelFollower
 
 FOLLOW_ARGV = ("-f", "-n", "0", "-o", "json", "--no-pager", "-q")
@@ -37,19 +36,8 @@ def killer_argv(journalctl: str) -> list[str]:
 def read_killer_entries(lines: Iterable[str], ctx: dict | None = None) -> JournalRead:
     """Kill reports in `journalctl -o json` lines of the killers' units; bad lines counted, others skipped."""
     out = JournalRead({"oom_kills": []})
-    for line in lines:
-        line = line.strip()
-        if not line:
-            continue
-        if len(line) > MAX_LINE_CHARS or not line.startswith("{"):
-            out.rejected += 1
-            continue
-        try:
-            obj = json.loads(line)
-        except (ValueError, RecursionError):
-            out.rejected += 1
-            continue
-        report = parse_killer_entry(obj) if isinstance(obj, dict) else None
+    for obj in journal_objects(lines, out):
+        report = parse_killer_entry(obj)
         if report is not None:
             out.records["oom_kills"].append(report)
     return out

@@ -19,6 +19,7 @@ from spark_watchd.diagnose.g6_levels import LEVELS, Level, Reference, folded, wi
 from spark_watchd.diagnose.g6_rules import GIB, G6Now, _over_share, ruling, words
 from spark_watchd.diagnose.serving import ServingWatch
 from spark_watchd.diagnose.steady import Dwell, Latch
+from spark_watchd.diagnose.thresholds import Plain
 from spark_watchd.diagnose.tracker import Ruling, Unpersisted, Verdict
 from spark_watchd.diagnose.verdicts import G6State
 from spark_watchd.sample.findings import Event, Finding
@@ -56,30 +57,14 @@ def signals(f: feat.Features, th) -> G6Signals:
     return _new(G6Signals, (f.ts, some, f.psi_some_now, f.majfault_per_s, total, share_max, pressure))
 
 
-class _Limits:
-    """The thresholds advance() reads every sample, read once per Thresholds: a (frozen) pydantic model's
-    attribute costs about 2.5 times a plain slot's, and G6 read about 15 of them a sample."""
-
-    __slots__ = (
-        "eviction_window_s",
-        "eviction_level_hold_s",
-        "eviction_episode_gap_s",
-        "psi_some_warn_pct",
-        "psi_some_leave_pct",
-        "majfault_storm_per_s",
-        "majfault_storm_leave_per_s",
-        "near_capacity_ratio",
-        "heavy_workload_bytes",
-        "heavy_leave_bytes",
-        "large_trainer_bytes",
-        "min_dwell_s",
-        "fold_s",  # a sample this close to a process's latest level folds into it (g6_levels.LEVELS)
-    )
+class _Limits(Plain):
+    """The thresholds as plain attributes (thresholds.Plain, as G3's and G4's), and what G6 derives from them."""
 
     def __init__(self, th):
-        for name in self.__slots__[:-1]:
-            setattr(self, name, getattr(th, name))
-        self.fold_s = th.eviction_window_s / LEVELS
+        super().__init__(th)
+        self.fold_s = (
+            th.eviction_window_s / LEVELS
+        )  # a sample this close to a process's latest level folds into it
 
 
 class G6Tracker(Unpersisted):

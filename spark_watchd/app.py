@@ -87,6 +87,7 @@ def build(
     from spark_watchd.daemon import Daemon
     from spark_watchd.export.prometheus import build_registry
     from spark_watchd.postmortem import PostMortem
+    from spark_watchd.service.selfcost import SelfCost
     from spark_watchd.throughput.service import Throughput
     from spark_watchd.web import api, page, progress
     from spark_watchd.web import postmortem as postmortem_web
@@ -142,6 +143,8 @@ def build(
         extras += (("replay", replay.info),)
     if demo is not None:  # the page's DEMO badge
         extras += (("demo", lambda: demo),)
+    # The daemon's own CPU share and memory, one line on the page and in `status` (/metrics: process_*).
+    extras += (("daemon_cost", SelfCost().read),)
     if postmortem is not None:  # the page's link to the latest post-mortem
         extras += (("postmortem", lambda: postmortem_web.latest_info(postmortem.root)),)
     # The pair view ([fleet] peers): its own worker reads the peers and this daemon's status document.
@@ -167,7 +170,7 @@ def build(
     )
     owner.append(daemon)
     daemon.routes = (
-        *api.routes(daemon, build_registry(daemon)),
+        *api.routes(daemon, build_registry(daemon, own_process=True)),
         *page.routes(daemon, charts, settings.web),
         *(progress.routes(throughput.tracker) if throughput is not None else ()),
         *(postmortem_web.routes(postmortem.root) if postmortem is not None else ()),

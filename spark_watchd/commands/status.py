@@ -222,6 +222,8 @@ def _head(doc: dict[str, Any]) -> list[str]:
         out.append(f"ConnectX-7 {link['summary']}")
     if isinstance(cap := extras.get("clock_cap"), dict) and cap.get("summary"):
         out.append(f"clock cap: {cap['summary']}")
+    if isinstance(cost := extras.get("daemon_cost"), dict) and cost.get("summary"):
+        out.append(str(cost["summary"]))  # the daemon's own CPU share and memory
     for t in doc.get("throughput") or ():
         parts = [f"training {t.get('job', '?')}: step {t.get('step', '?')}"]
         if t.get("step_seconds") is not None:

@@ -242,8 +242,19 @@ class SnapshotCollector:
             yield from fams
 
 
-def build_registry(daemon) -> CollectorRegistry:
-    """The project's own registry holding one SnapshotCollector over the daemon's snapshot."""
+def build_registry(daemon, *, own_process: bool = False) -> CollectorRegistry:
+    """The project's own registry holding one SnapshotCollector over the daemon's snapshot.
+
+    own_process adds the daemon's own `process_*` (CPU seconds, resident memory, open fds, start time) and
+    `python_*` series, as every exporter exposes its own cost (node_exporter first); a scrape reads
+    /proc/self for them, nothing else.
+    """
     reg = CollectorRegistry(auto_describe=False)
     reg.register(SnapshotCollector(daemon.snapshot, daemon))
+    if own_process:
+        from prometheus_client import GCCollector, PlatformCollector, ProcessCollector
+
+        ProcessCollector(registry=reg)
+        PlatformCollector(registry=reg)
+        GCCollector(registry=reg)
     return reg

@@ -224,6 +224,10 @@ def test_live_daemon_without_a_gpu_says_nvml_is_down_and_why(browser, daemons):
             assert nodata.startswith("No GPU readings: NVML missing (") and "Driver Not Loaded" in nodata
         page.wait_for_selector('#chart-memory path[data-series="Available"]')
         assert page.locator("#mode").is_hidden()  # live, not a replay
+        # Issue 34: the daemon's own cost, one line in the footer ("spark-watchd: 0.41 % of a CPU, 52 MiB").
+        expect(page.locator("#daemon-cost")).to_have_text(
+            re.compile(r"^spark-watchd: [0-9.]+ % of a CPU, \d+ MiB$")
+        )
         assert log.errors == [] and log.off_origin == []
 
 

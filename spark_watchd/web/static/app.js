@@ -120,6 +120,8 @@
       renderHeader(st);
       renderFindings(st.findings);
       renderSources(st.sources, st.driverFeeds);
+      const cost = st.extras.daemon_cost;
+      $("daemon-cost").textContent = cost && cost.summary ? String(cost.summary) : "";
     }
     renderCharts();
     renderEvents();

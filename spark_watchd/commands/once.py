@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 
 from spark_watchd.commands import term
 from spark_watchd.commands.run import add_common_arguments, load_or_report
-from spark_watchd.errors import EX_CONFIG
+from spark_watchd.errors import EX_CONFIG, ConfigError
+from spark_watchd.logs import configure_logging
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -16,23 +18,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", action="store_true", help="print the trace-v1 sample with findings and events added"
     )
+    parser.add_argument(
+        "--format",
+        choices=("text", "json", "envelope"),
+        help="text (default), json (as --json), or envelope: NVIDIA's fleet-tool JSON envelope "
+        '({"ok", "data", "errors", "meta"}; exit 0 ok, 1 a critical finding, 2 bad configuration, '
+        "3 permission denied) for Landscape, Ansible or Tanium over SSH",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
+    fmt = args.format or ("json" if args.json else "text")
+    if fmt == "envelope":
+        return _envelope(args)
     settings = load_or_report(args)
     if settings is None:
         return EX_CONFIG
-    from spark_watchd import app
-
-    # A one-off look must not touch the daemon's journal and counters: no state dir.
-    daemon = app.build(settings, state_dir=None, serve=False)
-    daemon.collector.log = _NoRetryLog(daemon.collector.log)
-    try:
-        snap = daemon.tick()
-    finally:
-        daemon.close()
+    _quiet_unless_asked(args, settings)
+    snap = _one_tick(settings)
     sample, diagnosis, statuses = snap.sample, snap.diagnosis, snap.sources
-    if args.json:
+    if fmt == "json":
         # Still a valid trace-v1 line: readers ignore the extra keys.
         out = sample.to_dict()
         out["findings"] = {g: f.to_dict() for g, f in diagnosis.findings.items()}
@@ -42,6 +47,50 @@ def main(args: argparse.Namespace) -> int:
         return 0
     print(_human(sample, snap.memory, diagnosis, statuses))
     return 0
+
+
+def _quiet_unless_asked(args: argparse.Namespace, settings) -> None:
+    """The answer names every source that is down: the daemon's info lines about them would only come first."""
+    if args.log_level is None:
+        configure_logging("warning", settings.daemon.log_format)
+
+
+def _envelope(args: argparse.Namespace) -> int:
+    """One look as NVIDIA's fleet envelope on stdout, whatever happens (an orchestrator parses it off-box)."""
+    from spark_watchd.app import settings_for
+    from spark_watchd.commands import envelope
+    from spark_watchd.commands.run import overrides_from
+
+    try:
+        settings = settings_for(args, overrides_from(args))
+    except ConfigError as exc:
+        doc, code = envelope.failure(
+            "BAD_CONFIGURATION", f"bad configuration: {exc}", envelope.EXIT_USAGE, hint="fix the key named"
+        )
+    except PermissionError as exc:
+        doc, code = envelope.failure(
+            "PERMISSION_DENIED", str(exc), envelope.EXIT_PERMISSION, hint="run as a user that can read it"
+        )
+    else:
+        configure_logging(args.log_level or "error", settings.daemon.log_format)
+        snap = _one_tick(settings)
+        statuses = {n: dataclasses.replace(s, error=_no_retry(s.error)) for n, s in snap.sources.items()}
+        doc, code = envelope.from_tick(snap.sample, snap.memory, snap.diagnosis, statuses)
+    print(json.dumps(doc, separators=(",", ":")))
+    return code
+
+
+def _one_tick(settings):
+    """One snapshot from the live sources, with no state dir (a one-off look must not touch the daemon's
+    journal and counters)."""
+    from spark_watchd import app
+
+    daemon = app.build(settings, state_dir=None, serve=False)
+    daemon.collector.log = _NoRetryLog(daemon.collector.log)
+    try:
+        return daemon.tick()
+    finally:
+        daemon.close()
 
 
 def _human(sample, memory, diagnosis, statuses, cols: int | None = None) -> str:

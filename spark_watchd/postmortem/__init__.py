@@ -9,12 +9,14 @@ report`, linked from the status page and replayable (`replay BUNDLE`).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
 from spark_watchd.logs import get_logger
 from spark_watchd.postmortem.bundle import BundleInfo, is_critical, list_bundles, prune, write_bundle
 from spark_watchd.postmortem.ring import SampleRing
+from spark_watchd.sample.findings import Event
 
 __all__ = ["BundleInfo", "PostMortem", "is_critical", "list_bundles"]
 
@@ -57,9 +59,10 @@ class PostMortem:
         for e in diag.events:
             if e not in events:
                 events.append(e)
-        path = write_bundle(
-            self.root, trigger, self.ring.samples(), events, snapshot.workloads, self.thresholds
-        )
+        samples = self.ring.samples()
+        if shift := snapshot.wall_shift():
+            trigger, samples, events = on_wall_clock(shift, trigger, samples, events)
+        path = write_bundle(self.root, trigger, samples, events, snapshot.workloads, self.thresholds)
         self._last_bundle_ts = sample.ts
         self.written.append(path)
         gone = prune(self.root, self.keep, self.max_bytes)
@@ -74,3 +77,17 @@ class PostMortem:
 
     def close(self) -> None:
         self.ring.close()
+
+
+def on_wall_clock(shift: float, trigger: Event, samples: list, events: list) -> tuple[Event, list, list]:
+    """A replay's (the demo's) bundle dated on the clock the page, /metrics and `status` show.
+
+    A replay at 60x runs trace time an hour ahead every minute; the one replay clock (Snapshot.wall_shift)
+    shows the newest sample as now. A bundle written with trace times would be named hours ahead of the
+    page after a few demo passes: its trigger, samples and events move by the same shift instead.
+    """
+    return (
+        dataclasses.replace(trigger, ts=trigger.ts + shift),
+        [dataclasses.replace(s, ts=s.ts + shift) for s in samples],
+        [dataclasses.replace(e, ts=e.ts + shift) for e in events],
+    )

@@ -109,3 +109,37 @@ def test_a_replay_served_as_if_it_ended_now_keeps_each_kill_report_with_its_samp
     moved = ReplayFeed._shift(kill, 3600.0, 0.0)
     assert moved.oom_kills[0].ts - kill.oom_kills[0].ts == 3600.0
     assert dataclasses.replace(moved.oom_kills[0], ts=kill.oom_kills[0].ts) == kill.oom_kills[0]
+
+
+def test_a_demo_pass_dates_its_bundle_on_the_demo_clock_not_hours_ahead(tmp_path):
+    """Issue 34: a replay at 60x publishes a sample a second (trace time 30 s apart); the page, /metrics and
+    `status` show the newest as now, and so must the bundle's name, trigger, samples and events."""
+    import datetime as dt
+
+    from spark_watchd.diagnose.runtime import DiagnosisRuntime
+    from spark_watchd.snapshot import Snapshot
+
+    samples = scenario("vllm_creep_oom_30s")
+    wall0 = samples[0].ts - 7 * 3600.0  # the demo started 7 h of trace time "before" the recording's clock
+    th = Thresholds()
+    rt, pm = DiagnosisRuntime(th, tmp_path), PostMortem(tmp_path, th)
+    published = {}
+    for i, s in enumerate(samples):
+        d = rt.observe(s)
+        published[s.ts] = wall0 + i  # one sample a second
+        snap = Snapshot(
+            sample=s, diagnosis=d, workloads=d.workloads, mode="replay", published_at=published[s.ts]
+        )
+        pm(snap)
+    rt.close()
+    pm.close()
+    (b,) = [x for x in list_bundles(tmp_path / "bundles") if x.kind == "oom_kill"]
+    kill = next(s for s in samples if s.oom_kills)
+    assert b.ts == published[kill.ts]  # the trigger when the demo showed it, not trace time
+    assert b.name.startswith(
+        dt.datetime.fromtimestamp(published[kill.ts], dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    )
+    trace = [json.loads(x) for x in (b.path / "trace.jsonl").read_text().splitlines()]
+    assert trace[-1]["ts"] == published[kill.ts]  # the samples moved by the same shift
+    events = json.loads((b.path / "timeline.json").read_text())["events"]
+    assert any(e["kind"] == "oom_kill" and e["ts"] == published[kill.ts] for e in events)

@@ -465,7 +465,7 @@
     p.textContent = "";
     p.hidden = !(pm && pm.url && pm.url.charAt(0) === "/");
     if (p.hidden) return;
-    const a = h("a", null, "Post-mortem of the last " + String(pm.kind).replace(/_/g, " ") + " (" + stamp(pm.ts) + ")");
+    const a = h("a", null, "Post-mortem of the last " + String(pm.kind).replace(/_/g, " ") + " (" + stamp(pm.ts, true) + ")");
     a.href = pm.url;
     p.appendChild(a);
     if (pm.summary) p.appendChild(h("span", "what", " " + pm.summary));

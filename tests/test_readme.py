@@ -95,3 +95,33 @@ def test_the_documented_nvml_down_reason_is_the_one_the_source_gives():
     page_doc = (REPO / "docs" / "status-page.md").read_text(encoding="utf-8")
     assert f"`nvml down: nvmlInit failed: {reason}`" in page_doc
     assert f"nvml missing: {reason}" in " ".join(README.split())
+
+
+def _built_daemon(tmp_path):
+    from spark_watchd import app
+    from spark_watchd.config import Settings
+
+    return app.build(Settings(), state_dir=str(tmp_path))
+
+
+def test_every_source_of_a_default_daemon_is_named_in_the_source_up_row(tmp_path):
+    daemon = _built_daemon(tmp_path)
+    try:
+        names = {src.name for src in daemon.collector.sources}
+    finally:
+        daemon.close()
+    row = next(ln for ln in README.splitlines() if ln.startswith("| `sparkwatchd_source_up`"))
+    assert {"nvml", "meminfo", "serving"} <= names
+    assert sorted(n for n in names if f"`{n}`" not in row) == []
+
+
+def test_every_route_a_default_daemon_serves_is_in_the_http_table(tmp_path):
+    daemon = _built_daemon(tmp_path)
+    try:
+        routes = {(r.method, r.path) for r in daemon.routes if not r.path.startswith("/static/")}
+    finally:
+        daemon.close()
+    table = README[README.index("## HTTP") : README.index("TLS and basic auth for every endpoint")]
+    listed = set(re.findall(r"^\| `(GET|POST) (/[^` ?]*)", table, re.M))
+    assert ("GET", "/postmortem/latest") in routes
+    assert sorted(routes - listed) == []

@@ -88,7 +88,9 @@ def build(
     from spark_watchd.export.prometheus import build_registry
     from spark_watchd.postmortem import PostMortem
     from spark_watchd.service.selfcost import SelfCost
+    from spark_watchd.snapshot.acks import Acks
     from spark_watchd.throughput.service import Throughput
+    from spark_watchd.web import acks as acks_web
     from spark_watchd.web import api, page, progress
     from spark_watchd.web import postmortem as postmortem_web
     from spark_watchd.web.charts import History
@@ -145,6 +147,9 @@ def build(
         extras += (("demo", lambda: demo),)
     # The daemon's own CPU share and memory, one line on the page and in `status` (/metrics: process_*).
     extras += (("daemon_cost", SelfCost().read),)
+    # Acknowledged findings (state dir: acks.json), published with each snapshot and matched against its findings.
+    acks = Acks(state, clock)
+    extras += (("acks", acks.active),)
     if postmortem is not None:  # the page's link to the latest post-mortem
         extras += (("postmortem", lambda: postmortem_web.latest_info(postmortem.root)),)
     # The pair view ([fleet] peers): its own worker reads the peers and this daemon's status document.
@@ -158,7 +163,12 @@ def build(
         contributors=(throughput.tracker,) if throughput is not None else (),
         extras=extras,
         subscribers=_present(
-            charts, throughput.observe if throughput is not None else None, recorder, postmortem, notifier
+            charts,
+            throughput.observe if throughput is not None else None,
+            recorder,
+            postmortem,
+            notifier,
+            acks.observe,
         ),
         # After the tick stops and the sources close (the tracker closes with them, ledger last).
         closers=_present(
@@ -175,6 +185,7 @@ def build(
         *(progress.routes(throughput.tracker) if throughput is not None else ()),
         *(postmortem_web.routes(postmortem.root) if postmortem is not None else ()),
         *fleet_routes(fleet),
+        *acks_web.routes(acks, daemon.republish),
     )
     if fleet is not None:
         fleet.start()

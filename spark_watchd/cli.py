@@ -18,6 +18,7 @@ VERBS = (
     ("replay", "replay", "classify a recorded trace offline"),
     ("demo", "demo", "run the daemon over a bundled GB10 scenario"),
     ("status", "status", "ask the running daemon what is wrong and what to do"),
+    ("ack", "ack", "acknowledge a finding you accept, for a while"),
     ("preflight", "preflight", "launch checks, one line per gotcha"),
     ("plan", "plan", "UMA memory worksheet for a training job"),
     ("thermal-log", "thermal_log", "the community's thermal CSV, from NVML"),

@@ -21,6 +21,8 @@ from spark_watchd.sources.collect import Collector
 from spark_watchd.sources.replay import ReplayFeed
 
 Subscriber = Callable[[Snapshot], None]
+RESTART_KEYS = ("listen", "web_config_file", "http_workers", "http_timeout", "allowed_hosts")
+RESTART_KEYS += ("state_dir", "record_dir")
 
 
 class Daemon:
@@ -159,6 +161,12 @@ class Daemon:
                     self._ready.set()
                     self.notifier.ready(status=f"serving {self.mode} samples")
         return snap
+
+    def republish(self) -> None:
+        """Publish the last snapshot again with current extras (an acknowledgement shows at once); no sampling."""
+        with self._tick_lock:
+            if self._snapshot.sample is not None:
+                self._snapshot = dataclasses.replace(self._snapshot, extras=self._extras())
 
     def _next_replayed(self) -> tuple[Sample, dict[str, SourceStatus]] | None:
         t0 = time.perf_counter()
@@ -369,15 +377,7 @@ class Runner:
             self.log.exception("reload failed applying the new configuration", error=str(exc))
         if new.daemon.interval != old.daemon.interval:
             self.reschedule(new.daemon.interval)
-        for key in (
-            "listen",
-            "web_config_file",
-            "http_workers",
-            "http_timeout",
-            "state_dir",
-            "record_dir",
-            "allowed_hosts",
-        ):
+        for key in RESTART_KEYS:
             if getattr(new.daemon, key) != getattr(old.daemon, key):
                 self.log.warning(f"daemon.{key} changed: takes effect after a restart")
         if getattr(new, "fleet", None) != getattr(old, "fleet", None):

@@ -1,7 +1,8 @@
 """Ask the running daemon what is wrong and what to do: findings, evidence and advice at a glance.
 
 Exit status (monitoring-plugin convention, for scripts): 0 ok, 1 warning, 2 critical,
-3 unknown (daemon unreachable, no sample yet, stale sample, or an answer that is not a status).
+3 unknown (daemon unreachable, no sample yet, stale sample, or an answer that is not a status);
+a finding covered by an acknowledgement (`spark-watchd ack`) no longer counts.
 """
 
 from __future__ import annotations
@@ -27,12 +28,26 @@ COLOUR = {"ok": "32", "warning": "33", "critical": "1;31", "unknown": "2"}
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of `spark-watchd status`."""
+    connection_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print the daemon's status document as JSON")
+    parser.add_argument(
+        "--color",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="colour the severities: auto on a terminal without NO_COLOR, always, or never",
+    )
+    parser.add_argument(
+        "--fleet", action="store_true", help="the pair view: this Spark and its [fleet] peers side by side"
+    )
+
+
+def connection_arguments(parser: argparse.ArgumentParser) -> None:
+    """How a verb reaches the running daemon: URL, basic auth or token, CA bundle, timeout."""
     parser.add_argument(
         "--url",
         default=os.environ.get("SPARK_WATCHD_URL") or DEFAULT_URL,
         help="daemon base URL, or HOST:PORT for plain HTTP ($SPARK_WATCHD_URL)",
     )
-    parser.add_argument("--json", action="store_true", help="print the daemon's status document as JSON")
     parser.add_argument("--user", default=os.environ.get("SPARK_WATCHD_USER"), help="basic-auth user")
     parser.add_argument(
         "--password-env",
@@ -45,26 +60,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--cacert", help="CA bundle for an https:// daemon with its own certificate")
     parser.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the daemon")
-    parser.add_argument(
-        "--color",
-        choices=("auto", "always", "never"),
-        default="auto",
-        help="colour the severities: auto on a terminal without NO_COLOR, always, or never",
-    )
-    parser.add_argument(
-        "--fleet", action="store_true", help="the pair view: this Spark and its [fleet] peers side by side"
-    )
 
 
 def fetch_status(
     args: argparse.Namespace, path: str = "/api/v1/status", key: str = "findings"
 ) -> dict[str, Any]:
     """GET /api/v1/status (or `path`); raises OSError/ValueError with a message naming what went wrong."""
+    return call(args, "GET", path, key=key)
+
+
+def call(
+    args: argparse.Namespace, method: str, path: str, payload: dict | None = None, key: str | None = None
+) -> dict[str, Any]:
+    """One request to the daemon's API with the verb's URL, auth and TLS flags; the JSON answer.
+
+    Raises OSError (unreachable, HTTP error with the daemon's own reason) or ValueError (not an answer).
+    """
     base = args.url.strip().rstrip("/")
     if "://" not in base:  # `--url 127.0.0.1:9761`, as `--listen` is written: plain HTTP
         base = "http://" + base
     url = base + path
-    req = urllib.request.Request(url, headers={"Accept": "application/json"})
+    data = json.dumps(payload).encode() if payload is not None else None
+    req = urllib.request.Request(url, data=data, method=method, headers={"Accept": "application/json"})
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
     password, token = os.environ.get(args.password_env), os.environ.get(args.token_env)
     if args.user:
         cred = base64.b64encode(f"{args.user}:{password or ''}".encode()).decode()
@@ -77,7 +96,8 @@ def fetch_status(
             body = resp.read(8 * 1024 * 1024)
     except urllib.error.HTTPError as exc:
         hint = f" (set --user and ${args.password_env})" if exc.code == 401 else ""
-        raise OSError(f"{url}: HTTP {exc.code} {exc.reason}{hint}") from None
+        reason = _error_of(exc.read(4096)) or exc.reason
+        raise OSError(f"{url}: HTTP {exc.code} {reason}{hint}") from None
     except urllib.error.URLError as exc:
         raise OSError(f"{url}: {exc.reason}") from None
     except TimeoutError:
@@ -86,17 +106,35 @@ def fetch_status(
         doc = json.loads(body)
     except ValueError:
         raise ValueError(f"{url}: answer is not JSON") from None
-    if not isinstance(doc, dict) or key not in doc:
+    if not isinstance(doc, dict) or (key is not None and key not in doc):
         raise ValueError(f"{url}: answer has no {key} (is this spark-watchd?)")
     return doc
 
 
-def worst(doc: dict[str, Any]) -> str:
-    """Overall severity: unknown when stale or without a sample, else the worst finding."""
+def _error_of(body: bytes) -> str | None:
+    """The daemon's {"error": ...} reason from an HTTP error body, if it gave one."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return None
+    return str(doc["error"]) if isinstance(doc, dict) and doc.get("error") else None
+
+
+def worst(doc: dict[str, Any], *, acknowledged: bool = False) -> str:
+    """Overall severity: unknown when stale or without a sample, else the worst finding (with acknowledged
+    True, the worst of those no acknowledgement covers: what the exit code reports)."""
     if doc.get("fresh") is False:
         return "unknown"
-    known = [f.get("severity") for f in (doc.get("findings") or {}).values() if f.get("severity") in RANK]
-    return max(known, key=RANK.__getitem__) if known else "unknown"
+    findings = (doc.get("findings") or {}).values()
+    known = [f.get("severity") for f in findings if f.get("severity") in RANK]
+    if not known:
+        return "unknown"
+    if acknowledged:
+        known = [
+            f.get("severity") for f in findings if f.get("severity") in RANK and not f.get("acknowledged")
+        ]
+        return max(known, key=RANK.__getitem__) if known else "ok"
+    return max(known, key=RANK.__getitem__)
 
 
 def _workloads(rows: list[dict[str, Any]], cols: int) -> list[str]:
@@ -254,6 +292,10 @@ def render(doc: dict[str, Any], colour: bool, cols: int | None = None) -> str:
         lines = term.wrap(f"{gotcha} {label} {f.get('summary', '')}", " " * 12, cols=cols)
         out.append(lines[0].replace(label, paint(label, sev), 1))
         out += lines[1:]
+        if isinstance(ack := f.get("acknowledged"), dict):
+            until = term.stamp(float(ack.get("until") or 0))
+            note = f": {ack['note']}" if ack.get("note") else ""
+            out += term.wrap(f"acknowledged until {until}{note}", " " * 14, first="    ", cols=cols)
         if sev == "ok":
             continue
         evidence = term.evidence_lines(f.get("evidence") or {})
@@ -277,10 +319,14 @@ def render(doc: dict[str, Any], colour: bool, cols: int | None = None) -> str:
             tag = f" {e['gotcha']}" if e.get("gotcha") else ""  # a workload exit belongs to no gotcha
             text = f"{when} {e.get('kind', '?')}{tag}: {e.get('summary', '')}"
             out += term.wrap(text, "    ", first="  ", cols=cols)
-    overall = worst(doc)
+    overall, open_ = worst(doc), worst(doc, acknowledged=True)
     out.append("")
+    acked = f" ({open_} once acknowledged findings are set aside)" if open_ != overall else ""
     out.append(
-        "overall: " + paint(overall, overall) + ("" if doc.get("fresh", True) else " (sample is stale)")
+        "overall: "
+        + paint(overall, overall)
+        + acked
+        + ("" if doc.get("fresh", True) else " (sample is stale)")
     )
     return "\n".join(out) + "\n"
 
@@ -304,4 +350,4 @@ def main(args: argparse.Namespace) -> int:
         )
         # Workload argv, job names and error texts come from other users: no escape reaches the terminal.
         sys.stdout.write(render(printable_tree(doc), colour))
-    return EXIT[worst(doc)]
+    return EXIT[worst(doc, acknowledged=True)]  # an acknowledged finding no longer fails a scripted check

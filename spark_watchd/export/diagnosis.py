@@ -5,6 +5,7 @@ from __future__ import annotations
 from spark_watchd.export.families import counter, gauge
 from spark_watchd.logs import get_logger
 from spark_watchd.sample.model import COUNTED_EVENT_KINDS, GOTCHAS, SEVERITY_LEVEL
+from spark_watchd.snapshot.acks import acknowledged
 
 ANOMALY_KINDS = ("power_delivery", "hung_engine", "power_limit", "clock_cap_lost")
 EVENT_KINDS = COUNTED_EVENT_KINDS  # the kind label's values (README's table)
@@ -12,7 +13,7 @@ log = get_logger("exporter")
 
 
 def families(snapshot):
-    """sparkwatchd_finding_level, _events_total, _throttled_seconds_total, _anomaly, _thermal_throttle_active."""
+    """sparkwatchd_finding_level, _finding_acknowledged, _events_total, _throttled_seconds_total, _anomaly, _thermal_throttle_active."""
     try:
         return list(_families(snapshot))
     except Exception:  # a renderer never breaks a scrape
@@ -32,6 +33,17 @@ def _families(snapshot):
         f = findings.get(g)
         lvl.add_metric([g], SEVERITY_LEVEL[f.severity] if f is not None else -1)
     yield lvl
+
+    acked = acknowledged(snapshot)
+    ack = gauge(
+        "finding_acknowledged",
+        "1 while an owner's acknowledgement covers the gotcha's finding (same severity or better, same "
+        "workloads, not expired); alert rules can leave such findings out.",
+        ["gotcha"],
+    )
+    for g in GOTCHAS:
+        ack.add_metric([g], 1.0 if g in acked else 0.0)
+    yield ack
 
     counts = getattr(snapshot, "event_counts", None) or {}
     ev = counter("events", "Events seen by the diagnosis engine, carried across restarts.", ["kind"])

@@ -15,6 +15,7 @@ from spark_watchd import __version__
 from spark_watchd.diagnose.verdicts import state_dict
 from spark_watchd.export.prometheus import workload_table
 from spark_watchd.snapshot import Snapshot
+from spark_watchd.snapshot.acks import acknowledged, worst_unacknowledged
 from spark_watchd.web.http import Request, Response, Route
 
 # The /api/v1/status `memory` object (documented in docs/daemon.md).
@@ -38,11 +39,14 @@ def _memory(snap: Snapshot, os_reserve_bytes: int) -> dict[str, Any]:
     return {k: getattr(view, k) for k in MEMORY_KEYS}
 
 
-def _finding(f) -> dict[str, Any]:
-    """A finding as the API shows it: its words and evidence, and the typed state code should read."""
+def _finding(f, ack=None) -> dict[str, Any]:
+    """A finding as the API shows it: its words and evidence, the typed state code should read, and the
+    acknowledgement covering it (shown, never hidden)."""
     d = f.to_dict()
     if f.state is not None:
         d["state"] = state_dict(f.state)
+    if ack is not None:
+        d["acknowledged"] = ack.to_dict()
     return d
 
 
@@ -51,6 +55,7 @@ def status_dict(daemon) -> dict[str, Any]:
     snap: Snapshot = daemon.snapshot()
     s = snap.sample
     diag = snap.diagnosis
+    acked = acknowledged(snap)
     return {
         "version": __version__,
         "mode": snap.mode,
@@ -72,7 +77,11 @@ def status_dict(daemon) -> dict[str, Any]:
         "throughput": [t.to_dict() for t in s.throughput] if s is not None else [],
         "serving": [r.to_dict() for r in s.serving] if s is not None else [],
         "worst": diag.worst() if diag is not None else "unknown",
-        "findings": {g: _finding(f) for g, f in diag.findings.items()} if diag is not None else {},
+        # What is still to look at once acknowledged findings are set aside (`status`'s exit code).
+        "worst_unacknowledged": worst_unacknowledged(snap),
+        "findings": {g: _finding(f, acked.get(g)) for g, f in diag.findings.items()}
+        if diag is not None
+        else {},
         "events": [e.to_dict() for e in diag.events] if diag is not None else [],
         "recent_events": [e.to_dict() for e in snap.recent_events],
         "event_counts": dict(snap.event_counts),

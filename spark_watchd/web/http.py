@@ -15,6 +15,8 @@ class Request:
     headers: Mapping[str, str]  # lower-cased names
     body: bytes
     client: str  # peer IP address
+    # True when the server checked basic-auth credentials for this request (a web config with users).
+    authenticated: bool = False
 
     @property
     def from_loopback(self) -> bool:

@@ -121,6 +121,7 @@ class _Handler(BaseHTTPRequestHandler):
             # DNS rebinding: a foreign name pointed at this address. Add it to [daemon] allowed_hosts if it is ours.
             return self._send(Response(421, b"unknown Host: add it to [daemon] allowed_hosts\n"), extra)
         client = self.client_address[0] if self.client_address else ""
+        authenticated = False
         if app.web is not None and app.web.auth is not None:
             from spark_watchd.web.credentials import Verdict  # loaded with the web config already
 
@@ -131,6 +132,7 @@ class _Handler(BaseHTTPRequestHandler):
             if verdict is not Verdict.OK:
                 extra["WWW-Authenticate"] = 'Basic realm="spark-watchd", charset="UTF-8"'
                 return self._send(Response(401, b"authentication required\n"), extra)
+            authenticated = True
         if self.command not in _SAFE_METHODS and not app.hosts.allows_origin(
             self.headers.get("Origin"), host
         ):
@@ -158,6 +160,7 @@ class _Handler(BaseHTTPRequestHandler):
             headers={k.lower(): v for k, v in self.headers.items()},
             body=body,
             client=client,
+            authenticated=authenticated,
         )
         try:
             resp = route.handler(req)

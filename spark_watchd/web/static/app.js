@@ -208,8 +208,45 @@
         for (const a of advice) ul.appendChild(h("li", null, a));
         art.appendChild(ul);
       }
+      renderAck(art, g, sev, f.acknowledged);
       root.appendChild(art);
     }
+  }
+
+  /* An acknowledged finding keeps its colour and says so; a warning or critical one offers to be acknowledged. */
+  function renderAck(art, g, sev, ack) {
+    if (ack && typeof ack === "object") {
+      art.classList.add("acked");
+      const p = h("p", "ack-note", "Acknowledged until " + stamp(ack.until, true) + (ack.note ? ": " + ack.note : ""));
+      const undo = h("button", "ack-withdraw", "Withdraw");
+      undo.type = "button";
+      undo.addEventListener("click", () => ackRequest(art, "DELETE", "/api/v1/acks?gotcha=" + encodeURIComponent(g)));
+      p.appendChild(undo);
+      art.appendChild(p);
+    } else if (sev === "warning" || sev === "critical") {
+      const b = h("button", "ack-add", "Acknowledge…");
+      b.type = "button";
+      b.title = "Accept this finding for a while: shown as acknowledged, no longer failing status or alerts; a worse or new episode counts again";
+      b.addEventListener("click", () => {
+        const hours = window.prompt("Acknowledge " + g + " for how many hours?", "8");
+        if (hours === null) return;
+        const note = window.prompt("Why? (shown beside the finding)", "");
+        ackRequest(art, "POST", "/api/v1/acks", { gotcha: g, for_s: Number(hours) * 3600, note: note || "" });
+      });
+      art.appendChild(b);
+    }
+  }
+
+  async function ackRequest(art, method, path, body) {
+    const init = { method, credentials: "same-origin", headers: {} };
+    if (body) { init.headers["Content-Type"] = "application/json"; init.body = JSON.stringify(body); }
+    let why = null;
+    try {
+      const r = await fetch(path, init);
+      if (!r.ok) why = ((await r.json().catch(() => ({}))).error) || "HTTP " + r.status;
+    } catch (e) { why = String(e); }
+    if (why) { art.appendChild(h("p", "ack-error", "Not acknowledged: " + why)); return; }
+    tick().catch(() => {});
   }
 
   /* Evidence keys carry their unit as a suffix (memory_bytes, psi_some_avg60_pct...): show it on the value.

@@ -176,6 +176,9 @@ def main(argv):
         f"false_critical={tot['false_critical']} false_warning_samples={tot['false_warning']} "
         f"events={tot['events_hit']}/{tot['events']} extra_events={tot['extra_events']} errors={errors}"
     )
+    if errors:
+        # Every failed replay scores nothing: say so, so "agreement=0.0%" is not read as the classifier's.
+        print(f"score: {errors} of {len(traces)} replays failed (see the ERROR lines above)", file=sys.stderr)
     return 0 if ok else 1
 
 

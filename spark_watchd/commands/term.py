@@ -36,7 +36,7 @@ def human_bytes(n: float | None) -> str:
     for unit, size in (("TiB", 1024**4), ("GiB", GIB), ("MiB", 1024**2), ("KiB", 1024)):
         if abs(n) >= size:
             return f"{n / size:.1f} {unit}"
-    return f"{n:.0f} B"
+    return f"{round(n)} B"  # round(): a tiny fall reads "0 B", never "-0 B"
 
 
 def human_count(n: float | None) -> str:
@@ -164,10 +164,11 @@ def evidence_text(key: str, value: Any) -> str:
 
 
 def evidence_lines(evidence: dict[str, Any]) -> list[str]:
-    """`label value` per evidence entry, skipping empty lists (no heavy workloads is no evidence)."""
+    """`label value` per evidence entry, skipping empty lists (no heavy workloads is no evidence) and figures
+    not known at this sample (None)."""
     out = []
     for k, v in evidence.items():
-        if isinstance(v, (list, tuple, dict)) and not v:
+        if v is None or (isinstance(v, (list, tuple, dict)) and not v):  # not known at this sample
             continue
         if isinstance(v, (list, tuple)) and v and isinstance(v[0], dict):  # rows: one entry each
             out.extend(f"{unit_of(k)[0]}: {evidence_text(k, row)}" for row in v)

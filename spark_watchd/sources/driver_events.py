@@ -37,6 +37,7 @@ from spark_watchd.sources.driverlog import (
     fold_key,
     journal_problem,
     last_entry_ts,
+    no_previous_boot,
     read_journal,
 )
 from spark_watchd.sources.gpu_pci import nvml_pci_index, sysfs_pci_index
@@ -244,6 +245,8 @@ class DriverEventsSource:
         except OSError as exc:
             self._state(feed, f"journalctl not available ({exc.strerror or exc})", state="not supported")
             return
+        if no_previous_boot(cp.returncode, cp.stderr or ""):  # a journal holding one boot: normal
+            return self._state(feed, "read: the journal holds no previous boot (its first)", state="read")
         lines = (cp.stdout or "").splitlines()
         got = read_journal(lines, ctx={})
         self.rejected[feed] += got.rejected

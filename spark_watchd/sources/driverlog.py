@@ -256,6 +256,14 @@ def last_entry_ts(lines: list[str]) -> float | None:
     return None
 
 
+def no_previous_boot(returncode: int, stderr: str) -> bool:
+    """journalctl -b -1 on a journal that holds one boot: "Data from the specified boot (-1) is not
+    available: No such boot ID in journal". A first boot (or a volatile journal) is normal, not a fault."""
+    return returncode != 0 and (
+        "No such boot ID" in stderr or "specified boot (-1) is not available" in stderr
+    )
+
+
 def journal_problem(returncode: int, stderr: str, events_seen: bool) -> str | None:
     """Why the previous boot's kernel log could not be read (None when it was), from journalctl's answer."""
     first = next((ln.strip() for ln in stderr.splitlines() if ln.strip()), "")

@@ -108,3 +108,12 @@ def test_human_bytes(n, shown):
 )
 def test_human_seconds(s, shown):
     assert term.human_seconds(s) == shown
+
+
+def test_unknown_figures_draw_no_line_and_a_tiny_fall_is_never_minus_zero():
+    """Issue 34: `runway -` beside `runway known yes` said nothing; `-0 B` read as a fall."""
+    from spark_watchd.commands.term import evidence_lines, human_bytes
+
+    lines = evidence_lines({"runway_s": None, "runway_known": True, "fall_bytes_per_s": -0.4})
+    assert lines == ["runway known yes", "fall 0 B/s"]
+    assert human_bytes(-0.4) == "0 B" and human_bytes(-5 * 1024**3) == "-5.0 GiB"

@@ -393,3 +393,16 @@ def test_malformed_lines_in_the_previous_boot_are_counted_and_the_live_feed_stil
         assert live[0].xid == 79 and live[0].boot_end_ts is None
     finally:
         src.close()
+
+
+def test_a_journal_with_one_boot_is_read_not_unreadable():
+    """Issue 34: `journalctl -b -1` on a machine whose journal holds only this boot exits 1 with "No such boot
+    ID"; that is a first boot (or a volatile journal), not a fault to show in red."""
+    stderr = "Data from the specified boot (-1) is not available: No such boot ID in journal\n"
+    src = DriverEventsSource(None, runner=_runner(stderr=stderr, rc=1), follow=False, nvml_events=False)
+    try:
+        src.collect({})
+        feed = src.feed_status()["previous-boot"]
+        assert feed["state"] == "read" and "no previous boot" in feed["detail"]
+    finally:
+        src.close()

@@ -23,7 +23,7 @@ import pytest
 from playwright.sync_api import expect
 
 from spark_watchd.config import Settings
-from spark_watchd.sample.findings import Diagnosis, Finding
+from spark_watchd.sample.findings import Diagnosis, Event, Finding
 from spark_watchd.sample.trace import read_trace
 from spark_watchd.web.settings import WebSettings
 from tests.conftest import REPO, cli_env, free_port, require_binary
@@ -432,6 +432,10 @@ def test_evidence_shows_units_pids_as_ids_and_no_empty_rows(browser):
     g6 = _first("eviction", "G6", "critical")
     g3 = _first("eviction", "G6", "warning").replace(gotcha="G3")
     g3 = g3.replace(evidence={**g3.evidence, "workloads": []})  # as on a live page with no GPU
+    # Issue 34: a figure not known at this sample draws no "runway –" row; a tiny fall reads 0, never -0.
+    g3 = g3.replace(
+        evidence={**g3.evidence, "runway_s": None, "runway_known": True, "fall_bytes_per_s": -2e6}
+    )
     sample = next(iter(read_trace(SCENARIOS / "throttle.jsonl")))
     daemon = FakeDaemon()
     daemon.publish(snapshot_of(sample, Diagnosis(sample.ts, {"G3": g3, "G4": g4, "G6": g6}), mode="live"))
@@ -456,6 +460,8 @@ def test_evidence_shows_units_pids_as_ids_and_no_empty_rows(browser):
             assert f"members {pid}" in g6_rows["workloads"] or f", {pid}" in g6_rows["workloads"]
         assert not re.search(r"\b\d{1,3},\d{3}\b", g6_rows["workloads"]), g6_rows  # never "members 5,120"
         assert "workloads" not in g3_rows  # an empty list draws no row
+        assert "runway" not in g3_rows and g3_rows["runway known"] == "yes", g3_rows
+        assert g3_rows["fall"] == "0 GiB/s", g3_rows
         for text in (*g4_rows.values(), *g6_rows.values()):
             assert "[object" not in text and "undefined" not in text and "NaN" not in text
         assert log.errors == []
@@ -475,4 +481,53 @@ def test_an_ended_job_leaves_the_legend_saying_so_not_its_last_values(browser):
         page.wait_for_selector("#chart-training .legend li", state="attached")
         legend = page.locator("#chart-training .legend li").all_inner_texts()
         assert legend and all("(ended)" in li and li.rstrip().endswith("–") for li in legend), legend
+        assert log.errors == []
+
+
+def test_labels_say_what_the_text_says_a_followed_exit_and_a_server_without_a_figure(browser):
+    """Issue 34: an exit after its workload's kill is an exit (no red "killed" chip), and a found llama.cpp that
+    exports no TTFT or KV use is named with what it lacks, never "No inference server found"."""
+    import dataclasses
+
+    samples = list(read_trace(REPO / "tests" / "fixtures" / "traces" / "serving" / "bursty_idle_30s.jsonl"))[
+        :6
+    ]
+    bare = [
+        dataclasses.replace(
+            s, serving=tuple(dataclasses.replace(r, kv_usage=None, ttft_p95_s=None) for r in s.serving)
+        )
+        for s in samples
+    ]
+    last = bare[-1]
+    follows = Event(
+        "workload_exit",
+        "",
+        last.ts,
+        "python3 (pid 4121) exited, after its workload's oom kill global",
+        details={"cause": "oom_kill_global", "follows": True, "pid": 4121},
+    )
+    killed = Event(
+        "workload_exit",
+        "G3",
+        last.ts - 30,
+        "The kernel OOM killer killed python3 (pid 4120)",
+        details={"cause": "oom_kill_global", "pid": 4120},
+    )
+    daemon = FakeDaemon()
+    routes = daemon.page_routes()
+    ok = {g: Finding(g, "ok", "fine") for g in ("G3", "G4", "G6")}
+    for s in bare:
+        daemon.publish(snapshot_of(s, Diagnosis(s.ts, ok), recent=(killed, follows), mode="live"))
+    with RouteServer(routes, daemon) as srv, open_page(browser, srv.origin) as (page, log):
+        page.wait_for_selector("#events li")
+        kinds = page.locator("#events .kind")
+        classes = kinds.evaluate_all("els => els.map(e => e.className)")
+        labels = {re.sub(r"^G\d ", "", t): c for t, c in zip(kinds.all_inner_texts(), classes, strict=True)}
+        assert "bad" in labels["workload killed"] and "bad" not in labels["workload exited"], labels
+        nodata = page.locator("#chart-serving-latency .nodata").text_content()
+        assert nodata.startswith("llamacpp:8080 exports no time to first token or KV-cache use"), nodata
+        assert (
+            "No inference server found"
+            not in (page.locator("#chart-serving .nodata").all_text_contents() or [""])[0]
+        )
         assert log.errors == []

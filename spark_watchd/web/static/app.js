@@ -24,6 +24,7 @@
     if (v === null || v === undefined || !isFinite(v)) return "–";
     const a = Math.abs(v);
     const d = digits !== undefined ? digits : a >= 100 ? 0 : a >= 10 ? 1 : a >= 1 ? 2 : 3;
+    if (Math.round(a * 10 ** d) === 0) v = 0; // a tiny fall rounds to "0", never "-0"
     return Number(v).toLocaleString("en-US", { maximumFractionDigits: d, minimumFractionDigits: 0 });
   }
   const gib = (b) => (b === null || b === undefined ? "–" : num(b / GIB, 1) + " GiB");
@@ -192,7 +193,8 @@
       }
       const ev = f.evidence || {};
       // An empty list (no heavy workloads) is no evidence: no empty row.
-      const keys = Object.keys(ev).filter((k) => !(Array.isArray(ev[k]) && ev[k].length === 0));
+      // An empty list (no heavy workloads) or a figure not known at this sample is no evidence: no "–" row.
+      const keys = Object.keys(ev).filter((k) => ev[k] !== null && ev[k] !== undefined && !(Array.isArray(ev[k]) && ev[k].length === 0));
       if (keys.length) {
         const dl = h("dl", "evidence");
         for (const k of keys) {
@@ -425,14 +427,18 @@
       latency.push({ label: server + " TTFT p95", k: i * 2, points: pickS(server, "ttft_p95_s"), fmt: (v) => num(v, 2) + " s" });
       latency.push({ label: server + " KV use (right)", k: i * 2 + 1, axis: "r", dash: true, points: pickS(server, "kv_usage", 100), fmt: (v) => num(v, 0) + " %" });
     });
-    const noServer = "No inference server found (vLLM, SGLang, llama.cpp, TensorRT-LLM, Ollama)";
+    // A found server that exports none of a chart's figures is named with what it lacks, never "no server".
+    const listed = servers.length ? servers : ((state.status && state.status.serving) || []).map((x) => x.server);
+    const lacking = (what) => listed.length
+      ? listed.slice(0, 4).join(", ") + (listed.length === 1 ? " exports" : " export") + " no " + what + " yet"
+      : "No inference server found (vLLM, SGLang, llama.cpp, TensorRT-LLM, Ollama)";
     SparkChart.draw($("chart-serving"), Object.assign({}, base, {
       bands: bands, left: { fmt: (v) => num(v, 0), zero: true }, right: { fmt: (v) => num(v, Number.isInteger(v) ? 0 : 1), zero: true },
-      series: serving, empty: noServer,
+      series: serving, empty: lacking("token rate or queue"),
     }));
     SparkChart.draw($("chart-serving-latency"), Object.assign({}, base, {
       bands: bands, left: { fmt: (v) => num(v, 1) + " s", zero: true }, right: { fmt: (v) => num(v, 0) + "%", zero: true, max: 100 },
-      series: latency, empty: noServer,
+      series: latency, empty: lacking("time to first token or KV-cache use (llama.cpp exports neither)"),
     }));
   }
 
@@ -537,7 +543,12 @@
       if (e.kind === "xid") { label = "Xid " + d.xid + (d.fatal ? " (fatal)" : ""); if (d.fatal) cls = "bad"; }
       if (d.previous_boot) label += " (previous boot)";
       // Who killed it (diagnose/exits.py): a killer's cause is bad, a plain exit is only news.
-      if (e.kind === "workload_exit") { label = d.cause === "exit" ? "workload exited" : "workload killed"; if (d.cause !== "exit") cls = "bad"; }
+      // A member that exited after its workload's kill (details.follows) exited: news, not another kill.
+      if (e.kind === "workload_exit") {
+        const killed = d.cause !== "exit" && !d.follows;
+        label = killed ? "workload killed" : "workload exited";
+        if (killed) cls = "bad";
+      }
       li.appendChild(h("span", "kind " + cls, (e.gotcha ? e.gotcha + " " : "") + label));
       li.appendChild(h("span", "what", e.summary || ""));
       ol.appendChild(li);

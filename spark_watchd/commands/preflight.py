@@ -14,6 +14,7 @@ import sys
 
 from spark_watchd import __version__
 from spark_watchd.app import nvml_from_env
+from spark_watchd.commands import term
 from spark_watchd.preflight import build_report, checks, gather, hostinfo
 
 EXIT = {"ready": 0, "ready-with-warnings": 1, "blocked": 3}
@@ -109,8 +110,11 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps(report, indent=2) + "\n")
     else:
+        # One line per gotcha in the community's fixed format for a pipe or a script; on a terminal each
+        # is folded to its width, continuation lines indented under their G-number.
+        fold = sys.stdout.isatty()
         for c in found:
-            print(c.line())
+            print("\n".join(term.wrap(c.line(), "    ")) if fold else c.line())
         gaps = report.get("unchecked") or []
         why = f" (not checked here: {', '.join(gaps)})" if gaps else ""
         print(f"verdict: {report['verdict']}{why}", file=sys.stderr)

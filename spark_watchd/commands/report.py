@@ -14,6 +14,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from spark_watchd.commands import term
 from spark_watchd.postmortem import list_bundles
 
 EX_NONE = 1  # asked for a bundle there is none of
@@ -53,10 +54,9 @@ def main(args) -> int:
         if not bundles:
             print("no post-mortem bundle yet (one is written on an OOM kill, an eviction, a driver fault...)")
             return 0
-        for b in bundles:
-            print(
-                f"{b.name}  {_when(b.ts)}  {b.kind:<13} {b.samples:>4} samples {b.bytes / 1024:>7.0f} KiB  {b.summary}"
-            )
+        for b in bundles:  # the summary folded under its bundle: every line fits the terminal
+            head = f"{b.name}  {_when(b.ts)}  {b.samples} samples  {b.bytes / 1024:.0f} KiB"
+            print("\n".join(term.wrap(f"{head}: {b.summary}", "    ")))
         return 0
     pick = bundles[-1:] if args.last else [b for b in bundles if b.name == args.bundle]
     if not pick:

@@ -132,3 +132,48 @@ def test_plan_fits_80_columns(method):
     assert p.returncode in (0, 1, 3), p.stderr
     _check(p.stdout, f"plan {method}")
     assert "(issue" not in p.stdout
+
+
+def test_report_fits_80_columns(tmp_path):
+    """Issue 34: a bundle's line reached 215 columns; its summary is now folded under it."""
+    from tests.postmortem.helpers import feed, scenario
+
+    feed(tmp_path, scenario("vllm_creep_oom_30s"))
+    p = run_cli("report", "--state-dir", str(tmp_path), env=WIDTH)
+    assert p.returncode == 0, p.stderr
+    _check(p.stdout, "report")
+    assert "OOM killer killed" in p.stdout and "global memory pressure" in p.stdout
+
+
+def test_preflight_fits_80_columns_on_a_terminal_and_keeps_one_line_per_check_in_a_pipe():
+    """Issue 34: five preflight lines ran past 80 columns on a machine without torch or a GPU. A pipe keeps
+    the community's fixed format (one `G3 INFO: ...` line per check) for scripts."""
+    import os
+    import pty
+
+    env = {**WIDTH, "SPARK_WATCHD_SOURCES__PROC_ROOT": str(FIXTURES / "hosts" / "daemon-vm" / "proc")}
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spark_watchd", "preflight"],
+        stdout=follower,
+        stderr=subprocess.DEVNULL,
+        env=cli_env(env),
+        cwd=str(REPO),
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(leader)
+    assert proc.wait(timeout=60) in (0, 1, 3)
+    shown = b"".join(chunks).decode().replace("\r\n", "\n")
+    _check(shown, "preflight on a terminal")
+    assert re.search(r"^G3 ", shown, re.M) and re.search(r"^    \S", shown, re.M)  # folded, indented
+    piped = run_cli("preflight", env=env)
+    assert all(re.match(r"G\d+ (PASS|FAIL|WARN|SKIP|INFO): ", ln) for ln in piped.stdout.splitlines())

@@ -119,6 +119,13 @@ def test_live_page_without_a_gpu_keeps_every_chart_message_inside_its_chart(brow
         for m in msgs:
             assert m["inside"], f"at {width} px the {m['chart']} message is cut off: {m['text']}"
         _check_tables(page, width)
+        # Issue 34: the Events empty state is one sentence that wraps, not a grid cell running off a phone.
+        empty = page.locator("#events li.empty")
+        box = empty.bounding_box()
+        assert box["x"] + box["width"] <= width + 1, f"at {width} px the Events empty state is cut off"
+        assert empty.evaluate(
+            "e => e.scrollWidth <= e.clientWidth + 1 && e.parentElement.scrollWidth <= e.parentElement.clientWidth + 1"
+        )
         _shoot(page, shots, "live", width)
         assert log.errors == []
 

@@ -77,6 +77,8 @@ def timeline_of(samples: Sequence[Sample], thresholds) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"ts": s.ts}
         for g, f in diag.findings.items():
             row[g] = {"severity": f.severity, "summary": f.summary, "evidence": dict(f.evidence)}
+            if f.advice and f.severity in ("warning", "critical"):  # the report's "What to do"
+                row[g]["advice"] = list(f.advice)
         out.append(row)
     return out
 

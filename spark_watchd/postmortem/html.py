@@ -8,6 +8,7 @@ the workload table. Every text from the host (process names, command lines, jour
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
@@ -28,12 +29,34 @@ padding:3px 6px;text-align:left;vertical-align:top;overflow-wrap:anywhere}th{bac
 .sev-critical{color:#b91c1c;font-weight:600}.sev-warning{color:#b45309;font-weight:600}
 .legend span{margin-right:14px;white-space:nowrap}.legend i{display:inline-block;width:14px;height:3px;
 vertical-align:middle;margin-right:4px}
+.advice li{margin:2px 0}.empty{fill:#6b7280}
 @media (max-width:900px){main{padding:8px}td,th{padding:2px 3px}}
+@media (max-width:640px){.chart{overflow-x:auto}.chart svg{min-width:680px}}
 """
 
 
 def _utc(ts: float, fmt: str = "%H:%M:%S") -> str:
     return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime(fmt)
+
+
+def ticks(lo: float, hi: float, n: int = 4) -> list[float]:
+    """Round axis values from at most lo to at least hi: steps of 1, 2, 2.5 or 5 times a power of ten."""
+    raw = (hi - lo) / n or 1.0
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    v = math.floor(lo / step) * step
+    out = [round(v, 10)]
+    while out[-1] < hi - step * 1e-9:
+        v += step
+        out.append(round(v, 10))
+    return out
+
+
+def tick_label(v: float, step: float) -> str:
+    """'2,500', '0.25', '-1.5': the decimals the step needs, thousands separated, never 2.67e+03 or -0."""
+    decimals = next((d for d in range(7) if abs(step * 10**d - round(step * 10**d)) < 1e-6), 6)
+    text = f"{v:,.{decimals}f}"
+    return text.lstrip("-") if float(text.replace(",", "")) == 0 else text
 
 
 def _path(points: Sequence[tuple[float, float | None]], x, y) -> str:
@@ -57,13 +80,24 @@ def chart(
     marks: Sequence[tuple[float, int]] = (),
     lines: Sequence[tuple[float, str]] = (),
     height: int = 150,
+    empty: str = "no readings in these minutes",
 ) -> str:
-    """One chart: series as (label, [(ts, value or None)]), event marks as (ts, number), level lines."""
-    vals = [v for _, pts in series for _, v in pts if v is not None] + [v for v, _ in lines]
-    if not vals:
-        return ""
-    lo, hi = min(0.0, min(vals)), max(vals)
-    hi = hi + (hi - lo) * 0.08 or 1.0
+    """One chart: series as (label, [(ts, value or None)]), event marks as (ts, number), level lines; with no
+    reading at all, the chart's frame says why (`empty`) instead of vanishing."""
+    data = [v for _, pts in series for _, v in pts if v is not None]
+    if not data:
+        return (
+            f'<div class="chart"><svg viewBox="0 0 {W} 60" role="img" aria-label="{escape(title)}: {escape(empty)}">'
+            f'<text x="{PAD_L}" y="16" font-size="14" font-weight="600">{escape(title)} ({escape(unit)})</text>'
+            f'<text x="{W / 2}" y="44" font-size="14" text-anchor="middle" class="empty">{escape(empty)}</text>'
+            "</svg></div>"
+        )
+    vals = data + [v for v, _ in lines]
+    axis = ticks(min(0.0, min(vals)), max(vals))
+    lo, hi = axis[0], axis[-1]
+    if hi <= lo:
+        hi = lo + 1.0
+    step = axis[1] - axis[0] if len(axis) > 1 else 1.0
     span = (t1 - t0) or 1.0
 
     def x(t):
@@ -76,16 +110,15 @@ def chart(
     parts.append(
         f'<text x="{PAD_L}" y="14" font-size="13" font-weight="600">{escape(title)} ({escape(unit)})</text>'
     )
-    for k in range(5):
-        v = lo + (hi - lo) * k / 4
+    for v in axis:
         parts.append(
             f'<line x1="{PAD_L}" x2="{W - PAD_R}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#eee"/>'
-            f'<text x="{PAD_L - 4}" y="{y(v) + 4:.1f}" font-size="11" text-anchor="end">{v:.3g}</text>'
+            f'<text x="{PAD_L - 4}" y="{y(v) + 4:.1f}" font-size="13" text-anchor="end">{tick_label(v, step)}</text>'
         )
     for k in range(6):
         t = t0 + span * k / 5
         parts.append(
-            f'<text x="{x(t):.1f}" y="{height - 8}" font-size="11" text-anchor="middle">{_utc(t, "%H:%M")}</text>'
+            f'<text x="{x(t):.1f}" y="{height - 8}" font-size="13" text-anchor="middle">{_utc(t, "%H:%M")}</text>'
         )
     for v, label in lines:
         parts.append(
@@ -176,14 +209,49 @@ def render_report(
     sr = series_of(samples, timeline)
     host = escape(next((s.host for s in reversed(samples) if s.host), None) or "?")
     slowdown = next((g.slowdown_temp_c for s in reversed(samples) for g in s.gpus if g.slowdown_temp_c), None)
+    no_gpu = "no GPU readings in these samples (NVML missing or not supported)"
     charts = [
         chart("Memory", "GiB", sr["memory"], t0, t1, marks, [(0.0, "budget gone")]),
-        chart("Runway at the trend", "min", sr["runway"], t0, t1, marks, [(30.0, "warn")]),
-        chart("Memory pressure (PSI)", "%", sr["psi"], t0, t1, marks),
-        chart("Temperature", "C", sr["temp"], t0, t1, marks, [(slowdown, "slowdown")] if slowdown else ()),
-        chart("Power", "W", sr["power"], t0, t1, marks),
-        chart("SM clock", "MHz", sr["clock"], t0, t1, marks),
-        chart("Throughput", "tokens/s or s/step", sr["throughput"], t0, t1, marks),
+        chart(
+            "Runway at the trend",
+            "min",
+            sr["runway"],
+            t0,
+            t1,
+            marks,
+            [(30.0, "warn")],
+            empty="no runway: the budget was not falling at a sustained trend in these minutes",
+        ),
+        chart(
+            "Memory pressure (PSI)",
+            "%",
+            sr["psi"],
+            t0,
+            t1,
+            marks,
+            empty="no PSI readings (no /proc/pressure/memory on this kernel)",
+        ),
+        chart(
+            "Temperature",
+            "C",
+            sr["temp"],
+            t0,
+            t1,
+            marks,
+            [(slowdown, "slowdown")] if slowdown else (),
+            empty=no_gpu,
+        ),
+        chart("Power", "W", sr["power"], t0, t1, marks, empty=no_gpu),
+        chart("SM clock", "MHz", sr["clock"], t0, t1, marks, empty=no_gpu),
+        chart(
+            "Throughput",
+            "tokens/s or s/step",
+            sr["throughput"],
+            t0,
+            t1,
+            marks,
+            empty="no training job reported progress (POST /api/v1/progress)",
+        ),
     ]
     ev_rows = _rows(
         (str(i + 1), _utc(float(e["ts"]), "%Y-%m-%d %H:%M:%SZ"), escape(str(e.get("kind", ""))),
@@ -206,6 +274,7 @@ def render_report(
          escape(str(w.get("cmdline", ""))[:200]))
         for w in workloads
     )  # fmt: skip
+    advice = _advice(timeline)
     when = _utc(float(trigger.get("ts") or t1), "%Y-%m-%d %H:%M:%SZ")
     span = f"{_utc(t0, '%Y-%m-%d %H:%M:%S')} to {_utc(t1)} UTC, {len(samples)} samples"
     return f"""<!doctype html>
@@ -217,6 +286,7 @@ def render_report(
 <h1>Post-mortem: {escape(str(trigger.get("kind", "")))} on {host}</h1>
 <div class="meta">{escape(span)}; written by spark-watchd</div>
 <div class="trigger"><b>{when}</b> {escape(str(trigger.get("summary", "")))}</div>
+{advice}
 <h2>The minutes before</h2>
 {"".join(charts)}
 <h2>Events</h2>
@@ -227,3 +297,27 @@ def render_report(
 <table><tr><th>kind</th><th>pid</th><th>memory</th><th>cap</th><th>command</th></tr>{wl_rows}</table>
 </main></body></html>
 """
+
+
+def _advice(timeline: Sequence[dict[str, Any]]) -> str:
+    """What to do: the advice the page gave for each gotcha at its worst in these minutes (latest first)."""
+    rank = {"warning": 1, "critical": 2}
+    blocks = []
+    for g in ("G3", "G4", "G6"):
+        worst = None
+        for row in timeline:
+            f = row.get(g) or {}
+            if f.get("advice") and rank.get(f.get("severity"), 0) >= rank.get(
+                (worst or {}).get("severity"), 0
+            ):
+                worst = {**f, "ts": row.get("ts")}
+        if worst is None:
+            continue
+        items = "".join(f"<li>{escape(str(a))}</li>" for a in worst["advice"])
+        sev = escape(str(worst["severity"]))
+        at = _utc(float(worst["ts"])) if worst.get("ts") is not None else ""
+        blocks.append(
+            f'<p><b>{g}</b> <span class="sev-{sev}">{sev}</span> at {at}: {escape(str(worst.get("summary", "")))}</p>'
+            f'<ul class="advice">{items}</ul>'
+        )
+    return "<h2>What to do</h2>" + "".join(blocks) if blocks else ""

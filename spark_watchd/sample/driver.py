@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
-
 from spark_watchd.sample.driverlines import kernel_line_kind, parse_kernel_line
+from spark_watchd.sample.schema import FLOAT, INT, STR, key, traced
+from spark_watchd.sample.validate import I64, MAX
 
 __all__ = [
     "DRIVER_EVENT_SOURCES",
@@ -26,57 +24,26 @@ LINE_FEEDS = ("previous-boot", "kernel-log")
 FEED_STATES = ("watching", "read", "not supported", "unreadable", "restarting", "off")
 
 
-@dataclass(frozen=True, slots=True)
+@traced(name="driver_events: ", strict=True)
 class DriverEvent:
     """A fault the driver or kernel reported; `xid` is None for non-Xid lines (NV_ERR_NO_MEMORY, AER).
 
-    Optional (trace-v1, added with issue 18): `pci` the PCI address the kernel line names, `count` how many
-    identical lines this one event stands for (a storm folded into one), `boot_end_ts` for a previous boot's
-    line the time of that boot's last journal entry (the reboot-cause window is measured back from it).
+    Optional (trace-v1, added with issue 18): `pci`, `count` and `boot_end_ts`.
     """
 
-    ts: float
-    gpu: int | None
-    xid: int | None
-    source: str  # "nvml" (event API) or "journal" (kernel log: previous boot or live)
-    text: str
-    pci: str | None = None
-    count: int = 1
-    boot_end_ts: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"ts": self.ts, "gpu": self.gpu, "xid": self.xid, "source": self.source}
-        d["text"] = self.text
-        if self.pci is not None:
-            d["pci"] = self.pci
-        if self.count != 1:
-            d["count"] = self.count
-        if self.boot_end_ts is not None:
-            d["boot_end_ts"] = self.boot_end_ts
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> DriverEvent:
-        """Build from a trace object; raises ValueError naming the key that is wrong."""
-        gpu, xid, source = d.get("gpu"), d.get("xid"), d.get("source", "journal")
-        if source not in DRIVER_EVENT_SOURCES:
-            raise ValueError(f"driver_events: 'source' must be nvml or journal, got {source!r}")
-        for key, val in (("gpu", gpu), ("xid", xid), ("count", d.get("count"))):
-            if val is not None and (isinstance(val, bool) or not isinstance(val, int)):
-                raise ValueError(f"driver_events: '{key}' must be an integer or null, got {val!r}")
-        pci, end = d.get("pci"), d.get("boot_end_ts")
-        if pci is not None and not isinstance(pci, str):
-            raise ValueError(f"driver_events: 'pci' must be a string or null, got {pci!r}")
-        return cls(
-            float(d["ts"]),
-            gpu,
-            xid,
-            source,
-            str(d.get("text") or ""),
-            pci,
-            max(1, int(d.get("count") or 1)),
-            None if end is None else float(end),
-        )
+    ts: float = key(FLOAT, 0, MAX, need=True, doc="when the fault was reported")
+    # null: a kernel-log line names a PCI address, not an NVML index
+    gpu: int | None = key(INT, 0, 4096, doc="NVML index of the GPU")
+    xid: int | None = key(INT, 0, I64, doc="Xid code; null for non-Xid lines")
+    source: str = key(STR, choices=DRIVER_EVENT_SOURCES, default="journal", doc="event API or kernel log")
+    text: str = key(STR, default="", doc="the line as reported")
+    pci: str | None = key(STR, optional=True, doc='the PCI address a kernel line names ("0000:01:00.0")')
+    count: int = key(
+        INT, 1, I64, default=1, optional=True, doc="identical lines folded into this one (a storm)"
+    )
+    boot_end_ts: float | None = key(
+        FLOAT, 0, MAX, optional=True, doc="a previous boot's line: that boot's last journal entry"
+    )
 
 
 def event_kind(ev: DriverEvent) -> str:

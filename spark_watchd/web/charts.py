@@ -14,52 +14,81 @@ import math
 import threading
 from array import array
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from spark_watchd.sample.findings import Diagnosis, Event
 from spark_watchd.sample.memory import MemoryView
-from spark_watchd.sample.model import SEVERITY_LEVEL, Sample
+from spark_watchd.sample.model import SEVERITY_LEVEL, GpuReading, Sample
 from spark_watchd.snapshot import Snapshot
 from spark_watchd.web.settings import WebSettings
 
-# Numeric fields of a record, in array order; the JSON keys of /api/v1/history.
-FIELDS = (
-    "ts",
-    "power_w",
-    "temp_c",
-    "slowdown_temp_c",
-    "sm_clock_mhz",
-    "app_clock_mhz",
-    "util_pct",
-    "reasons",
-    "throttle",
-    "mem_total_bytes",
-    "mem_available_bytes",
-    "mem_available_min_bytes",
-    "mem_budget_bytes",
-    "mem_cached_bytes",
-    "mem_anon_bytes",
-    "mem_gpu_attributed_bytes",
-    "swap_used_bytes",
-    "psi_some_avg60",
-    "psi_full_avg60",
-    "swap_out_pages_per_s",
-    "major_faults_per_s",
-    "G3",
-    "G4",
-    "G6",
-)
+_NAN = float("nan")
+
+
+class _Tick:
+    """What one record's columns are read from: the sample, its first GPU (GB10 has one; an empty reading
+    without one), the memory view, the PSI lines and the classifiers' states."""
+
+    __slots__ = ("sample", "gpu", "mem", "psi", "g3", "g4", "diagnosis")
+
+    def read(self, s: Sample, diagnosis: Diagnosis | None, mem: MemoryView | None) -> _Tick:
+        """Point at this tick's parts (one _Tick per History, reused under its lock: nothing per record)."""
+        self.sample = s
+        self.gpu = s.gpus[0] if s.gpus else _NO_GPU
+        self.mem = mem
+        self.psi = s.psi_memory or {}
+        self.diagnosis = diagnosis
+        # The throttle, its reason and the rates are the classifiers' (diagnose/verdicts.py), computed once
+        # per tick: the chart shades what the G4 card and sparkwatchd_thermal_throttle_active say.
+        self.g3 = _state(diagnosis, "G3")
+        self.g4 = _state(diagnosis, "G4")
+        return self
+
+    def memory(self, name: str) -> Any:
+        return getattr(self.mem, name, None)
+
+
+_NO_GPU = GpuReading()
+# The numeric columns of a record, each with where its value comes from, by name: the JSON keys of
+# /api/v1/history, in their order (a record's numbers are stored in this order, NaN for "not sampled").
+COLUMNS: dict[str, Callable[[_Tick], Any]] = {
+    "ts": lambda t: t.sample.ts,
+    "power_w": lambda t: t.gpu.power_w,
+    "temp_c": lambda t: t.gpu.temp_c,
+    "slowdown_temp_c": lambda t: t.gpu.slowdown_temp_c,
+    "sm_clock_mhz": lambda t: t.gpu.sm_clock_mhz,
+    "app_clock_mhz": lambda t: t.gpu.applications_clock_mhz,
+    "util_pct": lambda t: t.gpu.util_pct,
+    "reasons": lambda t: t.gpu.clocks_event_reasons,
+    "throttle": lambda t: 1.0 if t.g4 is not None and t.g4.throttling else 0.0,
+    "mem_total_bytes": lambda t: t.memory("total_bytes"),
+    "mem_available_bytes": lambda t: t.memory("available_bytes"),
+    "mem_available_min_bytes": lambda t: t.memory("available_min_bytes"),
+    # The budget from the tick's memory view: the same figure G3 judged, negative into the reserve.
+    "mem_budget_bytes": lambda t: t.memory("budget_bytes"),
+    "mem_cached_bytes": lambda t: t.memory("cached_bytes"),
+    "mem_anon_bytes": lambda t: t.memory("anon_bytes"),
+    "mem_gpu_attributed_bytes": lambda t: t.memory("gpu_attributed_bytes"),
+    "swap_used_bytes": lambda t: t.memory("swap_used_bytes"),
+    "psi_some_avg60": lambda t: (t.psi.get("some") or {}).get("avg60"),
+    "psi_full_avg60": lambda t: (t.psi.get("full") or {}).get("avg60"),
+    "swap_out_pages_per_s": lambda t: t.g3.swapout_per_s if t.g3 is not None else None,
+    "major_faults_per_s": lambda t: t.g3.majfault_per_s if t.g3 is not None else None,
+    "G3": lambda t: _level(t.diagnosis, "G3"),
+    "G4": lambda t: _level(t.diagnosis, "G4"),
+    "G6": lambda t: _level(t.diagnosis, "G6"),
+}
+FIELDS = tuple(COLUMNS)
 _INT_FIELDS = frozenset(
     {"sm_clock_mhz", "app_clock_mhz", "reasons", "throttle"} | {f for f in FIELDS if f.endswith("_bytes")}
 )
 _GOTCHA_FIELDS = ("G3", "G4", "G6")
 _LEVEL_SEVERITY = {v: k for k, v in SEVERITY_LEVEL.items()}
-_NAN = float("nan")
-# Per server in a record (the page's Serving panel); at most _SERVING_MAX servers per record.
-_SERVING_KEYS = (
-    "server",
-    "kind",
-    "up",
+# Per job and per server in a record: the labels and numbers kept (at most _SERVING_MAX servers a record).
+_JOB_NUMBERS = ("step_seconds", "tokens_per_second")
+_SERVING_LABELS = ("server", "kind", "up")
+_SERVING_NUMBERS = (
     "generation_tokens_per_s",
     "requests_running",
     "requests_waiting",
@@ -76,23 +105,26 @@ def _record_dict(
 ) -> dict[str, Any]:
     """One record as GET /api/v1/history gives it, from its row of numbers and its rows of jobs and servers."""
     d: dict[str, Any] = {}
+    findings: dict[str, str | None] = {}
     for name, v in zip(FIELDS, values, strict=True):
         if name in _GOTCHA_FIELDS:
-            continue
-        if not math.isfinite(v):
+            findings[name] = None if math.isnan(v) else _LEVEL_SEVERITY.get(int(v), "unknown")
+        elif not math.isfinite(v):
             d[name] = None
         else:
             d[name] = int(v) if name in _INT_FIELDS else v
-    d["findings"] = {
-        g: (None if math.isnan(v) else _LEVEL_SEVERITY.get(int(v), "unknown"))
-        for g, v in zip(_GOTCHA_FIELDS, values[-len(_GOTCHA_FIELDS) :], strict=True)
-    }
-    d["jobs"] = [{"job": j, "step_seconds": s, "tokens_per_second": t} for j, (s, t) in _unpack(jobs, 2)]
+    d["findings"] = findings
+    d["jobs"] = [{"job": j, **_named(_JOB_NUMBERS, nums)} for j, nums in _unpack(jobs, len(_JOB_NUMBERS))]
     d["events"] = [dict(e) for e in (events or ())]
     d["serving"] = [
-        dict(zip(_SERVING_KEYS, (*label, *nums), strict=True)) for label, nums in _unpack(serving, 6)
+        {**_named(_SERVING_LABELS, labels), **_named(_SERVING_NUMBERS, nums)}
+        for labels, nums in _unpack(serving, len(_SERVING_NUMBERS))
     ]
     return d
+
+
+def _named(names: tuple[str, ...], values: tuple) -> dict[str, Any]:
+    return dict(zip(names, values, strict=True))
 
 
 def _pack(labels: tuple, numbers: list[float], prev: tuple | None) -> tuple:
@@ -126,15 +158,6 @@ def _num(v: Any) -> float:
         return _NAN
 
 
-# The memory view's fields charted ahead of the budget, in _FIELDS order.
-_MEMORY_FIELDS = ("total_bytes", "available_bytes", "available_min_bytes")
-
-
-def _budget_bytes(view: MemoryView | None) -> float:
-    """The budget from the tick's memory view: the same figure G3 judged, negative into the reserve."""
-    return _num(view.budget_bytes) if view is not None else _NAN
-
-
 class History:
     """Bounded, thread-safe window of compact records; call it with each published Snapshot.
 
@@ -155,6 +178,7 @@ class History:
         self._events: deque[tuple | None] = deque()
         self._serving: deque[tuple | None] = deque()
         self._lock = threading.Lock()
+        self._tick = _Tick()
         # Bumped whenever the window is cleared (time went backwards: a looping replay, a clock step),
         # so readers polling with ?since= know to start over.
         self.generation = 0
@@ -210,39 +234,8 @@ class History:
 
     def _compact(self, s: Sample, diagnosis: Diagnosis | None, mem: MemoryView | None) -> None:
         """Append the sample's record (the lock held)."""
-        gpu = s.gpus[0] if s.gpus else None  # GB10 has one GPU; the page charts the first
-        psi = s.psi_memory or {}
-        # The throttle, its reason and the rates are the classifiers' (diagnose/verdicts.py), computed once
-        # per tick: the chart shades what the G4 card and sparkwatchd_thermal_throttle_active say.
-        g4 = _state(diagnosis, "G4")
-        g3 = _state(diagnosis, "G3")
-        reasons = gpu.clocks_event_reasons if gpu is not None else None
-        throttling = g4 is not None and g4.throttling
-        values = array(
-            "d",
-            (
-                s.ts,
-                _num(gpu.power_w) if gpu else _NAN,
-                _num(gpu.temp_c) if gpu else _NAN,
-                _num(gpu.slowdown_temp_c) if gpu else _NAN,
-                _num(gpu.sm_clock_mhz) if gpu else _NAN,
-                _num(gpu.applications_clock_mhz) if gpu else _NAN,
-                _num(gpu.util_pct) if gpu else _NAN,
-                _num(reasons),
-                1.0 if throttling else 0.0,
-                *(_num(getattr(mem, key, None)) for key in _MEMORY_FIELDS),
-                _budget_bytes(mem),
-                _num(getattr(mem, "cached_bytes", None)),
-                _num(getattr(mem, "anon_bytes", None)),
-                _num(getattr(mem, "gpu_attributed_bytes", None)),
-                _num(getattr(mem, "swap_used_bytes", None)),
-                _num((psi.get("some") or {}).get("avg60")),
-                _num((psi.get("full") or {}).get("avg60")),
-                _num(g3.swapout_per_s) if g3 is not None else _NAN,
-                _num(g3.majfault_per_s) if g3 is not None else _NAN,
-                *(_level(diagnosis, g) for g in _GOTCHA_FIELDS),
-            ),
-        )
+        tick = self._tick.read(s, diagnosis, mem)
+        values = array("d", [_num(column(tick)) for column in COLUMNS.values()])
         prev_jobs = self._jobs[-1] if self._jobs else None
         prev_serving = self._serving[-1] if self._serving else None
         jobs = None
@@ -251,7 +244,7 @@ class History:
                 : self.settings.history_max_jobs
             ]
             kept.sort(key=lambda t: t.job)
-            nums = [_num(_finite(x)) for t in kept for x in (t.step_seconds, t.tokens_per_second)]
+            nums = [_num(_finite(getattr(t, k))) for t in kept for k in _JOB_NUMBERS]
             jobs = _pack(tuple(t.job for t in kept), nums, prev_jobs)
         events = (
             tuple(_event_dict(e) for e in diagnosis.events)
@@ -261,8 +254,8 @@ class History:
         serving = None
         if s.serving:
             rows = sorted(s.serving, key=lambda r: r.server)[:_SERVING_MAX]
-            nums = [_num(_finite(getattr(r, k))) for r in rows for k in _SERVING_KEYS[3:]]
-            labels = tuple((r.server, r.kind, r.up) for r in rows)
+            nums = [_num(_finite(getattr(r, k))) for r in rows for k in _SERVING_NUMBERS]
+            labels = tuple(tuple(getattr(r, k) for k in _SERVING_LABELS) for r in rows)
             serving = _pack(labels, nums, prev_serving)
         self._values.extend(values)
         self._jobs.append(jobs)

@@ -1,4 +1,4 @@
-"""sample/decode.py: the one-pass reader accepts only what the exact path accepts and builds the same Sample."""
+"""The one-pass reader (trace.sample_from, Sample.fast) accepts only what the exact path accepts and builds the same Sample."""
 
 from __future__ import annotations
 
@@ -10,11 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spark_watchd.sample import decode
 from spark_watchd.sample.codec import loads
-from spark_watchd.sample.model import Sample
-from spark_watchd.sample.trace import TraceError, parse_line, read_trace
-from spark_watchd.sample.validate import row_checker
+from spark_watchd.sample.model import Sample, Sensor
+from spark_watchd.sample.trace import TraceError, parse_line, read_trace, sample_from
 from tests.support.jsonpaths import json_paths
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,7 +40,7 @@ def test_every_fixture_line_takes_the_one_pass_and_gives_the_exact_sample():
     for path in TRACES:
         for line in path.read_text().splitlines():
             obj = loads(line)
-            fast = decode.sample_from(copy.deepcopy(obj))
+            fast = sample_from(copy.deepcopy(obj))
             assert fast is not None, f"{path.name}: off the one-pass shape"
             assert _same(fast, _exact(obj)), path.name
             n += 1
@@ -95,7 +93,7 @@ _DELETE = object()
 def test_a_changed_value_anywhere_is_accepted_only_as_the_exact_path_accepts_it(where, value):
     base, path = where
     obj = _set(BASES[base], path, value)
-    fast = decode.sample_from(copy.deepcopy(obj))
+    fast = sample_from(copy.deepcopy(obj))
     try:
         exact = _exact(obj)
     except (TraceError, TypeError, ValueError, KeyError, AttributeError):
@@ -108,7 +106,7 @@ def test_sensor_readings_keep_their_types_and_the_sign_of_zero():
     def sensor(temp):
         obj = copy.deepcopy(BASES[0])
         obj["sensors"] = [{"chip": "acpitz", "label": "t9", "temp_c": temp, "crit_c": None}]
-        return decode.sample_from(obj).sensors[0]
+        return sample_from(obj).sensors[0]
 
     assert sensor(70.5) is sensor(70.5)  # one object for a repeated reading
     for temp in (70.0, 70, 70.0, 0.0, -0.0, 0.0, 0, -0.0):
@@ -120,13 +118,8 @@ def test_the_sensor_memo_is_bounded():
     obj = copy.deepcopy(BASES[0])
     for i in range(5000):
         obj["sensors"] = [{"chip": "acpitz", "label": "t1", "temp_c": 20 + i / 1000, "crit_c": 104.8}]
-        decode.sample_from(obj)
-    assert 0 < len(decode._SENSORS) <= 4096
-
-
-def test_a_schema_key_the_one_pass_does_not_read_is_refused_at_import():
-    with pytest.raises(ValueError, match="driver_version"):
-        row_checker("gpus", decode._GPU_KEYS)
+        sample_from(obj)
+    assert 0 < len(Sensor.__trace_memo__) <= 4096
 
 
 def test_read_trace_takes_the_one_pass_path(tmp_path, monkeypatch):
@@ -143,7 +136,7 @@ def test_read_trace_takes_the_one_pass_path(tmp_path, monkeypatch):
 def test_meminfo_counters_at_their_bounds(value, ok):
     obj = copy.deepcopy(BASES[0])
     obj["meminfo"]["MemFree"] = value
-    assert (decode.sample_from(copy.deepcopy(obj)) is not None) is ok
+    assert (sample_from(copy.deepcopy(obj)) is not None) is ok
     if ok:
         assert _exact(obj).meminfo["MemFree"] == value
     else:
@@ -151,19 +144,27 @@ def test_meminfo_counters_at_their_bounds(value, ok):
             parse_line(json.dumps(obj))
 
 
-def test_maker_builds_the_same_frozen_record_as_the_dataclass():
+def test_the_fast_constructor_builds_the_same_frozen_record_as_the_dataclass():
     import dataclasses
 
     from spark_watchd.sample.model import GpuReading
+    from spark_watchd.sample.schema import traced
 
-    values = (0, "NVIDIA GB10", "GPU-x", 92.5, 79.0, 2418, 4, None, 2418, 86.0, 90.0, 1.5, 99.0)
-    values += (None, None, "580.95")
-    made, built = decode.maker(GpuReading)(*values), GpuReading(*values)
+    values = {"index": 0, "name": "NVIDIA GB10", "uuid": "GPU-x", "power_w": 92.5, "temp_c": 79.0}
+    values |= {"sm_clock_mhz": 2418, "clocks_event_reasons": 4, "applications_clock_mhz": 2418}
+    values |= {"slowdown_temp_c": 86.0, "energy_j": 1.5, "util_pct": 99.0, "driver_version": "580.95"}
+    built = GpuReading(**values)
+    made = GpuReading._make(**{f.name: getattr(built, f.name) for f in dataclasses.fields(GpuReading)})
     assert (
         type(made) is GpuReading and made == built and hash(made) == hash(built) and repr(made) == repr(built)
     )
     assert dataclasses.asdict(made) == dataclasses.asdict(built)
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.power_w = 1.0
-    with pytest.raises(TypeError):
-        decode.maker(type("Plain", (), {}))
+
+    class Special:
+        def __post_init__(self):
+            pass
+
+    with pytest.raises(TypeError, match="not a frozen slots dataclass"):
+        traced(Special)

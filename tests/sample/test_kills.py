@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from spark_watchd.sample.kills import KillReport, kills_from, parse_kernel_oom, parse_killer_entry
-from spark_watchd.sample.model import Sample
-from spark_watchd.sample.validate import FieldError, check_sample
+from spark_watchd.sample.model import Sample, check_sample
+from spark_watchd.sample.validate import FieldError
 
 OOM = Path(__file__).resolve().parents[1] / "fixtures" / "kernel" / "oom"
 _PREFIX = re.compile(r"^\[[^\]]*\]\s*")

@@ -18,8 +18,8 @@ SHARED = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
         ("gpus", {}, "'gpus' must be a list, got dict"),
         ("meminfo", [], "'meminfo' must be an object, got list"),
         ("processes", "x", "'processes' must be a list, got str"),
-        ("boot_id", 5, "'boot_id' must be a string, got int"),
-        ("uptime_s", "12", "'uptime_s' must be a number, got str"),
+        ("boot_id", 5, "'boot_id' must be a string or null, got int"),
+        ("uptime_s", "12", "'uptime_s' must be a number or null, got str"),
     ],
 )
 def test_a_wrong_shape_names_the_key(key, bad, says):

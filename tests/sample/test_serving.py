@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from spark_watchd.sample.model import Sample
+from spark_watchd.sample.model import Sample, check_sample
 from spark_watchd.sample.serving import (
     OllamaModel,
     ServingReading,
@@ -16,7 +16,7 @@ from spark_watchd.sample.serving import (
     serving_from,
     shift_serving,
 )
-from spark_watchd.sample.validate import FieldError, check_sample
+from spark_watchd.sample.validate import FieldError
 
 INF = math.inf
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import threading
 import tracemalloc
@@ -101,6 +102,56 @@ def test_record_holds_chart_fields_in_base_units_and_severities():
     assert rec["jobs"] == [{"job": "job-a", "step_seconds": 1.5, "tokens_per_second": 11000.0}]
     # First sample: no previous counters, so no rates yet.
     assert rec["swap_out_pages_per_s"] is None and rec["major_faults_per_s"] is None
+
+
+def test_each_history_column_carries_its_own_reading_not_a_neighbours():
+    """A distinct value in every charted reading: a column one slot off (issue 30: `reasons: 55` and a fan
+    speed of 32) reads its neighbour's value here, in the numbers, the jobs and the servers."""
+    from spark_watchd.sample.serving import ServingReading
+
+    gpu = _gpu(power_w=11.5, temp_c=22.5, slowdown_temp_c=33.5, sm_clock_mhz=44, applications_clock_mhz=55)
+    gpu = dataclasses.replace(gpu, util_pct=66.5, clocks_event_reasons=0x20)
+    tp = (ThroughputReading("job-a", 99.0, 10, step_seconds=1.25, tokens_per_second=11000.0),)
+    server = ServingReading("vllm:8000", "vllm", True, generation_tokens_per_s=101.0, requests_running=2.0)
+    server = dataclasses.replace(server, requests_waiting=3.0, kv_usage=0.5, ttft_p95_s=0.75)
+    server = dataclasses.replace(server, joules_per_token=0.125)
+    h = History(WebSettings())
+    h(_snap(_sample(100.0, gpu=gpu, throughput=tp, serving=(server,)), reserve=4 * GIB))
+    (rec,), _ = h.records()
+    expected = {
+        "power_w": 11.5,
+        "temp_c": 22.5,
+        "slowdown_temp_c": 33.5,
+        "sm_clock_mhz": 44,
+        "app_clock_mhz": 55,
+        "util_pct": 66.5,
+        "reasons": 0x20,
+        "mem_total_bytes": 127_600_748 * 1024,
+        "mem_available_bytes": 50_000_000 * 1024,
+        "mem_available_min_bytes": 40_000_000 * 1024,
+        "mem_budget_bytes": 50_000_000 * 1024 - 4 * GIB,
+        "mem_cached_bytes": 10_000_000 * 1024,
+        "mem_anon_bytes": 18_000_000 * 1024,
+        "swap_used_bytes": 1_000_000 * 1024,
+        "psi_some_avg60": 1.5,
+        "psi_full_avg60": 0.25,
+    }
+    assert len(set(expected.values())) == len(expected)  # distinct, so that any two swapped show
+    assert {k: rec[k] for k in expected} == expected
+    assert rec["jobs"] == [{"job": "job-a", "step_seconds": 1.25, "tokens_per_second": 11000.0}]
+    assert rec["serving"] == [
+        {
+            "server": "vllm:8000",
+            "kind": "vllm",
+            "up": True,
+            "generation_tokens_per_s": 101.0,
+            "requests_running": 2.0,
+            "requests_waiting": 3.0,
+            "kv_usage": 0.5,
+            "ttft_p95_s": 0.75,
+            "joules_per_token": 0.125,
+        }
+    ]
 
 
 def test_an_overdrawn_budget_is_the_same_negative_figure_on_the_card_the_chart_and_the_metric():
@@ -293,6 +344,7 @@ def _hour_record_bytes(n: int = 2000) -> float:
             for job in (f"train-a-{i // 150}", f"train-b-{i // 150}")
         )
         h(_snap(_sample(ts, throughput=jobs, serving=(down,))))
+    gc.collect()  # what the window holds, not the test's own samples waiting for a collection
     used = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
     assert len(h) == n

@@ -8,7 +8,7 @@ ones listed here are kept, so every metric label set stays bounded whatever a la
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 # spbm.c pwr_chans, in the driver's order (power1 .. power22).
@@ -56,6 +56,16 @@ TEMP_CHANNELS = (
 )
 
 
+# The channel maps of a reading and the channels each keeps.
+_CHANNEL_MAPS = {
+    "power_w": POWER_CHANNELS,
+    "power_cap_w": LIMIT_CHANNELS,
+    "energy_j": ENERGY_CHANNELS,
+    "energy_power_w": ENERGY_CHANNELS,
+    "temps_c": TEMP_CHANNELS,
+}
+
+
 def _floats(d: Any, key: str, allowed: tuple[str, ...]) -> dict[str, float]:
     if d is None:
         return {}
@@ -93,30 +103,17 @@ class BoardReading:
 
     def to_dict(self) -> dict[str, Any]:
         """The trace-v1 `board` object."""
-        return {
-            "chip": self.chip,
-            "power_w": dict(self.power_w),
-            "power_cap_w": dict(self.power_cap_w),
-            "energy_j": dict(self.energy_j),
-            "energy_power_w": dict(self.energy_power_w),
-            "temps_c": dict(self.temps_c),
-            "prochot": self.prochot,
-            "pl_level": self.pl_level,
-        }
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        return d | {k: dict(d[k]) for k in _CHANNEL_MAPS}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> BoardReading:
         """Build from a trace-v1 `board` object; unknown channels are dropped, a wrong shape names its key."""
         if not isinstance(d, Mapping):
             raise TypeError(f"'board' must be an object, got {type(d).__name__}")
-        limits = POWER_CHANNELS
         return cls(
-            str(d.get("chip") or "spbm"),
-            _floats(d.get("power_w"), "power_w", limits),
-            _floats(d.get("power_cap_w"), "power_cap_w", LIMIT_CHANNELS),
-            _floats(d.get("energy_j"), "energy_j", ENERGY_CHANNELS),
-            _floats(d.get("energy_power_w"), "energy_power_w", ENERGY_CHANNELS),
-            _floats(d.get("temps_c"), "temps_c", TEMP_CHANNELS),
-            _int(d.get("prochot"), "prochot"),
-            _int(d.get("pl_level"), "pl_level"),
+            chip=str(d.get("chip") or "spbm"),
+            **{k: _floats(d.get(k), k, channels) for k, channels in _CHANNEL_MAPS.items()},
+            prochot=_int(d.get("prochot"), "prochot"),
+            pl_level=_int(d.get("pl_level"), "pl_level"),
         )

@@ -153,17 +153,16 @@ def parse_kernel_oom(lines: Iterable[tuple[float, str]]) -> list[KillReport]:
             KillReport(
                 ts,
                 "kernel",
-                pid,
-                m["name"],
-                "memcg" if memcg else "global",
-                s.get("constraint"),
-                s.get("oom_memcg") or None,
-                s.get("task_memcg") or None,
-                None,
-                rss.get("anon"),
-                rss.get("file"),
-                rss.get("shmem"),
-                text[:500],
+                pid=pid,
+                name=m["name"],
+                scope="memcg" if memcg else "global",
+                constraint=s.get("constraint"),
+                oom_memcg=s.get("oom_memcg") or None,
+                task_memcg=s.get("task_memcg") or None,
+                anon_rss_kb=rss.get("anon"),
+                file_rss_kb=rss.get("file"),
+                shmem_rss_kb=rss.get("shmem"),
+                text=text[:500],
             )
         )
     return out
@@ -225,7 +224,9 @@ def parse_killer_entry(entry: Mapping[str, Any]) -> KillReport | None:
     m = _EARLYOOM.match(text)
     if m is None:
         return None
-    return KillReport(ts, killer, int(m["pid"]), m["name"], anon_rss_kb=int(m["mib"]) * 1024, text=text[:500])
+    return KillReport(
+        ts, killer, pid=int(m["pid"]), name=m["name"], anon_rss_kb=int(m["mib"]) * 1024, text=text[:500]
+    )
 
 
 # --- a cgroup v2 memory controller's own counter ----------------------------------------------------------
@@ -275,8 +276,8 @@ def parse_ray_oom(ts: float, text: str) -> KillReport | None:
     return KillReport(
         ts,
         "ray",
-        int(m["pid"]),
-        m["name"],
+        pid=int(m["pid"]),
+        name=m["name"],
         text=" ".join(text.split())[:1000],
         used_gb=f["used"],
         node_used_gb=f["nused"],

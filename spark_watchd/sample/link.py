@@ -10,7 +10,7 @@ a later driver adds.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 # Port counters (Documentation/ABI/stable/sysfs-class-infiniband, ports/<p>/counters/): the link and
@@ -100,18 +100,7 @@ class LinkPort:
         return self.state == "ACTIVE" and (self.operstate in (None, "up", "unknown"))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "device": self.device,
-            "port": self.port,
-            "netdev": self.netdev,
-            "state": self.state,
-            "phys_state": self.phys_state,
-            "rate_gbps": self.rate_gbps,
-            "link_layer": self.link_layer,
-            "operstate": self.operstate,
-            "speed_mbps": self.speed_mbps,
-            "counters": dict(self.counters),
-        }
+        return {f.name: getattr(self, f.name) for f in fields(self)} | {"counters": dict(self.counters)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> LinkPort:
@@ -123,16 +112,14 @@ class LinkPort:
         port = _num(d.get("port"), "port")
         speed = _num(d.get("speed_mbps"), "speed_mbps")
         return cls(
-            str(d.get("device") or ""),
-            int(port or 0),
-            _str(d.get("netdev"), "netdev"),
-            _str(d.get("state"), "state"),
-            _str(d.get("phys_state"), "phys_state"),
-            _num(d.get("rate_gbps"), "rate_gbps"),
-            _str(d.get("link_layer"), "link_layer"),
-            _str(d.get("operstate"), "operstate"),
-            None if speed is None else int(speed),
-            {k: int(_num(v, f"counters.{k}") or 0) for k, v in c.items() if k in COUNTERS and v is not None},
+            device=str(d.get("device") or ""),
+            port=int(port or 0),
+            **{k: _str(d.get(k), k) for k in ("netdev", "state", "phys_state", "link_layer", "operstate")},
+            rate_gbps=_num(d.get("rate_gbps"), "rate_gbps"),
+            speed_mbps=None if speed is None else int(speed),
+            counters={
+                k: int(_num(v, f"counters.{k}") or 0) for k, v in c.items() if k in COUNTERS and v is not None
+            },
         )
 
 

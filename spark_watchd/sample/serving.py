@@ -40,30 +40,11 @@ class OllamaModel:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> OllamaModel:
         return cls(
-            str(d.get("name") or ""),
-            _int_or_none(d, "size_bytes"),
-            _int_or_none(d, "size_vram_bytes"),
-            _num_or_none(d, "expires_at"),
+            name=str(d.get("name") or ""),
+            size_bytes=_int_or_none(d, "size_bytes"),
+            size_vram_bytes=_int_or_none(d, "size_vram_bytes"),
+            expires_at=_num_or_none(d, "expires_at"),
         )
-
-
-_NUMBERS = (
-    "requests_running",
-    "requests_waiting",
-    "kv_usage",
-    "kv_capacity_tokens",
-    "prompt_tokens_total",
-    "generation_tokens_total",
-    "preemptions_total",
-    "prompt_tokens_per_s",
-    "generation_tokens_per_s",
-    "preemptions_per_s",
-    "ttft_p50_s",
-    "ttft_p95_s",
-    "itl_p50_s",
-    "itl_p95_s",
-    "joules_per_token",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,19 +87,7 @@ class ServingReading:
         return bool(self.up and ((self.requests_running or 0) > 0 or (self.generation_tokens_per_s or 0) > 0))
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {
-            "server": self.server,
-            "kind": self.kind,
-            "up": self.up,
-            "ts": self.ts,
-            "pid": self.pid,
-            "endpoint": self.endpoint,
-            "error": self.error,
-            "model": self.model,
-            "version": self.version,
-        }
-        for k in _NUMBERS:
-            d[k] = getattr(self, k)
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "models"}
         if self.models:
             d["models"] = [m.to_dict() for m in self.models]
         return d
@@ -140,18 +109,22 @@ class ServingReading:
         if not isinstance(models, (list, tuple)):
             raise ValueError(f"serving: 'models' must be a list, got {type(models).__name__}")
         return cls(
-            server,
-            kind,
-            up,
-            _num_or_none(d, "ts"),
-            _int_or_none(d, "pid"),
-            _str_or_none(d, "endpoint"),
-            _str_or_none(d, "error"),
-            _str_or_none(d, "model"),
-            _str_or_none(d, "version"),
-            *(_num_or_none(d, k) for k in _NUMBERS),
-            tuple(OllamaModel.from_dict(m) for m in models),
+            server=server,
+            kind=kind,
+            up=up,
+            ts=_num_or_none(d, "ts"),
+            pid=_int_or_none(d, "pid"),
+            **{k: _str_or_none(d, k) for k in _TEXTS},
+            **{k: _num_or_none(d, k) for k in _NUMBERS},
+            models=tuple(OllamaModel.from_dict(m) for m in models),
         )
+
+
+_TEXTS = ("endpoint", "error", "model", "version")
+# The figures: every `float | None` field but the scrape time.
+_NUMBERS = tuple(
+    f.name for f in dataclasses.fields(ServingReading) if f.type == "float | None" and f.name != "ts"
+)
 
 
 def serving_from(items: Any) -> tuple[ServingReading, ...]:

@@ -357,7 +357,8 @@ class DriverEventsSource:
                 if int(data.eventType) & XID_EVENT:
                     code = int(data.eventData)
                     gpu = self._index(nv, data.device, handles)
-                    self._push(DriverEvent(self.clock(), gpu, code, "nvml", f"Xid {code} (NVML event)"))
+                    text = f"Xid {code} (NVML event)"
+                    self._push(DriverEvent(ts=self.clock(), gpu=gpu, xid=code, source="nvml", text=text))
             return False
         except nv.NVMLError as exc:
             # Not Supported or a driver without the symbol: no event API here. Anything else may pass.

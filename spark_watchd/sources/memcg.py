@@ -70,7 +70,17 @@ class MemcgKillsSource:
                 victim = max(went, key=lambda p: max(p.rss_bytes, p.gpu_mem_bytes or 0))
                 text = f"{cg}/memory.events oom_kill {before} -> {after}"
                 reports.append(
-                    KillReport(now, "memcg", victim.pid, victim.name, "memcg", None, cg, cg, cg, text=text)
+                    KillReport(
+                        now,
+                        "memcg",
+                        pid=victim.pid,
+                        name=victim.name,
+                        scope="memcg",
+                        oom_memcg=cg,
+                        task_memcg=cg,
+                        cgroup=cg,
+                        text=text,
+                    )
                 )
         live = {cg for cg, _ in cur.values() if cg is not None}
         last: dict[str, int] = {}

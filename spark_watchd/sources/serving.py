@@ -118,31 +118,29 @@ def reading(ep: Endpoint, ts: float, cur: dict[str, Any], prev: dict[str, Any] |
     ttft = quantiles(p.get("ttft"), cur.get("ttft"))
     itl = quantiles(p.get("itl"), cur.get("itl"))
     return ServingReading(
-        ep.server,
-        ep.kind,
-        True,
-        ts,
-        ep.pid,
-        ep.base_url,
-        None,
-        cur.get("model"),
-        cur.get("version"),
-        cur.get("running"),
-        cur.get("waiting"),
-        cur.get("kv_usage"),
-        cur.get("kv_capacity"),
-        cur.get("prompt_tokens"),
-        cur.get("generation_tokens"),
-        cur.get("preemptions"),
-        counter_rate(p.get("prompt_tokens"), cur.get("prompt_tokens"), dt),
-        gen_rate,
-        counter_rate(p.get("preemptions"), cur.get("preemptions"), dt),
-        ttft[0],
-        ttft[1],
-        itl[0],
-        itl[1],
-        None,
-        tuple(cur.get("models", ())),
+        server=ep.server,
+        kind=ep.kind,
+        up=True,
+        ts=ts,
+        pid=ep.pid,
+        endpoint=ep.base_url,
+        model=cur.get("model"),
+        version=cur.get("version"),
+        requests_running=cur.get("running"),
+        requests_waiting=cur.get("waiting"),
+        kv_usage=cur.get("kv_usage"),
+        kv_capacity_tokens=cur.get("kv_capacity"),
+        prompt_tokens_total=cur.get("prompt_tokens"),
+        generation_tokens_total=cur.get("generation_tokens"),
+        preemptions_total=cur.get("preemptions"),
+        prompt_tokens_per_s=counter_rate(p.get("prompt_tokens"), cur.get("prompt_tokens"), dt),
+        generation_tokens_per_s=gen_rate,
+        preemptions_per_s=counter_rate(p.get("preemptions"), cur.get("preemptions"), dt),
+        ttft_p50_s=ttft[0],
+        ttft_p95_s=ttft[1],
+        itl_p50_s=itl[0],
+        itl_p95_s=itl[1],
+        models=tuple(cur.get("models", ())),
     )
 
 
@@ -181,7 +179,9 @@ class Scraper:
             cur = scrape(ep, self.fetch, s.timeout_s, s.max_response_bytes, auth)
         except ScrapeError as exc:
             self._prev = None  # rates restart after an outage: a gap is not one long interval
-            r = ServingReading(ep.server, ep.kind, False, ts, ep.pid, ep.base_url, str(exc))
+            r = ServingReading(
+                ep.server, ep.kind, up=False, ts=ts, pid=ep.pid, endpoint=ep.base_url, error=str(exc)
+            )
             self._transition(False, str(exc))
         else:
             prev, prev_ts = self._prev if self._prev else (None, None)
@@ -211,11 +211,11 @@ class Scraper:
                 self.latest = ServingReading(
                     self.ep.server,
                     self.ep.kind,
-                    False,
-                    self.clock(),
-                    self.ep.pid,
-                    self.ep.base_url,
-                    f"{type(exc).__name__}: {exc}"[:200],
+                    up=False,
+                    ts=self.clock(),
+                    pid=self.ep.pid,
+                    endpoint=self.ep.base_url,
+                    error=f"{type(exc).__name__}: {exc}"[:200],
                 )
                 self._transition(False, str(exc))
             self._stop.wait(self.interval_s)

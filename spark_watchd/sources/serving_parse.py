@@ -178,10 +178,10 @@ def parse_ollama(ps_text: str, version_text: str | None = None) -> dict[str, Any
             continue
         models.append(
             OllamaModel(
-                str(m.get("name") or m.get("model") or "?")[:200],
-                _int(m.get("size")),
-                _int(m.get("size_vram")),
-                parse_expiry(m.get("expires_at")),
+                name=str(m.get("name") or m.get("model") or "?")[:200],
+                size_bytes=_int(m.get("size")),
+                size_vram_bytes=_int(m.get("size_vram")),
+                expires_at=parse_expiry(m.get("expires_at")),
             )
         )
     out: dict[str, Any] = {"models": tuple(models)}

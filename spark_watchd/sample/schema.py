@@ -280,10 +280,8 @@ def _fast_value(s: Spec, v: str, scope: dict) -> tuple[str, str]:
     if s.shape == "strings":
         return "", f"tuple({v}) if {v} else ()"
     if s.shape == "scalar" and s.kind is FLOAT:
-        return (
-            "",
-            f"float({v})" if s.default is not None or s.need else f"None if {v} is None else float({v})",
-        )
+        nullable = s.default is None and not s.need
+        return "", f"None if {v} is None else float({v})" if nullable else f"float({v})"
     return "", v
 
 
@@ -293,22 +291,22 @@ def _fast(cls):
     ss = cls.__trace_specs__
     vs = [f"v{n}" for n in range(len(ss))]
     always = [(v, s) for v, s in zip(vs, ss, strict=True) if not s.optional and not s.choices]
-    memo = cls.__trace_memo__
     scope = {"counters_ok": counters_ok, "STR": _STR_ONLY, "check_value": _check_value, "build": _build_one}
+    memo = cls.__trace_memo__
+    if len(always) < 2 or memo is not None and len(always) != len(ss):
+        raise TypeError(f"traced({cls.__name__}): the one-pass reader needs two always-written keys or more")
     scope.update(row=itemgetter(*(s.key for _, s in always)), make=cls._make, memo=memo)
-    src = f"def fast(d):\n    {', '.join(v for v, _ in always)}{',' * (len(always) == 1)} = row(d)\n"
+    src = f"def fast(d):\n    key = row(d)\n    {', '.join(v for v, _ in always)} = key\n"
     for v, s in zip(vs, ss, strict=True):
         if s.optional and _rare(s):
             src += f"    {v} = d.get({s.key!r})\n"
-        elif (
-            s.optional or s.choices
-        ):  # absent in older traces: its default (a null is left to the exact path)
+        elif s.optional or s.choices:  # absent in older traces: its default (null: the exact path's)
             scope[f"D_{v}"] = s.default
             src += f"    {v} = d.get({s.key!r}, D_{v})\n"
     nums = [(v, s) for v, s in zip(vs, ss, strict=True) if s.shape == "scalar" and s.kind.convert is None]
     if memo is not None:  # a reading seen before, with the same types (70 == 70.0 as a key): the same object
         same = "".join(f" and type(o.{s.key}) is type({v})" for v, s in nums)
-        src += f"    key = ({', '.join(vs)},)\n    o = memo.get(key)\n"
+        src += "    o = memo.get(key)\n"
         src += f"    if o is not None{same}: return o\n"
     tests = " and ".join(_fast_test(s, v, scope) for v, s in zip(vs, ss, strict=True) if not _rare(s))
     src += f"    if not ({tests or 'True'}): return None\n"

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from spark_watchd.sample.validate import MAX, U64, FieldError, show
+
 # spbm.c pwr_chans, in the driver's order (power1 .. power22).
 POWER_CHANNELS = (
     "sys_total",
@@ -56,14 +58,36 @@ TEMP_CHANNELS = (
 )
 
 
-# The channel maps of a reading and the channels each keeps.
+# The channel maps of a reading: the channels each keeps, and a plausible range (100 kW is no board).
 _CHANNEL_MAPS = {
-    "power_w": POWER_CHANNELS,
-    "power_cap_w": LIMIT_CHANNELS,
-    "energy_j": ENERGY_CHANNELS,
-    "energy_power_w": ENERGY_CHANNELS,
-    "temps_c": TEMP_CHANNELS,
+    "power_w": (POWER_CHANNELS, 0, 1e5),
+    "power_cap_w": (LIMIT_CHANNELS, 0, 1e5),
+    "energy_j": (ENERGY_CHANNELS, 0, MAX),
+    "energy_power_w": (ENERGY_CHANNELS, 0, 1e5),
+    "temps_c": (TEMP_CHANNELS, -273.15, 1000),
 }
+_N = (int, float)
+
+
+def check_board(v: Any, where: str) -> None:
+    """The trace-v1 `board` object as trace readers accept it; FieldError naming what is wrong."""
+    if type(v) is not dict:
+        raise FieldError(where, f"must be an object or null, got {type(v).__name__}")
+    for key, (_, lo, hi) in _CHANNEL_MAPS.items():
+        m = v.get(key)
+        if m is None:
+            continue
+        if type(m) is not dict:
+            raise FieldError(f"{where}.{key}", f"must be an object, got {type(m).__name__}")
+        for ch, x in m.items():
+            if type(x) not in _N or not lo <= x <= hi:
+                raise FieldError(
+                    f"{where}.{key}.{ch}", f"must be a number in [{lo:g}, {hi:g}], got {show(x)}"
+                )
+    for key in ("prochot", "pl_level"):
+        x = v.get(key)
+        if x is not None and (type(x) is not int or not 0 <= x <= U64):
+            raise FieldError(f"{where}.{key}", f"must be a non-negative integer, got {show(x)}")
 
 
 def _floats(d: Any, key: str, allowed: tuple[str, ...]) -> dict[str, float]:
@@ -113,7 +137,7 @@ class BoardReading:
             raise TypeError(f"'board' must be an object, got {type(d).__name__}")
         return cls(
             chip=str(d.get("chip") or "spbm"),
-            **{k: _floats(d.get(k), k, channels) for k, channels in _CHANNEL_MAPS.items()},
+            **{k: _floats(d.get(k), k, channels) for k, (channels, _, _) in _CHANNEL_MAPS.items()},
             prochot=_int(d.get("prochot"), "prochot"),
             pl_level=_int(d.get("pl_level"), "pl_level"),
         )

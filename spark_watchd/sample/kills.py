@@ -26,6 +26,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from spark_watchd.sample.validate import FieldError
+
 KILLERS = ("kernel", "systemd-oomd", "earlyoom", "memcg", "ray")
 _INT_KEYS = ("pid", "anon_rss_kb", "file_rss_kb", "shmem_rss_kb")
 _STR_KEYS = ("name", "scope", "constraint", "oom_memcg", "task_memcg", "cgroup")
@@ -93,13 +95,16 @@ class KillReport:
         return cls(float(d["ts"]), killer, text=text, **kw)
 
 
-def kills_from(value: Any) -> tuple[KillReport, ...]:
-    """The `oom_kills` of a trace sample (optional: absent in older traces)."""
-    if not value:
-        return ()
-    if not isinstance(value, list):
-        raise TypeError(f"'oom_kills' must be a list, got {type(value).__name__}")
-    return tuple(KillReport.from_dict(x) for x in value)
+def check_kill(item: Any, where: str) -> None:
+    """One oom_kills[] entry as trace readers accept it: an object with its ts, and what from_dict refuses."""
+    if type(item) is not dict:
+        raise FieldError(where, f"must be an object, got {type(item).__name__}")
+    if "ts" not in item:
+        raise FieldError(f"{where}.ts", "missing")
+    try:
+        KillReport.from_dict(item)
+    except (TypeError, ValueError) as exc:
+        raise FieldError(where, str(exc).removeprefix("oom_kills: ")) from None
 
 
 # --- the kernel OOM killer -------------------------------------------------------------------------------

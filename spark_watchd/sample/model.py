@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from spark_watchd.sample import validate
-from spark_watchd.sample.board import BoardReading
+from spark_watchd.sample.board import BoardReading, check_board
 from spark_watchd.sample.driver import DriverEvent
-from spark_watchd.sample.kills import KillReport
+from spark_watchd.sample.kills import KillReport, check_kill
 from spark_watchd.sample.link import LinkReading
 from spark_watchd.sample.schema import (
     BOOL,
@@ -32,7 +32,7 @@ from spark_watchd.sample.schema import (
     to_dict,
     traced,
 )
-from spark_watchd.sample.serving import ServingReading
+from spark_watchd.sample.serving import ServingReading, check_serving
 from spark_watchd.sample.validate import I64, MAX, U64
 
 TRACE_VERSION = 1
@@ -172,14 +172,14 @@ class Sample:
     sensors: tuple[Sensor, ...] = records(Sensor, doc="temperature sensors outside NVML")
     processes: tuple[ProcessInfo, ...] = records(ProcessInfo, doc="the relevant processes")
     throughput: tuple[ThroughputReading, ...] = records(ThroughputReading, doc="training jobs' progress")
-    board: BoardReading | None = record(BoardReading, check=validate.check_board, doc="spbm board telemetry")
+    board: BoardReading | None = record(BoardReading, check=check_board, doc="spbm board telemetry")
     driver_events: tuple[DriverEvent, ...] = records(DriverEvent, optional=True, doc="GPU driver faults")
     serving: tuple[ServingReading, ...] = records(
-        ServingReading, optional=True, check=validate.check_serving, doc="inference servers' own telemetry"
+        ServingReading, optional=True, check=check_serving, doc="inference servers' own telemetry"
     )
-    link: LinkReading | None = record(LinkReading, check=validate.check_link, doc="the host's RDMA ports")
+    link: LinkReading | None = record(LinkReading, doc="the host's RDMA ports")
     oom_kills: tuple[KillReport, ...] = records(
-        KillReport, optional=True, check=validate.check_kill, doc="kill reports since the previous sample"
+        KillReport, optional=True, check=check_kill, doc="kill reports since the previous sample"
     )
 
     def to_dict(self) -> dict[str, Any]:

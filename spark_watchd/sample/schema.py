@@ -100,7 +100,8 @@ def records(cls, *, doc: str, optional=False, check=None):
 
 
 def record(cls, *, doc: str, check=None):
-    """One optional record of `cls`, absent when not sampled."""
+    """One optional record of `cls`, absent when not sampled; `check(v, where)` validates it (without one,
+    a bad value is what cls.from_dict refuses)."""
     return _field(Spec(doc, shape="record", record=cls, optional=True, check=check))
 
 
@@ -132,8 +133,8 @@ def _check_value(s: Spec, v: Any, name: str) -> None:
         item_check = s.check or s.record.check
         for i, item in enumerate(v):
             item_check(item, f"{name}[{i}]")
-    else:  # object, record
-        (s.check or s.record.check)(v, name)
+    elif s.check is not None or s.shape == "record" and hasattr(s.record, "check"):
+        (s.check or s.record.check)(v, name)  # an object, a record (without a check: its from_dict's)
 
 
 def _check(cls, d: Any, where: str) -> None:

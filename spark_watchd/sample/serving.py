@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from spark_watchd.sample.validate import FieldError
+
 SERVING_KINDS = ("vllm", "sglang", "llamacpp", "trtllm", "ollama")
 # Cumulative histogram buckets as the exposition gives them: ((le, count), ...), le ascending, +Inf last.
 Buckets = tuple[tuple[float, float], ...]
@@ -127,13 +129,12 @@ _NUMBERS = tuple(
 )
 
 
-def serving_from(items: Any) -> tuple[ServingReading, ...]:
-    """The `serving` list of a trace sample (absent or null: none)."""
-    if items is None:
-        return ()
-    if not isinstance(items, list):
-        raise TypeError(f"'serving' must be a list, got {type(items).__name__}")
-    return tuple(x if isinstance(x, ServingReading) else ServingReading.from_dict(x) for x in items)
+def check_serving(item: Any, where: str) -> None:
+    """One serving[] entry as trace readers accept it: what from_dict refuses, as a FieldError."""
+    try:
+        ServingReading.from_dict(item)
+    except (TypeError, ValueError) as exc:
+        raise FieldError(where, str(exc).removeprefix("serving: ")) from None
 
 
 def shift_serving(r: ServingReading, offset: float) -> ServingReading:

@@ -1,5 +1,5 @@
-"""trace-v1 field checks beyond a declared scalar's type and range: counter objects, psi_memory's two
-lines, the board's channel maps, the serving and kill reports (whose own from_dict names what is wrong).
+"""trace-v1 field checks beyond a declared scalar's type and range: counter objects and psi_memory's two
+lines (the board's, serving's and the kill reports' live with their records).
 
 Each raises FieldError naming the field; the declared records' checks (sample/schema.py) call them.
 """
@@ -8,9 +8,6 @@ from __future__ import annotations
 
 from array import array
 from typing import Any
-
-from spark_watchd.sample.kills import KillReport
-from spark_watchd.sample.serving import ServingReading
 
 MAX = 1e300  # finite: a chained `lo <= v <= hi` then refuses NaN and +-inf as well
 U64 = 2**64 - 1  # /proc and NVML counters are at most unsigned 64-bit
@@ -107,57 +104,3 @@ def check_psi(v: Any, where: str) -> None:
             hi = U64 if key == "total" else 100.0
             if type(x) not in _N or not 0 <= x <= hi:
                 raise FieldError(f"{at}.{key}", f"must be a number in [0, {hi:g}], got {show(x)}")
-
-
-# trace-v1 `board` (spbm driver): channel maps with a plausible range each; 100 kW is no board.
-_BOARD_MAPS = (
-    ("power_w", 0, 1e5),
-    ("power_cap_w", 0, 1e5),
-    ("energy_j", 0, MAX),
-    ("energy_power_w", 0, 1e5),
-    ("temps_c", -273.15, 1000),
-)
-
-
-def check_board(v: Any, where: str) -> None:
-    if type(v) is not dict:
-        raise FieldError(where, f"must be an object or null, got {type(v).__name__}")
-    for key, lo, hi in _BOARD_MAPS:
-        m = v.get(key)
-        if m is None:
-            continue
-        if type(m) is not dict:
-            raise FieldError(f"{where}.{key}", f"must be an object, got {type(m).__name__}")
-        for ch, x in m.items():
-            if type(x) not in _N or not lo <= x <= hi:
-                raise FieldError(
-                    f"{where}.{key}.{ch}", f"must be a number in [{lo:g}, {hi:g}], got {show(x)}"
-                )
-    for key in ("prochot", "pl_level"):
-        x = v.get(key)
-        if x is not None and (type(x) is not int or not 0 <= x <= U64):
-            raise FieldError(f"{where}.{key}", f"must be a non-negative integer, got {show(x)}")
-
-
-def check_serving(item: Any, where: str) -> None:
-    """One serving[] entry: what ServingReading.from_dict refuses, as a FieldError."""
-    try:
-        ServingReading.from_dict(item)
-    except (TypeError, ValueError) as exc:
-        raise FieldError(where, str(exc).removeprefix("serving: ")) from None
-
-
-def check_kill(item: Any, where: str) -> None:
-    """One oom_kills[] entry: an object with its ts, and what KillReport.from_dict refuses."""
-    if type(item) is not dict:
-        raise FieldError(where, f"must be an object, got {type(item).__name__}")
-    if "ts" not in item:
-        raise FieldError(f"{where}.ts", "missing")
-    try:
-        KillReport.from_dict(item)
-    except (TypeError, ValueError) as exc:
-        raise FieldError(where, str(exc).removeprefix("oom_kills: ")) from None
-
-
-def check_link(v: Any, where: str) -> None:
-    """`link` is left to LinkReading.from_dict, which names what is wrong (the sample is then malformed)."""

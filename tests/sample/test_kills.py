@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_watchd.sample.kills import KillReport, kills_from, parse_kernel_oom, parse_killer_entry
+from spark_watchd.sample.kills import KillReport, parse_kernel_oom, parse_killer_entry
 from spark_watchd.sample.model import Sample, check_sample
 from spark_watchd.sample.validate import FieldError
 
@@ -111,7 +111,7 @@ def test_reports_round_trip_in_a_trace_sample_and_bad_ones_are_named():
     with pytest.raises(FieldError, match=r"oom_kills\[0\]"):
         check_sample(bad)
     with pytest.raises(ValueError, match="killer"):
-        kills_from([{"ts": 1.0, "killer": "me"}])
+        Sample.from_dict({"v": 1, "ts": 1.0, "oom_kills": [{"ts": 1.0, "killer": "me"}]})
     with pytest.raises(ValueError, match="pid"):
         KillReport.from_dict({"ts": 1.0, "killer": "kernel", "pid": "12"})
 

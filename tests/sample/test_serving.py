@@ -13,7 +13,6 @@ from spark_watchd.sample.serving import (
     counter_rate,
     joules_per_token,
     quantiles,
-    serving_from,
     shift_serving,
 )
 from spark_watchd.sample.validate import FieldError
@@ -42,7 +41,7 @@ def test_a_sample_with_serving_round_trips_and_one_without_keeps_its_old_line():
 )
 def test_a_bad_serving_entry_is_refused_naming_its_key(entry, key):
     with pytest.raises(ValueError, match=key):
-        serving_from([entry])
+        Sample.from_dict({"v": 1, "ts": 1.0, "serving": [entry]})
     with pytest.raises(FieldError, match=r"serving\[0\]"):
         check_sample({"v": 1, "ts": 1.0, "serving": [entry]})
 

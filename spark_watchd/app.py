@@ -152,6 +152,7 @@ def build(
     extras += (("acks", acks.active),)
     if postmortem is not None:  # the page's link to the latest post-mortem
         extras += (("postmortem", lambda: postmortem_web.latest_info(postmortem.root)),)
+        extras += (("postmortem_storage", postmortem.storage_status),)  # ring and bundle write failures
     # The pair view ([fleet] peers): its own worker reads the peers and this daemon's status document.
     owner: list[Daemon] = []
     fleet = FleetWatch(settings.fleet, lambda: api.status_dict(owner[0])) if settings.fleet.peers else None

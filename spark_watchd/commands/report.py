@@ -44,9 +44,16 @@ def _when(ts: float) -> str:
     return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
+class _SkipNotice:
+    """Where `report` says a bundle was skipped: stderr, so `--json` stays one JSON document on stdout."""
+
+    def warning(self, _event: str, bundle: str = "", reason: str = "", **_kw) -> None:
+        print(f"spark-watchd report: skipped {bundle}: {reason}", file=sys.stderr)
+
+
 def main(args) -> int:
-    """List, show or write post-mortem bundles."""
-    bundles = list_bundles(Path(_state_dir(args)) / "bundles")
+    """List, show or write post-mortem bundles (one whose manifest cannot be read is skipped, said on stderr)."""
+    bundles = list_bundles(Path(_state_dir(args)) / "bundles", _SkipNotice())
     if not args.last and not args.bundle:
         if args.json:
             print(json.dumps([b.to_dict() for b in bundles], indent=1))

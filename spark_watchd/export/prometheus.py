@@ -44,6 +44,19 @@ def core_families(snapshot: Snapshot, daemon_info: dict | None = None) -> Iterat
         yield overruns
 
 
+def postmortem_families(snapshot: Snapshot) -> Iterator[Metric]:
+    """Failed writes of the post-mortem ring and bundles (a full disk, a link planted in the state dir)."""
+    fam = counter(
+        "postmortem_storage_errors",
+        "Failed writes of the post-mortem sample ring or bundles (disk full, a link or FIFO refused).",
+        ["part"],
+    )
+    status = (snapshot.extras or {}).get("postmortem_storage") or {}
+    for part, st in sorted(status.items()):
+        fam.add_metric([part], st.get("errors_total", 0))
+    yield fam
+
+
 def gpu_families(sample: Sample) -> Iterator[Metric]:
     """The gpu_* families; a reading the driver does not support is simply absent."""
     info = gauge("gpu_info", "GPU identity; always 1.", ["gpu", "uuid", "name", "driver_version"])
@@ -217,6 +230,7 @@ class SnapshotCollector:
             ("driver", driver.families),
             ("serving", serving.families),
             ("link", link.families),
+            ("postmortem", postmortem_families),
         )
 
     def _core(self, snap: Snapshot) -> Iterator[Metric]:

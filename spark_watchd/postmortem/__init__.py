@@ -5,6 +5,10 @@ eviction, a kill by systemd-oomd or earlyoom, a driver out of memory, a fatal Xi
 after a throttle or a driver fault (a wedge seen at the next boot: the ring still holds the minutes before
 the freeze) writes a bundle (`bundle.py`, with `html.py`'s report). Bundles are listed by `spark-watchd
 report`, linked from the status page and replayable (`replay BUNDLE`).
+
+A storage failure (a full disk, a link or FIFO planted under a ring segment's name) never stops the daemon:
+it is counted per part (`ring`, `bundles`: `sparkwatchd_postmortem_storage_errors_total`), logged once when
+it starts or changes and once when it clears.
 """
 
 from __future__ import annotations
@@ -16,7 +20,10 @@ from pathlib import Path
 from spark_watchd.logs import get_logger
 from spark_watchd.postmortem.bundle import BundleInfo, is_critical, list_bundles, prune, write_bundle
 from spark_watchd.postmortem.ring import SampleRing
+from spark_watchd.sample.files import StateFileError
 from spark_watchd.sample.findings import Event
+
+STORAGE_PARTS = ("ring", "bundles")
 
 __all__ = ["BundleInfo", "PostMortem", "is_critical", "list_bundles"]
 
@@ -41,12 +48,43 @@ class PostMortem:
         self._last_bundle_ts: float | None = None
         self.log = get_logger("postmortem")
         self.written: list[Path] = []
+        self.storage_errors = dict.fromkeys(STORAGE_PARTS, 0)
+        self.storage_error: dict[str, str | None] = dict.fromkeys(STORAGE_PARTS)
+
+    def _stored(self, part: str, exc: BaseException | None) -> None:
+        """Count and say (once per change) how storing `part` went."""
+        if exc is None:
+            if self.storage_error[part] is not None:
+                self.log.info("post-mortem storage recovered", part=part, path=str(self._where(part)))
+                self.storage_error[part] = None
+            return
+        self.storage_errors[part] += 1
+        text = str(exc)
+        if text != self.storage_error[part]:
+            self.log.warning(
+                "post-mortem storage failing", part=part, path=str(self._where(part)), error=text
+            )
+        self.storage_error[part] = text
+
+    def _where(self, part: str) -> Path:
+        return self.ring.path if part == "ring" else self.root
+
+    def storage_status(self) -> dict:
+        """Storage failures per part (counts since start, and the current error or None)."""
+        return {
+            p: {"errors_total": self.storage_errors[p], "error": self.storage_error[p]} for p in STORAGE_PARTS
+        }
 
     def __call__(self, snapshot) -> None:
         sample = snapshot.sample
         if sample is None:
             return
-        self.ring.append(sample)
+        try:
+            self.ring.append(sample)
+        except (OSError, StateFileError) as exc:  # a full disk or a planted link: the daemon goes on
+            self._stored("ring", exc)
+        else:
+            self._stored("ring", None)
         diag = snapshot.diagnosis
         triggers = [e for e in (diag.events if diag is not None else ()) if is_critical(e)]
         if not triggers:
@@ -59,20 +97,29 @@ class PostMortem:
         for e in diag.events:
             if e not in events:
                 events.append(e)
-        samples = self.ring.samples()
-        if shift := snapshot.wall_shift():
-            trigger, samples, events = on_wall_clock(shift, trigger, samples, events)
-        path = write_bundle(self.root, trigger, samples, events, snapshot.workloads, self.thresholds)
+        try:
+            try:
+                samples = self.ring.samples()
+            except StateFileError as exc:  # the ring's segment was swapped for a link: bundle without it
+                self._stored("ring", exc)
+                samples = [sample]
+            if shift := snapshot.wall_shift():
+                trigger, samples, events = on_wall_clock(shift, trigger, samples, events)
+            path = write_bundle(self.root, trigger, samples, events, snapshot.workloads, self.thresholds)
+            gone = prune(self.root, self.keep, self.max_bytes, self.log)
+        except OSError as exc:
+            self._stored("bundles", exc)
+            return
+        self._stored("bundles", None)
         self._last_bundle_ts = sample.ts
         self.written.append(path)
-        gone = prune(self.root, self.keep, self.max_bytes)
         self.log.warning(
             "post-mortem bundle written", bundle=str(path), trigger=trigger.kind, pruned=len(gone)
         )
 
     def latest(self) -> BundleInfo | None:
         """The newest bundle, if any."""
-        bundles = list_bundles(self.root)
+        bundles = list_bundles(self.root, self.log)
         return bundles[-1] if bundles else None
 
     def close(self) -> None:

@@ -13,15 +13,19 @@ import datetime as dt
 import json
 import os
 import shutil
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from spark_watchd.diagnose.engine import Diagnoser
+from spark_watchd.logs import get_logger
+from spark_watchd.sample.files import StateFileError, open_regular
 from spark_watchd.sample.findings import Event
 from spark_watchd.sample.groups import Grouper
 from spark_watchd.sample.model import Sample
+from spark_watchd.sample.redact import redact_argv, redact_command_line, redact_sample_dict
 
 FILES = ("trace.jsonl", "timeline.json", "workloads.json", "report.html", "manifest.json")
 # What ends or endangers a run: a bundle each (reboot only when it followed a throttle or a driver fault).
@@ -83,6 +87,33 @@ def timeline_of(samples: Sequence[Sample], thresholds) -> list[dict[str, Any]]:
     return out
 
 
+def _write_private(path: Path, text: str) -> None:
+    """Create `path` 0600 whatever the umask (never through a link), write text, fsync."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _private_dir(path: Path) -> None:
+    """A directory only the daemon's user reads (0700 whatever the umask; one made by an older release too)."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not path.is_symlink() and stat.S_IMODE(path.stat().st_mode) != 0o700:
+        os.chmod(path, 0o700)
+
+
+def _redacted_rows(workloads: Sequence[Any]) -> list[dict[str, Any]]:
+    rows = [dict(w.to_dict()) if hasattr(w, "to_dict") else dict(w) for w in workloads]
+    for row in rows:
+        argv = row.get("cmdline")
+        if isinstance(argv, str):
+            row["cmdline"] = redact_command_line(argv)
+        elif isinstance(argv, (list, tuple)):
+            row["cmdline"] = list(redact_argv(str(a) for a in argv))
+    return rows
+
+
 def write_bundle(
     root: str | os.PathLike,
     trigger: Event,
@@ -91,9 +122,9 @@ def write_bundle(
     workloads: Sequence[Any],
     thresholds,
 ) -> Path:
-    """Write one bundle under root; returns its directory."""
+    """Write one bundle under root, private to the daemon's user, argv secrets redacted; returns its directory."""
     root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
+    _private_dir(root)
     stamp = dt.datetime.fromtimestamp(trigger.ts, dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     name = f"{stamp}-{trigger.kind}"
     final = root / name
@@ -103,24 +134,35 @@ def write_bundle(
         final = root / f"{name}-{n}"
     tmp = root / f".{final.name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
+    tmp.mkdir(mode=0o700)
+    try:
+        _fill(tmp, trigger, samples, events, workloads, thresholds)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)  # a full disk: nothing half-written left behind
+        raise
+    os.replace(tmp, final)
+    return final
+
+
+def _fill(tmp: Path, trigger: Event, samples, events, workloads, thresholds) -> None:
+    """The bundle's files, written into its temporary directory."""
     if samples and not workloads:
         workloads = Grouper(thresholds.capped_utilization_max).group(samples[-1].processes)
-    rows = [w.to_dict() if hasattr(w, "to_dict") else dict(w) for w in workloads]
+    rows = _redacted_rows(workloads)
     t0 = samples[0].ts if samples else trigger.ts
     evs = [e.to_dict() for e in events if e.ts >= t0 - 1.0]
     if not any(e["ts"] == trigger.ts and e["kind"] == trigger.kind for e in evs):
         evs.append(trigger.to_dict())
     evs.sort(key=lambda e: e["ts"])
     timeline = timeline_of(samples, thresholds)
-    with open(tmp / "trace.jsonl", "w", encoding="utf-8") as fh:
-        for s in samples:
-            fh.write(json.dumps(s.to_dict(), separators=(",", ":")) + "\n")
-    (tmp / "timeline.json").write_text(json.dumps({"findings": timeline, "events": evs}, default=str))
-    (tmp / "workloads.json").write_text(json.dumps(rows, default=str))
+    dicts = [redact_sample_dict(s.to_dict()) for s in samples]
+    _write_private(tmp / "trace.jsonl", "".join(json.dumps(d, separators=(",", ":")) + "\n" for d in dicts))
+    _write_private(tmp / "timeline.json", json.dumps({"findings": timeline, "events": evs}, default=str))
+    _write_private(tmp / "workloads.json", json.dumps(rows, default=str))
     from spark_watchd.postmortem.html import render_report  # only when a bundle is written, not at start
 
-    (tmp / "report.html").write_text(render_report(samples, timeline, evs, rows, trigger.to_dict()))
+    # The report shows argv only in the workload table (rows, redacted above).
+    _write_private(tmp / "report.html", render_report(samples, timeline, evs, rows, trigger.to_dict()))
     size = sum(p.stat().st_size for p in tmp.iterdir())
     manifest = {
         "version": 1,
@@ -131,46 +173,119 @@ def write_bundle(
         "bytes": size,
         "files": list(FILES),
     }
-    (tmp / "manifest.json").write_text(json.dumps(manifest, default=str))
-    for p in tmp.iterdir():
-        with open(p, "rb") as fh:
-            os.fsync(fh.fileno())
-    os.replace(tmp, final)
-    return final
+    _write_private(tmp / "manifest.json", json.dumps(manifest, default=str))
 
 
-def list_bundles(root: str | os.PathLike) -> list[BundleInfo]:
-    """The bundles under root, oldest first (a directory without a readable manifest is skipped)."""
+MAX_MANIFEST = 256 << 10  # a manifest is under 2 KiB; past this it was not written by write_bundle
+_MAX_TS = 253402300799.0  # 9999-12-31: any later time has no date to list it under
+_said: dict[str, str] = {}  # bundle path -> why it was skipped, so each bad bundle is logged once per change
+
+
+class BadBundle(ValueError):
+    """A bundle whose manifest cannot be listed (unreadable, not JSON, wrong types, out of range)."""
+
+
+def _count(m: dict, key: str) -> int:
+    v = m.get(key, 0)
+    if type(v) is not int or not 0 <= v < 1 << 62:
+        raise BadBundle(f"manifest '{key}' must be a non-negative integer, got {str(v)[:40]}")
+    return v
+
+
+def read_info(path: Path) -> BundleInfo:
+    """The BundleInfo of one bundle directory; BadBundle naming what is wrong with its manifest."""
+    try:
+        fd = open_regular(path / "manifest.json")  # never through a link, never blocked on a FIFO
+        if fd is None:
+            raise BadBundle("no manifest.json")
+        with os.fdopen(fd, "rb") as fh:
+            raw = fh.read(MAX_MANIFEST + 1)
+    except (OSError, StateFileError) as exc:
+        raise BadBundle(f"manifest.json not readable: {exc}") from None
+    if len(raw) > MAX_MANIFEST:
+        raise BadBundle(f"manifest.json over {MAX_MANIFEST} bytes")
+    try:
+        m = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise BadBundle(f"manifest.json is not JSON ({str(exc)[:80]})") from None
+    if not isinstance(m, dict) or not isinstance(trig := m.get("trigger"), dict):
+        raise BadBundle("manifest 'trigger' must be an object")
+    ts, kind, summary = trig.get("ts"), trig.get("kind"), trig.get("summary", "")
+    if type(ts) not in (int, float) or not 0 <= ts <= _MAX_TS:
+        raise BadBundle(f"trigger 'ts' must be a Unix time, got {str(ts)[:40]}")
+    if not isinstance(kind, str) or not 0 < len(kind) <= 64:
+        raise BadBundle("trigger 'kind' must be a short string")
+    if not isinstance(summary, str):
+        raise BadBundle("trigger 'summary' must be a string")
+    return BundleInfo(
+        path.name, path, float(ts), kind, summary[:1000], _count(m, "samples"), _count(m, "bytes")
+    )
+
+
+def _skipped(path: Path, why: str, log) -> None:
+    if _said.get(str(path)) != why:
+        if len(_said) > 1024:
+            _said.clear()
+        _said[str(path)] = why
+        (log or get_logger("postmortem")).warning("post-mortem bundle skipped", bundle=str(path), reason=why)
+
+
+def _bundle_dirs(root: Path) -> list[Path]:
+    """Bundle directories under root (no link, no dot-name temporary one)."""
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return []
+    return [Path(e.path) for e in entries if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)]
+
+
+def list_bundles(root: str | os.PathLike, log=None) -> list[BundleInfo]:
+    """The bundles under root, oldest first; one whose manifest cannot be read is skipped, with a log line
+    (once per bundle and reason)."""
     out = []
-    root = Path(root)
-    if not root.is_dir():
-        return out
-    for p in root.iterdir():
-        if not p.is_dir() or p.name.startswith("."):
-            continue
+    for p in _bundle_dirs(Path(root)):
         try:
-            m = json.loads((p / "manifest.json").read_text())
-            trig = m["trigger"]
-            out.append(
-                BundleInfo(p.name, p, float(trig["ts"]), str(trig["kind"]), str(trig.get("summary", "")),
-                           int(m.get("samples", 0)), int(m.get("bytes", 0)))
-            )  # fmt: skip
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
+            out.append(read_info(p))
+        except BadBundle as exc:
+            _skipped(p, str(exc), log)
     out.sort(key=lambda b: (b.ts, b.name))
     return out
 
 
-def prune(root: str | os.PathLike, keep: int, max_bytes: int) -> list[str]:
-    """Delete the oldest bundles past `keep` or past `max_bytes` in all; the names deleted."""
-    bundles = list_bundles(root)
+def _du(path: Path) -> int:
+    """Bytes of the files in a bundle as they are on disk (a manifest's own figure is not trusted)."""
+    total = 0
+    for dirpath, _dirs, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, f)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def prune(root: str | os.PathLike, keep: int, max_bytes: int, log=None) -> list[str]:
+    """Delete the oldest bundles past `keep` or past `max_bytes` in all; the names deleted. A bundle that
+    cannot be listed still counts (by its directory's time and its size on disk), so the cap holds."""
+    entries = []
+    for p in _bundle_dirs(Path(root)):
+        try:
+            when = read_info(p).ts
+        except BadBundle as exc:
+            _skipped(p, str(exc), log)
+            try:
+                when = os.lstat(p).st_mtime
+            except OSError:
+                continue
+        entries.append((when, p.name, p, _du(p)))
+    entries.sort(key=lambda e: (e[0], e[1]))
     gone = []
-    total = sum(b.bytes for b in bundles)
-    while bundles and (len(bundles) > keep or total > max_bytes):
-        b = bundles.pop(0)
-        shutil.rmtree(b.path, ignore_errors=True)
-        total -= b.bytes
-        gone.append(b.name)
+    total = sum(e[3] for e in entries)
+    while entries and (len(entries) > keep or total > max_bytes):
+        _when, name, path, size = entries.pop(0)
+        shutil.rmtree(path, ignore_errors=True)
+        total -= size
+        gone.append(name)
     for p in Path(root).glob(".*.tmp"):  # a bundle cut short by a crash
         shutil.rmtree(p, ignore_errors=True)
     return gone

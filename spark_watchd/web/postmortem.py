@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from spark_watchd.postmortem import list_bundles
+from spark_watchd.sample.files import StateFileError, open_regular
 from spark_watchd.web.http import Request, Response, Route
 
 LATEST = "/postmortem/latest"
@@ -33,10 +35,14 @@ def routes(root: str | Path) -> list[Route]:
         bundles = list_bundles(root)
         if not bundles:
             return Response(404, b"no post-mortem bundle yet\n")
-        try:
-            body = (bundles[-1].path / "report.html").read_bytes()
-        except OSError as exc:
-            return Response(500, f"report not readable: {exc.strerror or exc}\n".encode())
+        try:  # never through a link, never blocked on a FIFO planted as report.html
+            fd = open_regular(bundles[-1].path / "report.html")
+            if fd is None:
+                return Response(404, b"the latest post-mortem bundle has no report\n")
+            with os.fdopen(fd, "rb") as fh:
+                body = fh.read()
+        except (OSError, StateFileError) as exc:
+            return Response(500, f"report not readable: {getattr(exc, 'strerror', None) or exc}\n".encode())
         return Response(200, body, "text/html; charset=utf-8", _HEADERS)
 
     def listing(_req: Request) -> Response:

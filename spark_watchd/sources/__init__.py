@@ -100,7 +100,9 @@ def build_sources(
         if s.kernel_log_follow and s.journalctl_path:  # after it: appends to the kernel's oom_kills
             core += (OomKillersSource(s.journalctl_path),)
     if s.ray_log_dir:
-        core += (RayOomSource(s.ray_log_dir),)  # Ray's memory monitor's kills, from its GCS log
+        core += (
+            RayOomSource(s.ray_log_dir, proc_root=s.proc_root),
+        )  # Ray's memory monitor's kills, from its GCS log
     core += (MemcgKillsSource(s.proc_root, s.sys_root),)  # after the processes and the kill reports
     serving = getattr(
         settings, "serving", None

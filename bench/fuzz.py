@@ -10,6 +10,9 @@ vmstat, pressure, /proc/PID/stat) and config files, and feeds each to the code t
                  through a replaying Daemon with /metrics, /api/v1/status, /api/v1/workloads and / answered)
   /proc text  -> the parser: data within 64 bits, or a ValueError
   config text -> load_settings: Settings, or a ConfigError
+  bundle manifest -> beside a good bundle: `report` (list, --json, --last), GET /api/v1/postmortem and
+                 /postmortem/latest, and pruning: the good bundle listed and served, every answer strict
+                 JSON (no NaN/Infinity), the bad one skipped, the cap kept (--manifests, default n/4)
 Anything else (a traceback, a 500, an out-of-range value let through) is a crash, printed with its site.
 The CI-sized versions of these checks are the hypothesis tests in tests/.
 """
@@ -142,12 +145,146 @@ def _in_range(out) -> bool:
     return True
 
 
+def _strict_json(text: str):
+    """json.loads refusing NaN and Infinity, which are not JSON."""
+
+    def refuse(name):
+        raise ValueError(f"non-JSON constant {name}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def mutate_manifest(rng: random.Random, base: dict) -> bytes:
+    """One hostile manifest.json built from a real one."""
+    kind = rng.random()
+    text = json.dumps(base)
+    if kind < 0.08:
+        return text[: rng.randrange(0, len(text))].encode()  # truncated (a crash mid-write)
+    if (
+        kind < 0.18
+    ):  # numbers Python's json reads but no bundle has: 1e999 is inf, NaN and Infinity are not JSON
+        key = rng.choice(['"bytes": ', '"samples": ', '"ts": '])
+        head, _, tail = text.partition(key)
+        value = rng.choice(["1e999", "-1e999", "NaN", "Infinity", "1e12", "-1", "1" + "0" * 400])
+        return (head + key + value + tail[tail.find(",") if "," in tail else len(tail) :]).encode()
+    if kind < 0.22:
+        n = rng.choice([1000, 200_000])
+        return ('{"trigger": ' + "[" * n + "]" * n + "}").encode()
+    if kind < 0.25:
+        return rng.choice([b"\xff\xfe\x00", b"", b"null", b"[]", b'"x"', b"1e999", b" " * (300 << 10)])
+    obj = copy.deepcopy(base)
+    paths = [p for p in json_paths(obj) if p]
+    for _ in range(rng.randint(1, 3)):
+        path = rng.choice(paths)
+        cur = obj
+        try:
+            for key in path[:-1]:
+                cur = cur[key]
+            if rng.random() < 0.15 and isinstance(cur, dict):
+                cur.pop(path[-1], None)
+            else:
+                cur[path[-1]] = _bad_value(rng, cur[path[-1]])
+        except (KeyError, IndexError, TypeError):
+            pass
+    try:
+        return json.dumps(obj).encode()
+    except ValueError:  # 10**400 is past json.dumps's int-to-str limit: a hand-written one, then
+        return json.dumps({**base, "samples": 0}).replace('"samples": 0', '"samples": 1' + "0" * 400).encode()
+
+
+def fuzz_bundle_manifests(rng: random.Random, n: int, tmp: Path, crash, stats: Counter) -> None:
+    """Bad manifests beside a good bundle through report, the post-mortem API and pruning (self-contained)."""
+    import contextlib
+    import io
+    import shutil
+    from argparse import Namespace
+
+    from spark_watchd.commands import report
+    from spark_watchd.postmortem.bundle import list_bundles, prune
+    from spark_watchd.web import postmortem as postmortem_web
+
+    quiet = type("Quiet", (), {"warning": lambda self, *a, **k: None})()
+    state = tmp / "pm"
+    root = state / "bundles"
+    good = root / "20251124T000000Z-oom_kill"
+    good.mkdir(parents=True)
+    base = {"version": 1, "trigger": {"kind": "oom_kill", "gotcha": "G3", "ts": 1763942400.0,
+            "summary": "The kernel OOM killer killed python3"}, "samples": 60, "first_ts": 1763940600.0,
+            "last_ts": 1763942400.0, "bytes": 4096, "files": ["trace.jsonl", "report.html", "manifest.json"]}  # fmt: skip
+    (good / "manifest.json").write_text(json.dumps(base))
+    (good / "report.html").write_text("<!doctype html><title>good</title>")
+    routes = {r.path: r.handler for r in postmortem_web.routes(root)}
+    req = Request("GET", "/", {}, {}, b"", "127.0.0.1")
+    for i in range(n):
+        bad = root / f"20251125T{i % 240000:06d}Z-oom_kill"
+        bad.mkdir()
+        raw = mutate_manifest(rng, base)
+        (bad / "manifest.json").write_bytes(raw)
+        (bad / "report.html").write_text("<!doctype html><title>bad</title>")
+        where = "list_bundles"
+        try:
+            listed = list_bundles(root, quiet)
+            if good.name not in [b.name for b in listed]:
+                crash("the good bundle not listed", raw[:200].decode("utf-8", "replace"))
+            stats["manifest " + ("listed" if bad.name in [b.name for b in listed] else "skipped")] += 1
+            where = "report --json"
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+                code = report.main(
+                    Namespace(bundle=None, last=False, out=None, json=True, state_dir=str(state), config=None)
+                )
+            _strict_json(out.getvalue())
+            where = "report (list)"
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                code |= report.main(
+                    Namespace(
+                        bundle=None, last=False, out=None, json=False, state_dir=str(state), config=None
+                    )
+                )
+                code |= report.main(
+                    Namespace(bundle=None, last=True, out=None, json=False, state_dir=str(state), config=None)
+                )
+            if code != 0:
+                crash("report exit", raw[:200].decode("utf-8", "replace"))
+            stats["report answers (3 forms)"] += 1
+            where = "GET /api/v1/postmortem"
+            resp = routes["/api/v1/postmortem"](req)
+            doc = _strict_json(resp.body.decode())
+            if resp.status != 200 or good.name not in [b["name"] for b in doc["bundles"]]:
+                crash(f"api {resp.status}", raw[:200].decode("utf-8", "replace"))
+            where = "GET /postmortem/latest"
+            resp = routes["/postmortem/latest"](req)
+            if resp.status != 200:
+                crash(f"latest {resp.status}", raw[:200].decode("utf-8", "replace"))
+            stats["strict-JSON API answers"] += 1
+        except Exception:
+            crash(where, traceback.format_exc(limit=-2))
+        if i % 10 == 9:  # the cap holds with the bad ones among them
+            try:
+                prune(root, keep=5, max_bytes=1 << 30, log=quiet)
+                left = [p for p in root.iterdir() if not p.name.startswith(".")]
+                if len(left) > 5:
+                    crash("prune let the count past its cap", str(len(left)))
+                stats["prune passes (cap kept)"] += 1
+            except Exception:
+                crash("prune", traceback.format_exc(limit=-2))
+            # the next round starts from the good bundle alone (pruning took the oldest: the good one)
+            for p in root.iterdir():
+                if p != good:
+                    shutil.rmtree(p, ignore_errors=True)
+            if not good.exists():
+                good.mkdir()
+                (good / "manifest.json").write_text(json.dumps(base))
+                (good / "report.html").write_text("<!doctype html><title>good</title>")
+
+
 def main(argv) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
         "--n", type=int, default=10_000, help="mutated trace lines (proc and config get n/4 each)"
     )
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--manifests", type=int, default=None, help="mutated bundle manifests (default n/4)")
     ap.add_argument(
         "--pages-every", type=int, default=200, help="every Nth line also through a daemon's pages"
     )
@@ -241,6 +378,8 @@ def main(argv) -> int:
             stats["config refused (exit 78)"] += 1
         except Exception:
             crash("load_settings", traceback.format_exc(limit=-2))
+    m = args.n // 4 if args.manifests is None else args.manifests
+    fuzz_bundle_manifests(rng, m, tmp, crash, stats)
     total_s = time.perf_counter() - t0
 
     print(

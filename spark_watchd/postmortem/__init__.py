@@ -18,7 +18,14 @@ import os
 from pathlib import Path
 
 from spark_watchd.logs import get_logger
-from spark_watchd.postmortem.bundle import BundleInfo, is_critical, list_bundles, prune, write_bundle
+from spark_watchd.postmortem.bundle import (
+    BundleInfo,
+    is_critical,
+    list_bundles,
+    private_dir,
+    prune,
+    write_bundle,
+)
 from spark_watchd.postmortem.ring import SampleRing
 from spark_watchd.sample.files import StateFileError
 from spark_watchd.sample.findings import Event
@@ -50,6 +57,10 @@ class PostMortem:
         self.written: list[Path] = []
         self.storage_errors = dict.fromkeys(STORAGE_PARTS, 0)
         self.storage_error: dict[str, str | None] = dict.fromkeys(STORAGE_PARTS)
+        try:  # bundles an older release left readable by all turn private at start, not at the next bundle
+            private_dir(self.root)
+        except OSError as exc:
+            self._stored("bundles", exc)
 
     def _stored(self, part: str, exc: BaseException | None) -> None:
         """Count and say (once per change) how storing `part` went."""

@@ -96,7 +96,7 @@ def _write_private(path: Path, text: str) -> None:
         os.fsync(fh.fileno())
 
 
-def _private_dir(path: Path) -> None:
+def private_dir(path: Path) -> None:
     """A directory only the daemon's user reads (0700 whatever the umask; one made by an older release too)."""
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     if not path.is_symlink() and stat.S_IMODE(path.stat().st_mode) != 0o700:
@@ -124,7 +124,7 @@ def write_bundle(
 ) -> Path:
     """Write one bundle under root, private to the daemon's user, argv secrets redacted; returns its directory."""
     root = Path(root)
-    _private_dir(root)
+    private_dir(root)
     stamp = dt.datetime.fromtimestamp(trigger.ts, dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     name = f"{stamp}-{trigger.kind}"
     final = root / name

@@ -130,6 +130,8 @@ class SampleRing:
         fd = open_regular(self.dir / SEGMENTS[index], flags, 0o600)
         assert fd is not None
         try:
+            if stat.S_IMODE(os.fstat(fd).st_mode) & 0o077:
+                os.fchmod(fd, 0o600)  # argv lives here: a segment an older release made 0644 turns private
             _cut_torn_tail(fd)
             self._size = os.fstat(fd).st_size
         except BaseException:

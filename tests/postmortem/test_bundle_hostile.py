@@ -12,10 +12,11 @@ import pytest
 import structlog
 
 from spark_watchd.diagnose.thresholds import Thresholds
-from spark_watchd.postmortem import list_bundles
+from spark_watchd.postmortem import PostMortem, list_bundles
 from spark_watchd.postmortem.bundle import prune, write_bundle
 from spark_watchd.postmortem.ring import SEGMENTS
 from spark_watchd.sample.findings import Event
+from spark_watchd.snapshot import Snapshot
 from tests.conftest import run_cli
 from tests.daemon_helpers import http_get, running_daemon
 from tests.postmortem.helpers import feed, scenario
@@ -56,7 +57,9 @@ def test_bundles_are_private_and_keep_no_argv_secrets_under_umask_022(tmp_path, 
     assert stat.S_IMODE(b.path.stat().st_mode) == 0o700
     for f in b.path.iterdir():
         assert stat.S_IMODE(f.stat().st_mode) == 0o600, f
-    kept = [*b.path.iterdir(), *(tmp_path / "ring" / n for n in SEGMENTS if (tmp_path / "ring" / n).exists())]
+    ring = [tmp_path / "ring" / n for n in SEGMENTS if (tmp_path / "ring" / n).exists()]
+    assert ring and all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in ring)
+    kept = [*b.path.iterdir(), *ring]
     for f in kept:
         text = f.read_text()
         assert not any(secret in text for secret in SECRETS), (f, [x for x in SECRETS if x in text])
@@ -81,10 +84,15 @@ def test_the_workload_table_of_a_bundle_keeps_no_argv_secrets(tmp_path, umask_02
         assert not any(secret in f.read_text() for secret in SECRETS), f
 
 
-def test_an_existing_bundles_directory_is_made_private(tmp_path, umask_022):
+def test_an_existing_bundles_directory_and_ring_are_made_private_at_start(tmp_path, umask_022):
     (tmp_path / "bundles").mkdir(mode=0o755)
-    feed(tmp_path, scenario("vllm_creep_oom_30s"))
+    (tmp_path / "ring").mkdir()
+    (tmp_path / "ring" / SEGMENTS[0]).write_text("")  # 0644, as an older release left it
+    pm = PostMortem(tmp_path, Thresholds())
     assert stat.S_IMODE((tmp_path / "bundles").stat().st_mode) == 0o700
+    pm(Snapshot(sample=scenario("vllm_creep_oom_30s")[0], diagnosis=None))
+    assert stat.S_IMODE((tmp_path / "ring" / SEGMENTS[0]).stat().st_mode) == 0o600
+    pm.close()
 
 
 BAD_MANIFESTS = {

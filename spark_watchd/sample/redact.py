@@ -2,8 +2,10 @@
 NAME looks like a secret (`*KEY*`, `*TOKEN*`, `*SECRET*`, `*PASSWORD*`).
 
 A server launched `vllm serve m --api-key sk-...` or `env HF_TOKEN=hf_... python train.py` has its argv in
-every sample; the ring and the post-mortem bundles keep samples long after the process is gone, so whatever
-persists argv passes it through `redact_argv` (or `redact_sample_dict` for a whole trace-v1 sample) first.
+every sample; the ring, the post-mortem bundles, `record` and the captures on trouble keep samples long
+after the process is gone, so whatever persists argv passes it through `redact_argv` (or
+`redact_sample_dict` for a whole trace-v1 sample) first: the ring (postmortem/ring.py), each bundle file
+(postmortem/bundle.py) and every trace-v1 writer (sample/trace.py TraceWriter).
 Flags are matched by their dash-separated words (`--hf-token`, `--api_key`, `--db-password`), not by
 substring, so `--max-num-batched-tokens 8192` keeps its value; environment-style names by substring, as
 the operator's own `*KEY*` glob would.

@@ -11,6 +11,7 @@ from typing import IO, Any
 from spark_watchd.sample.codec import loads as _loads
 from spark_watchd.sample.files import check_regular, open_regular
 from spark_watchd.sample.model import Sample, check_sample
+from spark_watchd.sample.redact import redact_sample_dict
 from spark_watchd.sample.validate import FieldError
 
 
@@ -158,7 +159,8 @@ def repair_torn_tail(path: str | os.PathLike) -> int:
 
 
 class TraceWriter:
-    """Append samples to a trace-v1 file, one line each, flushed so a crash loses at most the line in flight."""
+    """Append samples to a trace-v1 file, one line each, flushed so a crash loses at most the line in flight;
+    argv secrets redacted (`record`, `run --record`, the captures on trouble)."""
 
     def __init__(self, path: str | os.PathLike, *, nofollow: bool = False):
         self.path = Path(path)
@@ -175,7 +177,8 @@ class TraceWriter:
     def write(self, sample: Sample) -> None:
         if self._fh is None:
             raise ValueError("trace writer is closed")
-        self._fh.write(json.dumps(sample.to_dict(), separators=(",", ":")) + "\n")
+        # argv secrets (--api-key ..., HF_TOKEN=...) are not kept on disk: sample/redact.py
+        self._fh.write(json.dumps(redact_sample_dict(sample.to_dict()), separators=(",", ":")) + "\n")
         self._fh.flush()
 
     def close(self) -> None:

@@ -39,3 +39,19 @@ def test_a_joined_command_line_and_a_sample_object_are_redacted_alike():
     assert d["processes"][0]["cmdline"] == ["a", "--token", "t"]  # the caller's object is left alone
     clean = {"v": 1, "ts": 1.0, "processes": [{"pid": 1, "cmdline": ["a"]}]}
     assert redact_sample_dict(clean) is clean
+
+
+def test_every_trace_writer_keeps_no_argv_secret(tmp_path):
+    """`record`, `run --record` and the captures on trouble all write through TraceWriter."""
+    from dataclasses import replace
+
+    from spark_watchd.sample.trace import TraceWriter, read_trace
+    from tests.postmortem.helpers import scenario
+
+    s = scenario("vllm_creep_oom_30s")[0]
+    procs = tuple(replace(p, cmdline=(*p.cmdline, "--api-key", "sk-live-1")) for p in s.processes)
+    with TraceWriter(tmp_path / "t.jsonl") as w:
+        w.write(replace(s, processes=procs))
+    assert "sk-live-1" not in (tmp_path / "t.jsonl").read_text()
+    (back,) = read_trace(tmp_path / "t.jsonl")
+    assert back.processes[0].cmdline[-2:] == ("--api-key", REDACTED)

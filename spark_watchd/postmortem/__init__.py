@@ -118,7 +118,7 @@ class PostMortem:
                 trigger, samples, events = on_wall_clock(shift, trigger, samples, events)
             path = write_bundle(self.root, trigger, samples, events, snapshot.workloads, self.thresholds)
             gone = prune(self.root, self.keep, self.max_bytes, self.log)
-        except OSError as exc:
+        except (OSError, StateFileError) as exc:  # a full disk, or a link swapped in for bundles/
             self._stored("bundles", exc)
             return
         self._stored("bundles", None)

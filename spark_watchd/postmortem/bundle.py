@@ -21,6 +21,7 @@ from typing import Any
 
 from spark_watchd.diagnose.engine import Diagnoser
 from spark_watchd.logs import get_logger
+from spark_watchd.postmortem.ring import state_subdir
 from spark_watchd.sample.files import StateFileError, open_regular
 from spark_watchd.sample.findings import Event
 from spark_watchd.sample.groups import Grouper
@@ -97,9 +98,10 @@ def _write_private(path: Path, text: str) -> None:
 
 
 def private_dir(path: Path) -> None:
-    """A directory only the daemon's user reads (0700 whatever the umask; one made by an older release too)."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if not path.is_symlink() and stat.S_IMODE(path.stat().st_mode) != 0o700:
+    """A directory only the daemon's user reads (0700 whatever the umask; one made by an older release too);
+    StateFileError for a link or anything but a directory there."""
+    state_subdir(path, 0o700)
+    if stat.S_IMODE(os.lstat(path).st_mode) != 0o700:
         os.chmod(path, 0o700)
 
 

@@ -33,9 +33,13 @@ MAX_LINE = 4 << 20
 _CHUNK = 1 << 20
 
 
-def _ring_dir(directory: Path) -> Path:
-    """The ring's directory, created; StateFileError when it is a link or not a directory."""
-    directory.mkdir(parents=True, exist_ok=True)
+def state_subdir(directory: Path, mode: int = 0o755) -> Path:
+    """A directory of the state dir, created; StateFileError (exit 78 at start) when a link or anything but
+    a directory is there."""
+    try:
+        directory.mkdir(mode=mode, parents=True)
+    except FileExistsError:
+        pass
     st = os.lstat(directory)
     if stat.S_ISLNK(st.st_mode):
         raise StateFileError(f"state directory {directory} is a symbolic link: refusing to follow it")
@@ -106,7 +110,7 @@ class SampleRing:
     def __init__(
         self, directory: str | os.PathLike, span_s: float = 1800.0, max_segment_bytes: int = 8 << 20
     ):
-        self.dir = _ring_dir(Path(directory))
+        self.dir = state_subdir(Path(directory))
         self.span_s = span_s
         self.max_segment_bytes = max_segment_bytes
         self.bytes_written = 0  # for the bench: what this ring put on disk

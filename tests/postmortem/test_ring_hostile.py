@@ -59,6 +59,27 @@ def test_a_ring_segment_that_is_a_link_or_a_fifo_exits_78_naming_it(tmp_path, ma
     assert victim.read_text() == "someone else's file\n"
 
 
+@pytest.mark.parametrize(
+    ("name", "make", "what"),
+    [
+        ("ring", lambda p, victim: os.symlink(victim.parent / "elsewhere", p), "is a symbolic link"),
+        ("ring", lambda p, victim: p.write_text(""), "is not a directory"),
+        ("bundles", lambda p, victim: os.symlink(victim.parent / "elsewhere", p), "is a symbolic link"),
+    ],
+    ids=["ring-symlink", "ring-file", "bundles-symlink"],
+)
+def test_a_ring_or_bundles_directory_that_is_a_link_or_a_file_exits_78_naming_it(tmp_path, name, make, what):
+    victim = _victim(tmp_path)
+    (tmp_path / "elsewhere").mkdir()
+    state = tmp_path / "state"
+    state.mkdir()
+    make(state / name, victim)
+    proc = _run(state)
+    assert proc.returncode == 78, (proc.returncode, proc.stderr)
+    assert f"state directory {state / name} {what}" in proc.stderr, proc.stderr
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
 def test_a_ring_directory_that_is_a_link_is_refused(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -184,4 +205,29 @@ def test_a_failed_append_is_cut_back_so_the_next_sample_is_whole(tmp_path, monke
     assert "No space left on device" in next(
         e["error"] for e in logs if e["event"] == "post-mortem storage failing"
     )
+    pm.close()
+
+
+def test_ring_failures_are_counted_on_metrics_promtool_clean(tmp_path, monkeypatch):
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from spark_watchd.export.prometheus import SnapshotCollector
+    from tests.conftest import require_binary
+
+    h = Host()
+    pm = PostMortem(tmp_path, Thresholds())
+    monkeypatch.setattr(ring.os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(errno.EIO, "I/O error")))
+    for _ in range(3):
+        pm(Snapshot(sample=h.sample(), diagnosis=None))
+    snap = Snapshot(sample=h.sample(), diagnosis=None, extras={"postmortem_storage": pm.storage_status()})
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(SnapshotCollector(lambda: snap))
+    text = generate_latest(reg).decode()
+    assert 'sparkwatchd_postmortem_storage_errors_total{part="ring"} 3.0' in text
+    assert 'sparkwatchd_postmortem_storage_errors_total{part="bundles"} 0.0' in text
+    assert pm.ring.path.read_bytes() == b""  # each failed line cut back
+    res = subprocess.run(
+        [require_binary("promtool"), "check", "metrics"], input=text, capture_output=True, text=True
+    )
+    assert [ln for ln in (res.stdout + res.stderr).splitlines() if "postmortem" in ln] == [], res.stdout
     pm.close()

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Trust:
     """Who a file's chain belongs to: `uid` (0 for root's alone, else the one other user), or why it cannot
-    be trusted (`reason`, naming the path at fault); `ident` is the file's (dev, inode) as checked."""
+    be trusted (`reason`, naming the path at fault); `ident` is the file's (dev, inode) as checked, None
+    when it is no regular file (then it is not read at all)."""
 
     uid: int | None
     reason: str | None = None
@@ -87,19 +88,20 @@ def file_trust(path: str) -> Trust:
         return Trust(None, f"{path} is not a regular file")
     if leaf.st_nlink != 1:
         return Trust(None, f"{path} has {leaf.st_nlink} hard links")
+    ident = (leaf.st_dev, leaf.st_ino)
     users: set[int] = set()
     for p in _chain(path):
         try:
             st = leaf if p == os.path.abspath(path) else os.lstat(p)
         except OSError as exc:
-            return Trust(None, f"{p} cannot be checked: {exc.strerror or exc}")
+            return Trust(None, f"{p} cannot be checked: {exc.strerror or exc}", ident)
         if st.st_uid != 0:
             users.add(st.st_uid)
         if stat.S_ISLNK(st.st_mode):
             continue  # a link's own mode means nothing; its owner counts, and where it leads is checked
         if (who := _writable_by_others(st)) is not None:
-            return Trust(None, f"{p} is writable by {who} (mode {stat.S_IMODE(st.st_mode):04o})")
+            return Trust(None, f"{p} is writable by {who} (mode {stat.S_IMODE(st.st_mode):04o})", ident)
     if len(users) > 1:
         return Trust(None, f"{path} and the directories above it belong to more than one user "
-                           f"(uids {', '.join(map(str, sorted(users)))})")  # fmt: skip
-    return Trust(users.pop() if users else 0, None, (leaf.st_dev, leaf.st_ino))
+                           f"(uids {', '.join(map(str, sorted(users)))})", ident)  # fmt: skip
+    return Trust(users.pop() if users else 0, None, ident)

@@ -15,6 +15,7 @@ report only to a pid that left the workload table in the same window.
 from __future__ import annotations
 
 import os
+import stat
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -68,14 +69,17 @@ class RayOomSource:
         try:
             self._trust = file_trust(self.path)
             self._say("file", self._trust.reason)
+            if self._trust.ident is None:  # a link, a FIFO, a directory: not read at all
+                return b""
             # Never through a link, never blocked on a FIFO; the file read is the one whose owners were checked.
             fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
             return b""
         with os.fdopen(fd, "rb") as f:
             fst = os.fstat(fd)
-            if (fst.st_dev, fst.st_ino) != self._trust.ident:
+            if (fst.st_dev, fst.st_ino) != self._trust.ident or not stat.S_ISREG(fst.st_mode):
                 self._trust = Trust(None, f"{self.path} changed while it was checked")
+                return b""
             f.seek(self._pos)
             data = f.read(MAX_READ)
         self._pos += len(data)

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
 
 from spark_watchd.commands import term
+from spark_watchd.errors import EX_NOPERM
 from spark_watchd.postmortem import list_bundles
 
 EX_NONE = 1  # asked for a bundle there is none of
@@ -53,7 +55,15 @@ class _SkipNotice:
 
 def main(args) -> int:
     """List, show or write post-mortem bundles (one whose manifest cannot be read is skipped, said on stderr)."""
-    bundles = list_bundles(Path(_state_dir(args)) / "bundles", _SkipNotice())
+    root = Path(_state_dir(args)) / "bundles"
+    if root.is_dir() and not os.access(root, os.R_OK | os.X_OK):
+        print(
+            f"spark-watchd report: {root} is private to the daemon's user (bundles keep what was running):"
+            " run report as that user or as root",
+            file=sys.stderr,
+        )
+        return EX_NOPERM
+    bundles = list_bundles(root, _SkipNotice())
     if not args.last and not args.bundle:
         if args.json:
             print(json.dumps([b.to_dict() for b in bundles], indent=1))

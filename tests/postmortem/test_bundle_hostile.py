@@ -7,6 +7,7 @@ import os
 import stat
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import structlog
@@ -17,7 +18,7 @@ from spark_watchd.postmortem.bundle import prune, write_bundle
 from spark_watchd.postmortem.ring import SEGMENTS
 from spark_watchd.sample.findings import Event
 from spark_watchd.snapshot import Snapshot
-from tests.conftest import run_cli
+from tests.conftest import REPO, run_cli
 from tests.daemon_helpers import http_get, running_daemon
 from tests.postmortem.helpers import feed, scenario
 
@@ -191,3 +192,27 @@ def test_pruning_keeps_the_cap_with_bad_bundles_counted_by_their_size_on_disk(tm
     m = json.loads((b.path / "manifest.json").read_text())
     (b.path / "manifest.json").write_text(json.dumps({**m, "bytes": 0}))
     assert prune(tmp_path / "s" / "bundles", keep=20, max_bytes=1000) == [b.name]
+
+
+def test_report_by_a_user_the_private_bundles_are_closed_to_says_so(request):
+    """Private bundles used to read as "no post-mortem bundle yet" to another user."""
+    if os.geteuid() != 0 or not os.access("/usr/bin/python3", os.X_OK):
+        pytest.skip("needs root, to run report as another user")
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    state = Path(tempfile.mkdtemp(prefix="swd-h29-report-", dir="/tmp"))  # reachable by the other user
+    request.addfinalizer(lambda: shutil.rmtree(state, ignore_errors=True))
+    state.chmod(0o755)
+    feed(state, scenario("vllm_creep_oom_30s"))
+    (state / "c.toml").write_text("")
+    site = next(p for p in sys.path if p.endswith("site-packages"))
+    p = subprocess.run(
+        ["/usr/bin/python3", "-m", "spark_watchd", "report", "--state-dir", str(state),
+         "--config", str(state / "c.toml")],
+        user=65534, group=65534, extra_groups=[], capture_output=True, text=True, timeout=60, cwd="/",
+        env={"PYTHONPATH": f"{REPO}:{site}", "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert p.returncode == 77 and "is private to the daemon's user" in p.stderr, (p.returncode, p.stderr)

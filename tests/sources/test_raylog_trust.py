@@ -90,7 +90,9 @@ def _status(base: str) -> dict | None:
     return json.loads(body) if code == 200 else None
 
 
-def _kill_a_victim_and_report_it(tmp: Path, ray_logs: Path, append) -> tuple[dict, list, str]:
+def _kill_a_victim_and_report_it(
+    tmp: Path, ray_logs: Path, append, expect_kill: bool
+) -> tuple[dict, list, str]:
     """Run the daemon on ray_logs, start root's trainer, kill it as its Ray log says (via append); return
     the daemon's status after, its bundles and its log."""
     state, log = tmp / "state", tmp / "daemon.log"
@@ -105,8 +107,14 @@ def _kill_a_victim_and_report_it(tmp: Path, ray_logs: Path, append) -> tuple[dic
         victim.kill()
         victim.wait()
         append(_forged(victim.pid))
-        time.sleep(5)  # several ticks: the exit and the report meet in one window
-        st = _status(daemon.base)
+        # Several ticks for the exit and the report to meet; a recorded kill ends the wait at once.
+        deadline, st = time.monotonic() + (20 if expect_kill else 6), None
+        while time.monotonic() < deadline:
+            st = _status(daemon.base) or st
+            if st is not None and _ray_exits(st):
+                break
+            time.sleep(0.3)
+        time.sleep(1.5)  # a bundle follows the event at once; let it land
     finally:
         victim.kill()
         daemon.terminate()
@@ -142,7 +150,7 @@ def test_another_users_ray_log_cannot_report_a_kill_of_roots_process(shared_tmp)
             subprocess.run(["sh", "-c", f"cat >> '{logs / 'gcs_server.out'}'"], input=text.encode(),
                            check=True, user=user.pw_uid, group=user.pw_gid, extra_groups=[])  # fmt: skip
 
-        st, bundles, log = _kill_a_victim_and_report_it(work, logs, forge)
+        st, bundles, log = _kill_a_victim_and_report_it(work, logs, forge, expect_kill=False)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     assert "Ray memory-monitor kills ignored" in log and f"belongs to uid {user.pw_uid}" in log, log[-3000:]
@@ -162,7 +170,7 @@ def test_roots_own_ray_log_still_reports_the_kill_and_writes_the_bundle():
             with open(logs / "gcs_server.out", "a") as fh:
                 fh.write(text)
 
-        st, bundles, log = _kill_a_victim_and_report_it(work, logs, genuine)
+        st, bundles, log = _kill_a_victim_and_report_it(work, logs, genuine, expect_kill=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     assert len(_ray_exits(st)) == 1, (st.get("recent_events"), log[-3000:])

@@ -40,7 +40,7 @@ class RayOomSource:
         self.path = os.path.join(log_dir, LOG_NAME) if log_dir else ""
         self.clock = clock
         self.proc_root = proc_root
-        self._uids: dict[int, tuple[int, int]] = {}  # pid -> (uid, tick last seen) of workload processes
+        self._uids: dict[int, tuple[int, int, float | None]] = {}  # pid -> (uid, tick last seen, create_time)
         self._tick = 0
         self._trust: Trust | None = None  # the file's, as checked when it was last read
         self._said: dict[str, str | None] = {"file": None, "victim": None}  # what was logged, per concern
@@ -99,16 +99,16 @@ class RayOomSource:
         """The uid of each workload process, while it runs (a report comes after its victim is gone)."""
         self._tick += 1
         for p in processes or ():
-            pid = getattr(p, "pid", None)
+            pid, born = getattr(p, "pid", None), getattr(p, "create_time", None)
             if not isinstance(pid, int):
                 continue
             known = self._uids.get(pid)
-            if known is None:
+            if known is None or known[2] != born:  # a reused pid is another process: its own uid
                 try:
-                    known = (os.stat(os.path.join(self.proc_root, str(pid))).st_uid, self._tick)
+                    known = (os.stat(os.path.join(self.proc_root, str(pid))).st_uid, self._tick, born)
                 except OSError:
                     continue
-            self._uids[pid] = (known[0], self._tick)
+            self._uids[pid] = (known[0], self._tick, born)
         if len(self._uids) > 4096 or self._tick % UID_MEMORY_TICKS == 0:
             self._uids = {k: v for k, v in self._uids.items() if self._tick - v[1] <= UID_MEMORY_TICKS}
 

@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -210,3 +211,34 @@ def test_a_log_in_a_world_or_group_writable_directory_or_through_links_is_not_tr
     assert "hard links" in file_trust(str(tmp_path / "e" / "real.out")).reason
     t = file_trust(str(tmp_path / "a" / "logs" / "gcs_server.out"))
     assert t.uid == 0 and t.reason is None and stat.S_ISDIR(os.lstat(tmp_path).st_mode)
+
+
+def test_a_users_own_log_reports_only_that_users_processes_and_a_reused_pid_is_looked_up_again(tmp_path):
+    user = _attacker()
+    base = Path(tempfile.mkdtemp(prefix="swd-h29-own-", dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        logs = base / "ray" / "logs"
+        logs.mkdir(parents=True)
+        (logs / "gcs_server.out").write_text("")
+        for p in (base / "ray", logs, logs / "gcs_server.out"):
+            os.chown(p, user.pw_uid, user.pw_gid)
+        proc = tmp_path / "proc"  # the /proc the source stats for each workload process's owner
+        for pid, uid in ((4242, user.pw_uid), (4243, 0)):
+            (proc / str(pid)).mkdir(parents=True)
+            os.chown(proc / str(pid), uid, 0)
+        src = RayOomSource(str(logs), proc_root=str(proc))
+        table = [SimpleNamespace(pid=4242, create_time=1.0), SimpleNamespace(pid=4243, create_time=1.0)]
+        src.collect({"processes": table})
+
+        def report(pid: int, processes) -> list:
+            with open(logs / "gcs_server.out", "a") as fh:
+                fh.write(_forged(pid))
+            return [k.pid for k in src.collect({"processes": processes}).get("oom_kills", ())]
+
+        assert report(4242, []) == [4242]  # the user's own process, gone since the last tick
+        assert report(4243, []) == []  # root's process: not this user's to report
+        os.chown(proc / "4242", 0, 0)  # pid 4242 reused by a root process started since
+        assert report(4242, [SimpleNamespace(pid=4242, create_time=2.0)]) == []
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

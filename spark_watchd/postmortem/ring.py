@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -121,6 +122,7 @@ class SampleRing:
         self.first_ts = spans[self.cur][0]
         self._fd: int | None = None
         self._size = 0
+        self._lock = threading.Lock()  # one append at a time, whichever thread forces a sample to disk
 
     @property
     def path(self) -> Path:
@@ -147,10 +149,14 @@ class SampleRing:
         """Write one sample durably (write, fsync). OSError (a full disk) or StateFileError (a link or FIFO
         planted under a segment's name) leaves the segment as it was before the call."""
         line = (json.dumps(redact_sample_dict(sample.to_dict()), separators=(",", ":")) + "\n").encode()
+        with self._lock:
+            self._append(sample.ts, line)
+
+    def _append(self, ts: float, line: bytes) -> None:
         if self._fd is None:
             self._open(self.cur, truncate=False)
         full = self._size + len(line) > self.max_segment_bytes
-        if self.first_ts is not None and (sample.ts - self.first_ts >= self.span_s or full):
+        if self.first_ts is not None and (ts - self.first_ts >= self.span_s or full):
             self._open(1 - self.cur, truncate=True)
             self.first_ts = None
         fd = self._fd
@@ -165,7 +171,7 @@ class SampleRing:
                 self._fd = None  # reopened next time, its torn tail cut then
             raise
         if self.first_ts is None:
-            self.first_ts = sample.ts
+            self.first_ts = ts
         self._size += len(line)
         self.bytes_written += len(line)
 
@@ -191,6 +197,7 @@ class SampleRing:
         return out
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None

@@ -61,11 +61,15 @@ def redact_argv(argv: Iterable[str]) -> tuple[str, ...]:
                 hide_next = True
             out.append(arg)
             continue
-        m = _ENV_WORD.match(arg)
-        if m is not None and is_secret_env_name(m[1]):
-            out.append(f"{m[1]}={REDACTED}")
+        if arg.lower() in ("bearer", "basic"):  # `Authorization: Bearer TOKEN` split into words
+            hide_next = True
+            out.append(arg)
         elif (b := _BEARER.match(arg)) is not None:
             out.append(f"{b[1] or ''}{b[2]} {REDACTED}")
+        elif " " in arg:  # a command line in one word: `sh -c "vllm serve m --api-key sk-..."`
+            out.append(redact_command_line(arg))
+        elif (m := _ENV_WORD.match(arg)) is not None and is_secret_env_name(m[1]):
+            out.append(f"{m[1]}={REDACTED}")
         else:
             out.append(arg)
     return tuple(out)

@@ -23,6 +23,8 @@ from spark_watchd.sample.redact import REDACTED, redact_argv, redact_command_lin
         (["x", "--api-key", "--port", "1"], ["x", "--api-key", "--port", "1"]),
         (["x", "--api-key"], ["x", "--api-key"]),
         (["PATH=/usr/bin", "--model=/m"], ["PATH=/usr/bin", "--model=/m"]),
+        (["sh", "-c", "HF_TOKEN=h vllm serve m --api-key sk-1 --port 8000"],
+         ["sh", "-c", f"HF_TOKEN={REDACTED} vllm serve m --api-key {REDACTED} --port 8000"]),
     ],
 )  # fmt: skip
 def test_secret_values_are_redacted_and_the_rest_kept(argv, want):
@@ -32,6 +34,9 @@ def test_secret_values_are_redacted_and_the_rest_kept(argv, want):
 def test_a_joined_command_line_and_a_sample_object_are_redacted_alike():
     assert redact_command_line("vllm serve m --api-key sk-1 --port 8000") == (
         f"vllm serve m --api-key {REDACTED} --port 8000"
+    )
+    assert redact_command_line("curl -H Authorization: Bearer abc http://x") == (
+        f"curl -H Authorization: Bearer {REDACTED} http://x"
     )
     d = {"v": 1, "ts": 1.0, "processes": [{"pid": 1, "cmdline": ["a", "--token", "t"]}, {"pid": 2}]}
     out = redact_sample_dict(d)

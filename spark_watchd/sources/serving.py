@@ -9,7 +9,9 @@ is a state (`up` false with the reason, logged once per change), not an error of
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
+import math
 import os
 import socket
 import threading
@@ -22,6 +24,7 @@ from spark_watchd.sample.groups import group_workloads
 from spark_watchd.sample.serving import SERVING_KINDS, ServingReading, counter_rate, quantiles
 from spark_watchd.sources.serving_endpoints import Endpoint, endpoint_for, parse_environ
 from spark_watchd.sources.serving_energy import EnergyAttribution
+from spark_watchd.sources.serving_owner import NotOwned, PortOwners, attribute
 from spark_watchd.sources.serving_parse import METRICS_PATH, ExpositionError, parse_metrics, parse_ollama
 from spark_watchd.sources.serving_settings import ServingSettings
 
@@ -67,7 +70,7 @@ def http_get(url: str, timeout: float, max_bytes: int, headers: Mapping[str, str
                 break
             size += len(chunk)
             if size > max_bytes:
-                raise ScrapeError(f"answer over {max_bytes} bytes: refused")
+                raise ScrapeError(f"answer over {max_bytes} bytes (max_response_bytes): refused")
             chunks.append(chunk)
         return b"".join(chunks)
     except (OSError, http.client.HTTPException) as exc:
@@ -88,7 +91,12 @@ def _auth(path: str | None) -> dict[str, str]:
 
 
 def scrape(
-    ep: Endpoint, fetch: Fetch, timeout: float, max_bytes: int, auth_file: str | None
+    ep: Endpoint,
+    fetch: Fetch,
+    timeout: float,
+    max_bytes: int,
+    auth_file: str | None,
+    max_series: int = 10_000,
 ) -> dict[str, Any]:
     """One scrape of one server: its figures as the parsers give them (ScrapeError when it gives none)."""
     headers = _auth(auth_file)
@@ -101,7 +109,7 @@ def scrape(
         parse = lambda: parse_ollama(ps.decode("utf-8", "replace"), version)  # noqa: E731
     else:
         body = fetch(ep.base_url + METRICS_PATH[ep.kind], timeout, max_bytes, headers)
-        parse = lambda: parse_metrics(ep.kind, body.decode("utf-8", "replace"))  # noqa: E731
+        parse = lambda: parse_metrics(ep.kind, body.decode("utf-8", "replace"), max_series)  # noqa: E731
     try:
         return parse()
     except ExpositionError as exc:
@@ -145,9 +153,15 @@ def reading(ep: Endpoint, ts: float, cur: dict[str, Any], prev: dict[str, Any] |
 
 
 class Scraper:
-    """One server's thread: scrape, keep the latest reading, wait an interval; logs each up/down change once."""
+    """One server's thread: scrape, keep the latest reading, wait an interval; logs each state change once.
 
-    def __init__(self, ep: Endpoint, settings: ServingSettings, interval_s: float, fetch: Fetch, log, clock):
+    `vet` (discovered servers only) says which of the processes whose command line names this server holds
+    its port, and whether credentials may go there; configured endpoints have none: the operator named them.
+    """
+
+    def __init__(
+        self, ep: Endpoint, settings: ServingSettings, interval_s: float, fetch: Fetch, log, clock, vet=None
+    ):
         self.ep, self.settings, self.interval_s, self.fetch, self.log, self.clock = (
             ep,
             settings,
@@ -156,9 +170,12 @@ class Scraper:
             log,
             clock,
         )
+        self.vet = vet
+        self.claimants: tuple[int, ...] = (ep.pid,) if ep.pid is not None else ()
         self.latest: ServingReading | None = None
         self._prev: tuple[dict[str, Any], float] | None = None
         self._up: bool | None = None
+        self._state: Any = None
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"spark-watchd-serving-{ep.server}", daemon=True
@@ -175,26 +192,37 @@ class Scraper:
         override = s.servers.get(ep.server)
         auth = (override.auth_header_file if override else None) or s.auth_header_file
         ts = self.clock()
+        state: Any = False
         try:
-            cur = scrape(ep, self.fetch, s.timeout_s, s.max_response_bytes, auth)
+            if self.vet is not None:
+                try:
+                    pid, trusted = self.vet(ep, self.claimants)
+                except NotOwned as exc:
+                    ep, state = ep._replace(pid=None), str(exc)  # nobody's reading: not tied to a pid
+                    raise ScrapeError(str(exc)) from None
+                if pid is None:
+                    raise ScrapeError(f"nothing listens on {ep.base_url.split('://', 1)[-1]}")
+                ep, auth = ep._replace(pid=pid), auth if trusted else None
+            cur = scrape(ep, self.fetch, s.timeout_s, s.max_response_bytes, auth, s.max_series)
         except ScrapeError as exc:
             self._prev = None  # rates restart after an outage: a gap is not one long interval
             r = ServingReading(
                 ep.server, ep.kind, up=False, ts=ts, pid=ep.pid, endpoint=ep.base_url, error=str(exc)
             )
-            self._transition(False, str(exc))
+            self._transition(False, str(exc), state)
         else:
             prev, prev_ts = self._prev if self._prev else (None, None)
-            r = reading(ep, ts, cur, prev, prev_ts)
+            r = finite(reading(ep, ts, cur, prev, prev_ts))
             self._prev = (cur, ts)
-            self._transition(True, None)
+            self._transition(True, None, True)
         self.latest = r
         return r
 
-    def _transition(self, up: bool, error: str | None) -> None:
-        if up == self._up:
+    def _transition(self, up: bool, error: str | None, state: Any) -> None:
+        """Log a change of state once: up/down, and down because another process holds the port (naming it)."""
+        if state == self._state:
             return
-        first, self._up = self._up is None, up
+        first, self._state, self._up = self._state is None, state, up
         if up:
             if not first:
                 self.log.info(f"{self.ep.server} answering again", server=self.ep.server)
@@ -213,12 +241,31 @@ class Scraper:
                     self.ep.kind,
                     up=False,
                     ts=self.clock(),
-                    pid=self.ep.pid,
+                    pid=None,
                     endpoint=self.ep.base_url,
                     error=f"{type(exc).__name__}: {exc}"[:200],
                 )
-                self._transition(False, str(exc))
+                self._transition(False, str(exc), False)
             self._stop.wait(self.interval_s)
+
+
+def finite(r: ServingReading) -> ServingReading:
+    """The reading with every figure that is not a finite, non-negative number dropped (None).
+
+    A server's exposition is anyone's text: 1e308 on two engines sums to infinity, a rate over a short
+    interval can overflow, and NaN or Infinity is not JSON; every serving figure is a count, a share, a rate
+    or a duration, none negative.
+    """
+    bad = {
+        k: None for k in _FIGURES if (v := getattr(r, k)) is not None and not (math.isfinite(v) and v >= 0)
+    }
+    return dataclasses.replace(r, **bad) if bad else r
+
+
+# The server's figures: every number of a reading but its scrape time and pid (the daemon's own).
+_FIGURES = tuple(
+    f.name for f in dataclasses.fields(ServingReading) if "float" in str(f.type) and f.name != "ts"
+)
 
 
 class ServingSource:
@@ -255,6 +302,11 @@ class ServingSource:
         self._targets: list[Endpoint] = []
         self.energy = EnergyAttribution()
         self.trainer_active = False
+        self.owners = PortOwners(proc_root)
+        self.allowed_uids = self.settings.allowed_uids()
+        self._claims: dict[str, tuple[int, ...]] = {}
+        self._vetted: set[str] = set()
+        self._left_out: list[str] = []
 
     def targets(self, processes) -> list[Endpoint]:
         """The endpoints to scrape now: discovered servers (overrides applied) then the configured extras."""
@@ -264,9 +316,18 @@ class ServingSource:
         return list(self._targets)
 
     def _discover(self, processes) -> list[Endpoint]:
-        s, out = self.settings, []
+        """The servers to scrape, at most max_servers, by priority: configured endpoints, servers the operator
+        pointed elsewhere, GPU-resident servers, then the rest taking turns per uid (one user's twenty fake
+        servers cannot crowd out another's real one)."""
+        s = self.settings
         workloads = group_workloads(processes)
         self.trainer_active = any(w.kind == "trainer" and w.gpu_resident for w in workloads)
+        first: list[Endpoint] = []
+        for x in s.endpoints:
+            port = x.url.rsplit(":", 1)[-1]
+            first.append(Endpoint(x.name or f"{x.kind}:{port}", x.kind, x.url, None))
+        resident: list[Endpoint] = []
+        per_uid: dict[tuple, list[Endpoint]] = {}
         for w in workloads:
             if w.kind not in SERVING_KINDS:
                 continue
@@ -280,14 +341,41 @@ class ServingSource:
             o = s.servers.get(ep.server)
             if o is not None and not o.enabled:
                 continue
-            out.append(ep._replace(base_url=o.url) if o is not None and o.url else ep)
-        for x in s.endpoints:
-            port = x.url.rsplit(":", 1)[-1]
-            out.append(Endpoint(x.name or f"{x.kind}:{port}", x.kind, x.url, None))
-        seen: dict[str, Endpoint] = {}
-        for ep in out:  # one scraper per label: a launcher and its engine are one server
-            seen.setdefault(ep.server, ep)
-        return list(seen.values())[: self.max_servers]
+            if o is not None and o.url:
+                first.append(ep._replace(base_url=o.url))
+            elif w.gpu_resident:
+                resident.append(ep)
+            else:
+                uids = self.owners.uids(w.pid)
+                per_uid.setdefault((0, uids) if uids else (1, ()), []).append(ep)
+        turns = [per_uid[k] for k in sorted(per_uid)]
+        fair = [q[i] for i in range(max(map(len, turns), default=0)) for q in turns if i < len(q)]
+        labels: dict[str, Endpoint] = {}
+        claims: dict[str, list[int]] = {}
+        vetted = {ep.server for ep in (*resident, *fair)} - {ep.server for ep in first}
+        for ep in (
+            *first,
+            *resident,
+            *fair,
+        ):  # one scraper per label: a launcher and its engine are one server
+            labels.setdefault(ep.server, ep)
+            if ep.server in vetted and ep.pid is not None:
+                claims.setdefault(ep.server, []).append(ep.pid)
+        ranked = list(labels.values())
+        left = [f"{ep.server} (pid {ep.pid})" if ep.pid else ep.server for ep in ranked[self.max_servers :]]
+        if left != self._left_out and left:
+            more = f" and {len(left) - 20} more" if len(left) > 20 else ""
+            self.log.warning(
+                f"{len(ranked)} servers, {self.max_servers} scraped at most: not scraped {', '.join(left[:20])}{more}"
+            )
+        self._left_out = left
+        self._claims = {k: tuple(v) for k, v in claims.items()}
+        self._vetted = vetted
+        return ranked[: self.max_servers]
+
+    def _vet(self, ep: Endpoint, claimants: tuple[int, ...]) -> tuple[int | None, bool]:
+        host, _, port = ep.base_url.split("://", 1)[-1].rpartition(":")
+        return attribute(self.owners, host, int(port), claimants, self.allowed_uids)
 
     def _env(self, pid: int, create_time: float) -> dict[str, str]:
         key = (pid, create_time)
@@ -309,12 +397,18 @@ class ServingSource:
             if ep not in wanted:
                 self.scrapers.pop(ep).stop()
         for ep in wanted:
-            if ep not in self.scrapers:
-                sc = Scraper(ep, self.settings, self.interval_s, self.fetch, self.log, self.clock)
-                self.scrapers[ep] = sc
+            sc = self.scrapers.get(ep)
+            new = sc is None
+            if sc is None:
+                vet = self._vet if ep.server in self._vetted else None
+                sc = self.scrapers[ep] = Scraper(
+                    ep, self.settings, self.interval_s, self.fetch, self.log, self.clock, vet
+                )
+            sc.claimants = self._claims.get(ep.server, sc.claimants)
+            if new:
                 sc.start()
         readings = [sc.latest for sc in self.scrapers.values() if sc.latest is not None]
-        return {"serving": tuple(self.energy.attribute(readings, partial, self.trainer_active))}
+        return {"serving": tuple(map(finite, self.energy.attribute(readings, partial, self.trainer_active)))}
 
     def close(self) -> None:
         for sc in self.scrapers.values():

@@ -93,12 +93,19 @@ class ExpositionError(ValueError):
     """The answer is not the telemetry this kind of server serves (named in the message)."""
 
 
-def parse_metrics(kind: str, text: str) -> dict[str, Any]:
+def parse_metrics(kind: str, text: str, max_series: int = 10_000) -> dict[str, Any]:
     """The figures a Prometheus-text server gives: gauges, cumulative counters, cumulative buckets, model.
 
-    Series of one family (engines, ranks, models) are summed, KV use is the highest. Figures the server
-    does not export are absent. Raises ExpositionError on text that does not parse or carries none of them.
+    Series of one family (engines, ranks, models) are summed, KV use is the highest; a sum that is not a
+    finite, non-negative number is dropped. Figures the server does not export are absent. Raises
+    ExpositionError on text that does not parse, carries none of them, or has more than max_series sample
+    lines (counted before parsing: only the lines of the families read here are parsed at all).
     """
+    lines = text.count("\n") + (not text.endswith("\n"))
+    series = lines - text.count("\n#") - text.startswith("#") - text.count("\n\n")
+    if series > max_series:
+        raise ExpositionError(f"{series} series, over the bound of {max_series} (max_series): not parsed")
+    text = _wanted_lines(kind, text)
     names = _NAMES[kind]
     wanted = {n: fig for fig, ns in names.items() for n in ns}
     found: dict[str, Any] = {}
@@ -138,6 +145,19 @@ def parse_metrics(kind: str, text: str) -> dict[str, Any]:
     return found
 
 
+def _wanted_lines(kind: str, text: str) -> str:
+    """Only the lines of the families read for `kind` (samples, HELP, TYPE): the rest is never parsed."""
+    names = tuple(n for ns in _NAMES[kind].values() for n in ns)
+    if kind == "vllm":
+        names += ("vllm:cache_config_info",)
+    keep = (*names, *(f"# HELP {n}" for n in names), *(f"# TYPE {n}" for n in names))
+    return "\n".join(line for line in text.split("\n") if line.startswith(keep)) + "\n"
+
+
+def _ok(v: float) -> bool:
+    return math.isfinite(v) and v >= 0
+
+
 def _family_value(fam: Any, fig: str) -> Any:
     if fam.type == "histogram":
         by_le: dict[float, float] = {}
@@ -145,6 +165,9 @@ def _family_value(fam: Any, fig: str) -> Any:
             if s.name.endswith("_bucket"):
                 le = float(s.labels["le"])
                 by_le[le] = by_le.get(le, 0.0) + float(s.value)
+        # Counts that sum past float range, or a bound that is not a number, leave no histogram to read.
+        if any(not _ok(c) or math.isnan(le) for le, c in by_le.items()):
+            return None
         return tuple(sorted(by_le.items())) or None
     vals = [
         float(s.value)
@@ -153,7 +176,8 @@ def _family_value(fam: Any, fig: str) -> Any:
     ]
     if not vals:
         return None
-    return max(vals) if fig in _MAX_AVG else sum(vals)
+    v = max(vals) if fig in _MAX_AVG else sum(vals)
+    return v if _ok(v) else None  # 1e308 on two engines sums to inf; nothing served is negative
 
 
 def _blocks_tokens(blocks: str | None, per_block: str | None) -> float | None:
@@ -198,7 +222,8 @@ def parse_ollama(ps_text: str, version_text: str | None = None) -> dict[str, Any
 
 
 def _int(v: Any) -> int | None:
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 else None
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+    return int(v) if ok else None
 
 
 def parse_expiry(text: Any) -> float | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from spark_watchd.sample.serving import SERVING_KINDS
@@ -55,20 +57,43 @@ class ServingSettings(BaseModel):
         le=3600,
         description="Seconds between scrapes of each server; default the daemon interval.",
     )
-    # vLLM's exposition with every histogram is ~100 kB per engine; 4 MiB is no server's telemetry.
+    # vLLM's exposition with every histogram is ~100 kB and ~500 series per engine; 1 MiB is ten engines, more
+    # than a Spark runs. Past it, a fake server's 3.9 MB of distinct series a second cost a third of a core.
     max_response_bytes: int = Field(
-        4 << 20,
+        1 << 20,
         ge=1024,
         le=64 << 20,
-        description="Answers larger than this are refused (the server is down).",
+        description="Answers larger than this are refused (the server is down, naming this bound).",
+    )
+    max_series: int = Field(
+        10_000,
+        ge=100,
+        le=1_000_000,
+        description="Expositions with more sample lines than this are not parsed (the server is down, "
+        "naming this bound).",
     )
     auth_header_file: str | None = Field(
         None,
-        description="File whose content is sent as the Authorization header to every server "
-        "(e.g. 'Bearer KEY'); read at each scrape, never logged.",
+        description="File whose content is sent as the Authorization header to configured endpoints, and to "
+        "a discovered server only when its listening socket is held by a process of an auth_uids uid; "
+        "read at each scrape, never logged.",
+    )
+    # Any local user can start a process whose argv reads `vllm serve --port N`: the operator's key goes
+    # only to sockets of the users trusted here.
+    auth_uids: list[int] | None = Field(
+        None,
+        max_length=64,
+        description="Uids whose discovered servers may receive auth_header_file; default the daemon's own uid "
+        "and root.",
     )
     servers: dict[str, ServerOverride] = Field(
         default_factory=dict,
         description='Per-server overrides keyed by label ([serving.servers."vllm:8000"]).',
     )
     endpoints: list[ExtraEndpoint] = Field(default_factory=list, max_length=32, description="Extra servers.")
+
+    def allowed_uids(self) -> frozenset[int]:
+        """The uids a discovered server's socket must belong to for the auth header to go there."""
+        if self.auth_uids is not None:
+            return frozenset(self.auth_uids)
+        return frozenset((0, os.geteuid()))

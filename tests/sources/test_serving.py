@@ -1,6 +1,7 @@
 """The serving source against real HTTP servers on loopback: discovery, figures, and every way a server fails."""
 
 import dataclasses
+import os
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,7 +20,9 @@ def _proc(pid, argv, resident=True):
     return ProcessInfo(pid, 1000.0 + pid, argv[0], tuple(argv), 1 << 30, None, resident)
 
 
-def _vllm(port, pid=100):
+def _vllm(port, pid=None):
+    # The claimant of a server this test process serves: this process (or an ancestor) holds its port.
+    pid = os.getpid() if pid is None else pid
     return _proc(pid, ["vllm", "serve", "Qwen/Qwen3-8B", "--port", str(port)])
 
 
@@ -52,7 +55,7 @@ def test_a_discovered_vllm_is_scraped_and_its_interval_figures_computed():
             wait_for(lambda: _latest(src, server) is not None, timeout=5)
             eng.step(5)  # 600 tokens more, 5 TTFT/ITL observations
             r = wait_for(lambda: (x := _latest(src, server)) and x.generation_tokens_per_s and x, timeout=5)
-            assert r.up and r.kind == "vllm" and r.pid == 100 and r.model == "Qwen/Qwen3-8B"
+            assert r.up and r.kind == "vllm" and r.pid == os.getpid() and r.model == "Qwen/Qwen3-8B"
             assert r.requests_running == 4 and r.kv_usage == pytest.approx(0.42)
             assert r.generation_tokens_per_s > 0 and r.ttft_p50_s == pytest.approx(0.175, abs=0.05)
             assert r.itl_p95_s is not None and 0.025 <= r.itl_p95_s <= 0.05
@@ -67,7 +70,7 @@ def test_a_hanging_server_delays_neither_the_tick_nor_the_other_servers_scrape()
         src = ServingSource(ServingSettings(timeout_s=1.0), interval_s=0.2, own_addresses=frozenset())
         src._procs = (
             _vllm(h.port),
-            _proc(200, ["llama-server", "-m", "x.gguf", "--metrics", "--port", str(o.port)]),
+            _proc(os.getppid(), ["llama-server", "-m", "x.gguf", "--metrics", "--port", str(o.port)]),
         )
         try:
             t0 = time.perf_counter()
@@ -180,7 +183,7 @@ def test_disabled_overrides_and_extra_endpoints_shape_the_target_list():
     )
     src = ServingSource(s, own_addresses=frozenset())
     targets = src.targets((_proc(1, ["vllm", "serve", "m"]), _proc(2, ["llama-server", "-m", "x"])))
-    assert [t.server for t in targets] == ["llamacpp:8080", "ollama-box"]
+    assert [t.server for t in targets] == ["ollama-box", "llamacpp:8080"]  # configured ones first
 
 
 def test_an_off_host_extra_endpoint_is_a_config_error():

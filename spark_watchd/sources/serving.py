@@ -5,15 +5,19 @@ every interval: a server that hangs costs its own thread a timeout, never the ti
 server's scrape. `collect` only reads the latest result of each. Scrapes never follow redirects, are
 bounded in time and size, and go only to loopback or this host's addresses. A server that does not answer
 is a state (`up` false with the reason, logged once per change), not an error of the source.
+
+Any local user can write a server's command line, so a discovered server is scraped, and its reading tied
+to a process, only when that process (or its child) holds the port's listening socket (serving_owner.py);
+the operator's auth header goes to configured endpoints, and to a discovered server only when its socket is
+of a trusted uid. At most `max_servers` are scraped: configured ones first, then GPU-resident ones, then
+the rest taking turns per uid.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import http.client
 import math
 import os
-import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -24,59 +28,10 @@ from spark_watchd.sample.groups import group_workloads
 from spark_watchd.sample.serving import SERVING_KINDS, ServingReading, counter_rate, quantiles
 from spark_watchd.sources.serving_endpoints import Endpoint, endpoint_for, parse_environ
 from spark_watchd.sources.serving_energy import EnergyAttribution
+from spark_watchd.sources.serving_http import Fetch, ScrapeError, http_get
 from spark_watchd.sources.serving_owner import NotOwned, PortOwners, attribute
 from spark_watchd.sources.serving_parse import METRICS_PATH, ExpositionError, parse_metrics, parse_ollama
 from spark_watchd.sources.serving_settings import ServingSettings
-
-Fetch = Callable[[str, float, int, Mapping[str, str]], bytes]
-
-
-class ScrapeError(Exception):
-    """The server did not give its telemetry (why, in words)."""
-
-
-def _connect(address: tuple[str, int], timeout: float, source_address=None):
-    """socket.create_connection with an ASCII host name as bytes: a str name loads the idna codec with
-    unicodedata and stringprep (about 0.4 MiB, kept for good) just to spell `localhost`."""
-    host, port = address
-    return socket.create_connection(
-        (host.encode() if host.isascii() else host, port), timeout, source_address
-    )
-
-
-def http_get(url: str, timeout: float, max_bytes: int, headers: Mapping[str, str]) -> bytes:
-    """GET url: the body of a 200 answer, read within `timeout` s in all and at most max_bytes; else ScrapeError."""
-    deadline = time.monotonic() + timeout
-    scheme, _, rest = url.partition("://")
-    hostport, _, path = rest.partition("/")
-    cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
-    conn = cls(hostport, timeout=timeout)
-    conn._create_connection = _connect  # type: ignore[attr-defined]  # the hook connect() calls
-    try:
-        conn.request("GET", "/" + path, headers={"Accept": "text/plain, application/json", **headers})
-        resp = conn.getresponse()
-        if 300 <= resp.status < 400:
-            raise ScrapeError(
-                f"HTTP {resp.status} redirect to {resp.getheader('Location', '?')[:80]}: not followed"
-            )
-        if resp.status != 200:
-            raise ScrapeError(f"HTTP {resp.status} on /{path}")
-        chunks, size = [], 0
-        while True:
-            if time.monotonic() > deadline:
-                raise ScrapeError(f"answer not complete within {timeout:g} s")
-            chunk = resp.read1(65536) if hasattr(resp, "read1") else resp.read(65536)
-            if not chunk:
-                break
-            size += len(chunk)
-            if size > max_bytes:
-                raise ScrapeError(f"answer over {max_bytes} bytes (max_response_bytes): refused")
-            chunks.append(chunk)
-        return b"".join(chunks)
-    except (OSError, http.client.HTTPException) as exc:
-        raise ScrapeError(f"{type(exc).__name__}: {exc}"[:200]) from None
-    finally:
-        conn.close()
 
 
 def _auth(path: str | None) -> dict[str, str]:

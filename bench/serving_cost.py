@@ -9,6 +9,12 @@ each release emits, tests/support/serving_fakes.py) are configured as `[[serving
 live daemon tick (every source, diagnosis, publish; fast memory watch off) is timed with `[serving]` off
 and on, the tick thread's own CPU (the scrapes run on their own threads, timed apart), then again with
 the vLLM fake answering after 30 s. Prints figures, asserts nothing.
+
+    python bench/serving_cost.py --flood [--seconds 20] [--max-response-bytes N] [--flood-bytes N]
+
+A hostile server instead: ~3.9 MB of distinct `vllm:num_requests_running` series, scraped each second by one
+scraper with the default `[serving]` settings (or a raised byte bound, so that the series bound is what
+stops it): its thread's CPU as a share of one core, and this process's RSS growth and peak over it.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.support.serving_fakes import FakeEngine, FakeServer  # noqa: E402
+from tests.support.serving_fakes import FakeEngine, FakeServer, series_flood  # noqa: E402
 
 KINDS = ("vllm", "sglang", "llamacpp", "ollama")
 
@@ -87,11 +93,81 @@ def run(
     return cpu, wall, scrape_cpu, n
 
 
+def _kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def flood(seconds: float, max_bytes: int | None, size: int = 3_900_000) -> None:
+    """One scraper, interval 1 s, against a server answering ~3.9 MB of distinct series: CPU and RSS."""
+    import gc
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from spark_watchd.sources.serving import Scraper, http_get
+    from spark_watchd.sources.serving_endpoints import Endpoint
+    from spark_watchd.sources.serving_settings import ServingSettings
+
+    body = series_flood(size)
+    gc.collect()
+
+    class H(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            try:
+                self.wfile.write(body)
+            except ConnectionError:
+                pass  # refused past the byte bound: the scraper hung up
+
+        def log_message(self, *a):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    settings = ServingSettings(**({"max_response_bytes": max_bytes} if max_bytes else {}))
+    Path("/proc/self/clear_refs").write_text("5")  # the peak RSS from here on
+    rss0 = _kib("VmRSS")
+    sc = Scraper(Endpoint("vllm:flood", "vllm", url), settings, 1.0, http_get, _Quiet(), time.time)
+    sc.start()
+    time.sleep(0.2)
+    c0, w0 = thread_cpu(sc._thread), time.perf_counter()
+    time.sleep(seconds)
+    cpu, wall = thread_cpu(sc._thread) - c0, time.perf_counter() - w0
+    sc.stop()
+    r = sc.latest
+    lines = body.count(b"\n")
+    print(f"exposition {len(body):,} bytes, {lines:,} lines; max_response_bytes "
+          f"{settings.max_response_bytes:,}, max_series {getattr(settings, 'max_series', None)}")  # fmt: skip
+    print(f"    latest reading: up={r.up if r else None} error={(r.error or '')[:100] if r else None!r}")
+    print(f"    scraper thread CPU {cpu / wall * 100:.1f} % of a core over {wall:.0f} s")
+    print(f"    RSS {rss0 / 1024:.1f} MiB before, {_kib('VmRSS') / 1024:.1f} MiB after "
+          f"(+{(_kib('VmRSS') - rss0) / 1024:.1f}), peak +{(_kib('VmHWM') - rss0) / 1024:.1f} MiB")  # fmt: skip
+    httpd.shutdown()
+
+
+class _Quiet:
+    def warning(self, *a, **k):
+        pass
+
+    info = debug = warning
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ticks", type=int, default=30)
     ap.add_argument("--interval", type=float, default=1.0)
+    ap.add_argument("--flood", action="store_true", help="a ~3.9 MB distinct-series server instead")
+    ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--max-response-bytes", type=int, default=None)
+    ap.add_argument("--flood-bytes", type=int, default=3_900_000, help="the hostile exposition's size")
     a = ap.parse_args()
+    if a.flood:
+        flood(a.seconds, a.max_response_bytes, a.flood_bytes)
+        return 0
     engines = {k: FakeEngine(k) for k in KINDS}
     servers = {k: FakeServer(e).__enter__() for k, e in engines.items()}
     stop = threading.Event()

@@ -51,7 +51,7 @@ def scrape(
     timeout: float,
     max_bytes: int,
     auth_file: str | None,
-    max_series: int = 10_000,
+    max_series: int = 5_000,
 ) -> dict[str, Any]:
     """One scrape of one server: its figures as the parsers give them (ScrapeError when it gives none)."""
     headers = _auth(auth_file)
@@ -129,7 +129,6 @@ class Scraper:
         self.claimants: tuple[int, ...] = (ep.pid,) if ep.pid is not None else ()
         self.latest: ServingReading | None = None
         self._prev: tuple[dict[str, Any], float] | None = None
-        self._up: bool | None = None
         self._state: Any = None
         self._stop = threading.Event()
         self._thread = threading.Thread(
@@ -177,7 +176,7 @@ class Scraper:
         """Log a change of state once: up/down, and down because another process holds the port (naming it)."""
         if state == self._state:
             return
-        first, self._state, self._up = self._state is None, state, up
+        first, self._state = self._state is None, state
         if up:
             if not first:
                 self.log.info(f"{self.ep.server} answering again", server=self.ep.server)

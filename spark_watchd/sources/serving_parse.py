@@ -93,7 +93,7 @@ class ExpositionError(ValueError):
     """The answer is not the telemetry this kind of server serves (named in the message)."""
 
 
-def parse_metrics(kind: str, text: str, max_series: int = 10_000) -> dict[str, Any]:
+def parse_metrics(kind: str, text: str, max_series: int = 5_000) -> dict[str, Any]:
     """The figures a Prometheus-text server gives: gauges, cumulative counters, cumulative buckets, model.
 
     Series of one family (engines, ranks, models) are summed, KV use is the highest; a sum that is not a

@@ -57,8 +57,9 @@ class ServingSettings(BaseModel):
         le=3600,
         description="Seconds between scrapes of each server; default the daemon interval.",
     )
-    # vLLM's exposition with every histogram is ~100 kB and ~500 series per engine; 1 MiB is ten engines, more
-    # than a Spark runs. Past it, a fake server's 3.9 MB of distinct series a second cost a third of a core.
+    # vLLM's exposition with every histogram is ~100 kB and ~500 series per engine: 1 MiB and 5,000 series are
+    # ten engines, more than a Spark runs. Unbounded, a fake server's 3.9 MB of distinct series scraped each
+    # second cost a fifth of a core and +28 MiB; within these bounds at most 5 % (bench/serving_cost.py --flood).
     max_response_bytes: int = Field(
         1 << 20,
         ge=1024,
@@ -66,7 +67,7 @@ class ServingSettings(BaseModel):
         description="Answers larger than this are refused (the server is down, naming this bound).",
     )
     max_series: int = Field(
-        10_000,
+        5_000,
         ge=100,
         le=1_000_000,
         description="Expositions with more sample lines than this are not parsed (the server is down, "

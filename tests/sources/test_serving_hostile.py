@@ -36,7 +36,7 @@ from spark_watchd.sources.serving_parse import ExpositionError, parse_metrics
 from spark_watchd.sources.serving_settings import ServingSettings
 from tests.conftest import REPO, free_port, run_cli
 from tests.support.poll import wait_until
-from tests.support.serving_fakes import FakeEngine, FakeServer
+from tests.support.serving_fakes import FakeEngine, FakeServer, series_flood
 
 ATTACKER = "swd-attacker"
 
@@ -289,22 +289,9 @@ def test_twenty_fake_servers_of_one_user_leave_room_for_roots_real_one(lab):
 # 11. Parse cost is bounded: a flood of distinct series is refused, naming the bound.
 
 
-def _flood(n_bytes: int) -> bytes:
-    """vLLM's running gauge with one distinct series per engine label, as prometheus_client writes it."""
-    reg = CollectorRegistry()
-    g = Gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
-              ["model_name", "engine"], registry=reg)  # fmt: skip
-    size, i = 0, 0
-    while size < n_bytes:
-        g.labels("Qwen/Qwen3-8B", str(i)).set(1)
-        size += len(f'vllm:num_requests_running{{engine="{i}",model_name="Qwen/Qwen3-8B"}} 1.0\n')
-        i += 1
-    return generate_latest(reg)
-
-
 @pytest.fixture(scope="module")
 def flood() -> bytes:
-    return _flood(3_900_000)
+    return series_flood(3_900_000)
 
 
 class _Fixed(BaseHTTPRequestHandler):
@@ -342,11 +329,11 @@ def test_a_flood_of_distinct_series_marks_the_server_down_naming_the_bound(flood
         by_bytes = _scrape(url)
         by_series = _scrape(url, max_response_bytes=8 << 20)
     assert not by_bytes.up and "(max_response_bytes)" in by_bytes.error, by_bytes.error
-    assert not by_series.up and "over the bound of 10000 (max_series)" in by_series.error, by_series.error
+    assert not by_series.up and "over the bound of 5000 (max_series)" in by_series.error, by_series.error
 
 
 def test_the_series_bound_counts_sample_lines_not_comments():
-    text = _flood(40_000).decode()
+    text = series_flood(40_000).decode()
     n = text.count("\nvllm:")
     assert 400 < n < 600
     assert parse_metrics("vllm", text, max_series=n)["running"] == n

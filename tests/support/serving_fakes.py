@@ -313,6 +313,19 @@ class FakeServer:
         self.httpd.server_close()
 
 
+def series_flood(n_bytes: int) -> bytes:
+    """A hostile vLLM exposition: the running gauge with one distinct series per engine label, n_bytes long."""
+    reg = CollectorRegistry()
+    g = Gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
+              ["model_name", "engine"], registry=reg)  # fmt: skip
+    size, i = 0, 0
+    while size < n_bytes:
+        g.labels("Qwen/Qwen3-8B", str(i)).set(1)
+        size += len(f'vllm:num_requests_running{{engine="{i}",model_name="Qwen/Qwen3-8B"}} 1.0\n')
+        i += 1
+    return generate_latest(reg)
+
+
 def main(kind: str) -> None:
     """Run as a server process (`vllm serve M --port P`, `ollama serve` with OLLAMA_HOST...): serve until killed.
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import ipaddress
 import os
 import sys
-import threading
 import time
 from collections.abc import Collection, Iterable, Sequence
 from typing import NamedTuple
@@ -86,28 +85,23 @@ class Owner(NamedTuple):
 class PortOwners:
     """Reads the listening sockets and their owners under a procfs root; caches what cannot change."""
 
-    def __init__(self, proc_root: str = "/proc", clock=time.monotonic, ttl_s: float = 0.25):
-        self.proc_root, self.clock, self.ttl_s = proc_root, clock, ttl_s
-        self._lock = threading.Lock()
-        self._tables: tuple[float, list[Listener]] | None = None
+    def __init__(self, proc_root: str = "/proc", clock=time.monotonic):
+        self.proc_root, self.clock = proc_root, clock
         # inode -> (pid or None, when found): a live socket's inode stays with its process; "no readable
         # holder" (another user's fd tables, to an unprivileged daemon) is looked for again after a minute.
         self._owner: dict[int, tuple[int | None, float]] = {}
 
     def listeners(self) -> list[Listener]:
-        """Every listening socket of this network namespace (read at most once per ttl_s by all scrapers)."""
-        with self._lock:
-            now = self.clock()
-            if self._tables is None or now - self._tables[0] > self.ttl_s:
-                found: list[Listener] = []
-                for name in ("tcp", "tcp6"):
-                    try:
-                        with open(os.path.join(self.proc_root, "net", name), encoding="ascii") as fh:
-                            found += parse_net_tcp(fh)
-                    except (OSError, UnicodeDecodeError):
-                        continue  # no IPv6 in this kernel
-                self._tables = (now, found)
-            return self._tables[1]
+        """Every listening socket of this network namespace, read afresh at each call (just before a scrape:
+        a port that changed hands since is seen). Only the listening part of each table is read."""
+        found: list[Listener] = []
+        for name in ("tcp", "tcp6"):
+            try:
+                with open(os.path.join(self.proc_root, "net", name), encoding="ascii") as fh:
+                    found += parse_net_tcp(fh)
+            except (OSError, UnicodeDecodeError):
+                continue  # no IPv6 in this kernel
+        return found
 
     def _read(self, pid: int, name: str) -> str | None:
         try:
@@ -135,8 +129,8 @@ class PortOwners:
             return None
 
     def name(self, pid: int) -> str:
-        text = self._read(pid, "comm")
-        return (text or "?").strip()[:32]
+        text = (self._read(pid, "comm") or "?").strip()[:32]
+        return "".join(c if c.isprintable() else "?" for c in text)  # any user names their process
 
     def _holds(self, pid: int, inodes: Collection[int]) -> bool | None:
         """Whether pid has one of the socket inodes open; None when its fd table cannot be read."""

@@ -13,6 +13,8 @@ vmstat, pressure, /proc/PID/stat) and config files, and feeds each to the code t
   bundle manifest -> beside a good bundle: `report` (list, --json, --last), GET /api/v1/postmortem and
                  /postmortem/latest, and pruning: the good bundle listed and served, every answer strict
                  JSON (no NaN/Infinity), the bad one skipped, the cap kept (--manifests, default n/4)
+  exposition  -> each server's parser (vLLM, SGLang, llama.cpp, TensorRT-LLM text, Ollama /api/ps), two
+                 scrapes -> a reading: figures, or an ExpositionError; a reading must be strict JSON
 Anything else (a traceback, a 500, an out-of-range value let through) is a crash, printed with its site.
 The CI-sized versions of these checks are the hypothesis tests in tests/.
 """
@@ -278,6 +280,47 @@ def fuzz_bundle_manifests(rng: random.Random, n: int, tmp: Path, crash, stats: C
                 (good / "report.html").write_text("<!doctype html><title>good</title>")
 
 
+def fuzz_expositions(rng: random.Random, n: int, stats: Counter, crash) -> None:
+    """Mutated server expositions (engines duplicated, values made huge, NaN, negative) through the parsers."""
+    from spark_watchd.sources.serving import finite, reading
+    from spark_watchd.sources.serving_endpoints import Endpoint
+    from spark_watchd.sources.serving_parse import ExpositionError, parse_metrics, parse_ollama
+    from tests.support.serving_fakes import FakeEngine
+
+    bases = {}
+    for kind in ("vllm", "sglang", "llamacpp", "trtllm", "ollama"):
+        eng = FakeEngine(kind)
+        eng.step(5)
+        path = "/api/ps" if kind == "ollama" else "/prometheus/metrics" if kind == "trtllm" else "/metrics"
+        bases[kind] = eng.body(path)[2].decode()
+    for i in range(n):
+        kind = list(bases)[i % len(bases)]
+        texts = []
+        for _ in range(2):
+            t = bases[kind]
+            if kind != "ollama" and rng.random() < 0.5:  # a second engine: its series summed with the first's
+                t = t + "\n".join(
+                    ln.replace('engine="0"', 'engine="1"') for ln in t.splitlines() if "{" in ln
+                )
+            texts.append(mutate_text(rng, t.replace(" 1.0", " 1e308") if rng.random() < 0.2 else t))
+        try:
+            parse = parse_ollama if kind == "ollama" else lambda t, k=kind: parse_metrics(k, t)
+            a, b = parse(texts[0]), parse(texts[1])
+        except ExpositionError:
+            stats["exposition refused (server down)"] += 1
+            continue
+        except Exception:
+            crash(f"parse {kind} exposition", traceback.format_exc(limit=-2))
+            continue
+        try:
+            ep = Endpoint(f"{kind}:1", kind, "http://127.0.0.1:1", 1)
+            r = finite(reading(ep, 2.0, b, a, 1.0))
+            json.dumps(r.to_dict(), allow_nan=False)
+            stats["exposition read (strict JSON)"] += 1
+        except Exception:
+            crash(f"{kind} reading", traceback.format_exc(limit=-2))
+
+
 def main(argv) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -368,6 +411,8 @@ def main(argv) -> int:
             crash(f"parse {name} let an impossible value through", repr(out)[:200])
         stats["/proc text parsed"] += 1
 
+    fuzz_expositions(rng, args.n // 4, stats, crash)
+
     cfg = tmp / "c.toml"
     for _ in range(args.n // 4):
         cfg.write_text(mutate_text(rng, CONFIG), encoding="utf-8", errors="surrogatepass")
@@ -383,7 +428,8 @@ def main(argv) -> int:
     total_s = time.perf_counter() - t0
 
     print(
-        f"seed {args.seed}: {args.n} trace lines ({trace_s:.0f} s), {args.n // 4} /proc texts, {args.n // 4} configs; {total_s:.0f} s"
+        f"seed {args.seed}: {args.n} trace lines ({trace_s:.0f} s), {args.n // 4} /proc texts, {args.n // 4} "
+        f"expositions, {args.n // 4} configs; {total_s:.0f} s"
     )
     for k, v in sorted(stats.items()):
         print(f"  {k}: {v}")

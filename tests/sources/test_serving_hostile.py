@@ -25,12 +25,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from spark_watchd.sample.serving import ServingReading
 from spark_watchd.sample.trace import read_trace
 from spark_watchd.sources.processes import ProcessSource
-from spark_watchd.sources.serving import Scraper, ServingSource, finite, http_get
+from spark_watchd.sources.serving import Scraper, ServingSource, finite, http_get, reading
 from spark_watchd.sources.serving_endpoints import Endpoint
 from spark_watchd.sources.serving_parse import ExpositionError, parse_metrics
 from spark_watchd.sources.serving_settings import ServingSettings
@@ -412,3 +414,37 @@ def test_a_recorded_overflowing_server_replays(tmp_path):
     res = run_cli("replay", str(trace), "--format", "jsonl")
     assert res.returncode == 0, res.stderr
     assert "Infinity" not in res.stdout and "NaN" not in res.stdout
+
+
+_VALUES = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([1e308, -1e308, 1.7e308, 0.0, -1.0, 5e-324]),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_VALUES, min_size=12, max_size=12), st.lists(_VALUES, min_size=12, max_size=12))
+def test_any_numbers_in_two_scrapes_give_a_reading_that_is_strict_json(first, second):
+    """Two scrapes of a two-engine vLLM whose every value is drawn from floats (huge, NaN, negative)."""
+
+    def text(vals):
+        it = iter(vals)
+        out = []
+        for name, kind in (("vllm:num_requests_running", "gauge"), ("vllm:kv_cache_usage_perc", "gauge"),
+                           ("vllm:generation_tokens", "counter"), ("vllm:prompt_tokens", "counter")):  # fmt: skip
+            out.append(f"# TYPE {name} {kind}")
+            suffix = "_total" if kind == "counter" else ""
+            out += [f'{name}{suffix}{{engine="{e}",model_name="m"}} {next(it)!r}' for e in ("0", "1")]
+        out.append("# TYPE vllm:time_to_first_token_seconds histogram")
+        for le in ("0.1", "+Inf"):
+            out += [f'vllm:time_to_first_token_seconds_bucket{{engine="{e}",le="{le}",model_name="m"}} {next(it)!r}'
+                    for e in ("0", "1")]  # fmt: skip
+        return "\n".join(out) + "\n"
+
+    ep = Endpoint("vllm:1", "vllm", "http://127.0.0.1:1", 1)
+    try:
+        a, b = parse_metrics("vllm", text(first)), parse_metrics("vllm", text(second))
+    except ExpositionError:
+        return  # nothing usable: the server is down with the reason
+    r = finite(reading(ep, 1.01, b, a, 1.0))
+    json.dumps(r.to_dict(), allow_nan=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -81,7 +82,7 @@ class ServingSettings(BaseModel):
     )
     # Any local user can start a process whose argv reads `vllm serve --port N`: the operator's key goes
     # only to sockets of the users trusted here.
-    auth_uids: list[int] | None = Field(
+    auth_uids: list[Annotated[int, Field(ge=0, le=2**32 - 2)]] | None = Field(
         None,
         max_length=64,
         description="Uids whose discovered servers may receive auth_header_file; default the daemon's own uid "

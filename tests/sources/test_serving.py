@@ -225,3 +225,17 @@ def test_the_workloads_are_grouped_again_only_when_a_process_changes(monkeypatch
     assert src.targets(moved) == first and len(calls) == 1
     assert [t.server for t in src.targets([*procs, _vllm(8002, pid=101)])] == ["vllm:8001", "vllm:8002"]
     assert len(calls) == 2
+
+
+def test_auth_uids_default_to_the_daemons_own_and_root_and_are_checked(tmp_path):
+    from spark_watchd.config import load_settings
+    from spark_watchd.errors import ConfigError
+
+    assert ServingSettings().allowed_uids() == {0, os.geteuid()}
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("[serving]\nauth_uids = [0, 998]\nmax_series = 2000\n")
+    s = load_settings(str(cfg), environ={}).serving
+    assert s.allowed_uids() == {0, 998} and s.max_series == 2000
+    cfg.write_text("[serving]\nauth_uids = [-1]\n")
+    with pytest.raises(ConfigError, match="auth_uids"):
+        load_settings(str(cfg), environ={})

@@ -50,12 +50,27 @@ def attacker() -> tuple[int, int]:
         pytest.skip("needs root: the attacks run a server as a second, unprivileged user, created as root")
     try:
         pw = pwd.getpwnam(ATTACKER)
-    except KeyError:
-        subprocess.run(
-            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", ATTACKER], check=True
-        )
+    except KeyError:  # another test worker may be creating it at the same moment: look again after
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", ATTACKER])
         pw = pwd.getpwnam(ATTACKER)
     return pw.pw_uid, pw.pw_gid
+
+
+def _python_for(user: tuple[int, int] | None) -> str:
+    """A python the user can run (the attacker cannot read root's virtual environment, as here /root/.pyenv)."""
+    for py in ("/usr/bin/python3", "/usr/local/bin/python3", sys.executable):
+        kw = {"user": user[0], "group": user[1], "extra_groups": []} if user else {}
+        try:
+            if (
+                subprocess.run(
+                    [py, "-c", "import http.server"], cwd="/", capture_output=True, **kw
+                ).returncode
+                == 0
+            ):
+                return py
+        except OSError:
+            continue
+    pytest.skip("no python the second user can run (the attacks need one for their fake server)")
 
 
 class Lab:
@@ -63,14 +78,16 @@ class Lab:
 
     def __init__(self, attacker: tuple[int, int] | None):
         self.attacker = attacker
-        self.dir = Path(tempfile.mkdtemp(prefix="swd-serving-"))
+        # /tmp itself: a private TMPDIR would keep the second user out of its own server's files.
+        self.dir = Path(
+            tempfile.mkdtemp(prefix="swd-serving-", dir="/tmp" if os.path.isdir("/tmp") else None)
+        )
         self.dir.chmod(0o755)
         self.script = self.dir / "vllm"
         shutil.copy(REPO / "tests" / "support" / "plain_server.py", self.script)
         self.script.chmod(0o755)
         self.procs: list[subprocess.Popen] = []
-        # The attacker cannot read root's virtual environment: the system python, where there is one.
-        self.python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+        self.python = _python_for(attacker) if attacker else sys.executable
 
     def exposition(self, text: bytes | None = None) -> Path:
         path = Path(tempfile.mkstemp(dir=self.dir, suffix=".prom")[1])

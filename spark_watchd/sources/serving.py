@@ -211,15 +211,17 @@ def finite(r: ServingReading) -> ServingReading:
     or a duration, none negative.
     """
     bad = {
-        k: None for k in _FIGURES if (v := getattr(r, k)) is not None and not (math.isfinite(v) and v >= 0)
+        f.name: None
+        for f in dataclasses.fields(r)
+        if f.name not in _OWN
+        and isinstance(v := getattr(r, f.name), (int, float))
+        and not isinstance(v, bool)
+        and not (math.isfinite(v) and v >= 0)
     }
     return dataclasses.replace(r, **bad) if bad else r
 
 
-# The server's figures: every number of a reading but its scrape time and pid (the daemon's own).
-_FIGURES = tuple(
-    f.name for f in dataclasses.fields(ServingReading) if "float" in str(f.type) and f.name != "ts"
-)
+_OWN = ("ts", "pid", "up")  # the daemon's own, not the server's
 
 
 class ServingSource:

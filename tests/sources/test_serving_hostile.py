@@ -279,6 +279,7 @@ def test_a_port_held_by_another_process_is_not_scraped_and_its_holder_is_named_o
 # 3. The cap is filled by priority: one user's many servers cannot crowd out another's.
 
 
+@pytest.mark.slow
 def test_twenty_fake_servers_of_one_user_leave_room_for_roots_real_one(lab):
     ports = [free_port() for _ in range(20)]
     fakes = [lab.start(p, as_attacker=True, listen=False)[0] for p in ports]
@@ -413,6 +414,7 @@ def test_a_reading_keeps_only_finite_non_negative_figures():
     assert clean.prompt_tokens_per_s is None and json.dumps(clean.to_dict(), allow_nan=False)
 
 
+@pytest.mark.slow
 def test_a_recorded_overflowing_server_replays(tmp_path):
     lab = Lab(None)
     try:

@@ -273,8 +273,8 @@ class ServingSource:
 
     def _discover(self, processes) -> list[Endpoint]:
         """The servers to scrape, at most max_servers, by priority: configured endpoints, servers the operator
-        pointed elsewhere, GPU-resident servers, then the rest taking turns per uid (one user's twenty fake
-        servers cannot crowd out another's real one)."""
+        pointed elsewhere, GPU-resident servers, then the rest; uids take turns within each of the last two (one
+        user's twenty fake servers cannot crowd out another's real one)."""
         s = self.settings
         workloads = group_workloads(processes)
         self.trainer_active = any(w.kind == "trainer" and w.gpu_resident for w in workloads)
@@ -282,8 +282,7 @@ class ServingSource:
         for x in s.endpoints:
             port = x.url.rsplit(":", 1)[-1]
             first.append(Endpoint(x.name or f"{x.kind}:{port}", x.kind, x.url, None))
-        resident: list[Endpoint] = []
-        per_uid: dict[tuple, list[Endpoint]] = {}
+        by_uid: tuple[dict, dict] = ({}, {})  # GPU-resident servers, the rest: per uid (unknown last)
         for w in workloads:
             if w.kind not in SERVING_KINDS:
                 continue
@@ -299,21 +298,15 @@ class ServingSource:
                 continue
             if o is not None and o.url:
                 first.append(ep._replace(base_url=o.url))
-            elif w.gpu_resident:
-                resident.append(ep)
             else:
                 uids = self.owners.uids(w.pid)
-                per_uid.setdefault((0, uids) if uids else (1, ()), []).append(ep)
-        turns = [per_uid[k] for k in sorted(per_uid)]
-        fair = [q[i] for i in range(max(map(len, turns), default=0)) for q in turns if i < len(q)]
+                by_uid[not w.gpu_resident].setdefault((0, uids) if uids else (1, ()), []).append(ep)
+        resident, fair = (_in_turns([per[k] for k in sorted(per)]) for per in by_uid)
         labels: dict[str, Endpoint] = {}
         claims: dict[str, list[int]] = {}
         vetted = {ep.server for ep in (*resident, *fair)} - {ep.server for ep in first}
-        for ep in (
-            *first,
-            *resident,
-            *fair,
-        ):  # one scraper per label: a launcher and its engine are one server
+        # One scraper per label (a launcher and its engine are one server), with every process claiming it.
+        for ep in (*first, *resident, *fair):
             labels.setdefault(ep.server, ep)
             if ep.server in vetted and ep.pid is not None:
                 claims.setdefault(ep.server, []).append(ep.pid)
@@ -370,6 +363,11 @@ class ServingSource:
         for sc in self.scrapers.values():
             sc.stop()
         self.scrapers.clear()
+
+
+def _in_turns(queues: list[list[Endpoint]]) -> list[Endpoint]:
+    """The first of each queue, then the second of each...: one uid's many servers do not crowd out another's."""
+    return [q[i] for i in range(max(map(len, queues), default=0)) for q in queues if i < len(q)]
 
 
 def _own_addresses() -> frozenset[str]:

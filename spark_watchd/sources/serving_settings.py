@@ -60,7 +60,7 @@ class ServingSettings(BaseModel):
     )
     # vLLM's exposition with every histogram is ~100 kB and ~500 series per engine: 1 MiB and 5,000 series are
     # ten engines, more than a Spark runs. Unbounded, a fake server's 3.9 MB of distinct series scraped each
-    # second cost a fifth of a core and +28 MiB; within these bounds at most 5 % (bench/serving_cost.py --flood).
+    # second cost a fifth of a core and +30 MiB; within these bounds ~5 % (bench/serving_cost.py --flood).
     max_response_bytes: int = Field(
         1 << 20,
         ge=1024,

@@ -37,6 +37,8 @@ from spark_watchd.sources.serving_endpoints import Endpoint
 from spark_watchd.sources.serving_parse import ExpositionError, parse_metrics
 from spark_watchd.sources.serving_settings import ServingSettings
 from tests.conftest import REPO, free_port, run_cli
+from tests.daemon_helpers import http_get as daemon_get
+from tests.daemon_helpers import running_daemon
 from tests.support.poll import wait_until
 from tests.support.serving_fakes import FakeEngine, FakeServer, series_flood
 
@@ -194,8 +196,7 @@ def _seen(path: Path) -> list[str]:
 def test_the_auth_header_goes_to_roots_server_and_never_to_a_server_another_user_started(lab, tmp_path):
     key = tmp_path / "key"
     key.write_text("Bearer op-s3cret\n")
-    p_mine, port_mine = None, free_port()
-    p_theirs, port_theirs = None, free_port()
+    port_mine, port_theirs = free_port(), free_port()
     p_theirs, seen_theirs = lab.start(port_theirs, as_attacker=True)
     p_mine, seen_mine = lab.start(port_mine)
     src, scan = _source(auth_header_file=str(key)), ProcessSource()
@@ -467,3 +468,43 @@ def test_any_numbers_in_two_scrapes_give_a_reading_that_is_strict_json(first, se
         return  # nothing usable: the server is down with the reason
     r = finite(reading(ep, 1.01, b, a, 1.0))
     json.dumps(r.to_dict(), allow_nan=False)
+
+
+# The daemon as a whole: its own settings, scan and API, beside both servers.
+
+
+def _strict(text: str):
+    def refuse(name):
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_a_daemon_keeps_the_key_from_another_users_server_and_its_status_strict_json(lab, tmp_path):
+    key = tmp_path / "key"
+    key.write_text("Bearer op-s3cret\n")
+    port_mine = free_port()
+    p_mine, seen_mine = lab.start(port_mine, text=_overflowing())  # root's, with sums past float range
+    port_theirs = free_port()
+    _p, seen_theirs = lab.start(port_theirs, as_attacker=True)
+    env = {"SPARK_WATCHD_FAKE_NVML": "gb10", "SPARK_WATCHD_SERVING__AUTH_HEADER_FILE": str(key)}
+    mine, theirs = f"vllm:{port_mine}", f"vllm:{port_theirs}"
+    with running_daemon("--interval", "1", "--state-dir", str(tmp_path / "state"), env=env) as (_proc, base):
+
+        def both_up():
+            _, body = daemon_get(base + "/api/v1/status", timeout=2)
+            rows = {
+                r["server"]: r for r in _strict(body.decode() if isinstance(body, bytes) else body)["serving"]
+            }
+            return rows if rows.get(mine, {}).get("up") and rows.get(theirs, {}).get("up") else None
+
+        rows = wait_until(both_up, timeout=30, what="both servers up in /api/v1/status")
+        for _ in range(3):  # every read strict JSON while the overflowing server runs
+            time.sleep(1)
+            rows = both_up() or rows
+    assert rows[mine]["pid"] == p_mine.pid and rows[mine]["kv_usage"] == 0.5
+    assert rows[mine]["requests_running"] is None and rows[mine]["generation_tokens_total"] is None
+    assert any(line.endswith("Bearer op-s3cret") for line in _seen(seen_mine))
+    assert _seen(seen_theirs) and not [ln for ln in _seen(seen_theirs) if "op-s3cret" in ln]

@@ -18,7 +18,6 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import NamedTuple
 
 _LISTEN = "0A"  # include/net/tcp_states.h TCP_LISTEN, as /proc/net/tcp prints it
-_WILDCARDS = ("0.0.0.0", "::")
 
 
 class Listener(NamedTuple):
@@ -62,16 +61,21 @@ def parse_net_tcp(lines: Iterable[str]) -> list[Listener]:
 
 
 def accepting(listeners: Iterable[Listener], host: str, port: int) -> list[Listener]:
-    """The listeners a connection to host:port may reach: that address's, and the wildcards'."""
-    h = host.strip("[]")
+    """The listeners a connection to host:port may reach: that address's and its family's wildcard's.
+
+    An IPv4 connection reaches an IPv6 wildcard only when no IPv4 listener has the port: Linux refuses to
+    listen on 0.0.0.0 or 127.0.0.1 beside a dual-stack [::] (other than in one user's SO_REUSEPORT group),
+    so a [::] beside an IPv4 listener is IPv6-only, and another user's cannot take IPv4 connections from it.
+    """
     try:
-        ip = ipaddress.ip_address(h)
+        ip = ipaddress.ip_address(host.strip("[]"))
     except ValueError:
         return []
-    names = {str(ip), *_WILDCARDS}
-    if ip.version == 4:
-        names.add(f"::ffff:{ip}")
-    return [x for x in listeners if x.port == port and x.address in names]
+    same = [x for x in listeners if x.port == port]
+    if ip.version == 6:
+        return [x for x in same if x.address in (str(ip), "::")]
+    v4 = [x for x in same if x.address in (str(ip), "0.0.0.0")]
+    return v4 or [x for x in same if x.address in ("::", f"::ffff:{ip}")]
 
 
 class Owner(NamedTuple):

@@ -52,6 +52,11 @@ def test_a_connection_reaches_that_address_and_the_wildcards():
     assert accepting(every, "[::1]", 35597) == [Listener("::1", 35597, 0, 36634)]
     assert accepting(every, "127.0.0.1", 42959) == [Listener("::", 42959, 0, 36633)]  # dual-stack may take it
     assert accepting(every, "127.0.0.1", 35597) == [] and accepting(every, "localhost", 45643) == []
+    # A [::] beside an IPv4 listener of the port is IPv6-only (Linux refuses a dual-stack one there): another
+    # user's cannot stand between this host's IPv4 clients and the IPv4 server.
+    both = [Listener("0.0.0.0", 8000, 0, 1), Listener("::", 8000, 1001, 2)]
+    assert accepting(both, "127.0.0.1", 8000) == [Listener("0.0.0.0", 8000, 0, 1)]
+    assert accepting(both, "[::1]", 8000) == [Listener("::", 8000, 1001, 2)]
 
 
 def _proc_tree(tmp_path: Path) -> Path:

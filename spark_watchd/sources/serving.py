@@ -282,6 +282,7 @@ class ServingSource:
         for x in s.endpoints:
             port = x.url.rsplit(":", 1)[-1]
             first.append(Endpoint(x.name or f"{x.kind}:{port}", x.kind, x.url, None))
+        pointed: list[Endpoint] = []
         by_uid: tuple[dict, dict] = ({}, {})  # GPU-resident servers, the rest: per uid (unknown last)
         for w in workloads:
             if w.kind not in SERVING_KINDS:
@@ -296,12 +297,16 @@ class ServingSource:
             o = s.servers.get(ep.server)
             if o is not None and not o.enabled:
                 continue
+            uids = self.owners.uids(w.pid)
             if o is not None and o.url:
-                first.append(ep._replace(base_url=o.url))
+                # Scraped where the operator pointed, so nobody's port is checked: tied to the process only
+                # when it is a trusted user's (anyone can name the port in an argv).
+                trusted = bool(uids) and set(uids) <= self.allowed_uids
+                pointed.append(ep._replace(base_url=o.url, pid=w.pid if trusted else None))
             else:
-                uids = self.owners.uids(w.pid)
                 by_uid[not w.gpu_resident].setdefault((0, uids) if uids else (1, ()), []).append(ep)
         resident, fair = (_in_turns([per[k] for k in sorted(per)]) for per in by_uid)
+        first += sorted(pointed, key=lambda ep: ep.pid is None)
         labels: dict[str, Endpoint] = {}
         claims: dict[str, list[int]] = {}
         vetted = {ep.server for ep in (*resident, *fair)} - {ep.server for ep in first}

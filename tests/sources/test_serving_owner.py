@@ -120,3 +120,17 @@ def test_gpu_resident_servers_come_before_the_rest_and_configured_ones_first():
     src = ServingSource(s, own_addresses=frozenset(), max_servers=3)
     procs = [_proc(10 + i, ["vllm", "serve", "m", "--port", str(9000 + i)], i == 4) for i in range(6)]
     assert [t.server for t in src.targets(procs)] == ["box", "vllm:9005", "vllm:9004"]
+
+
+def test_a_url_override_ties_its_reading_to_the_claimant_only_when_a_trusted_user_runs_it():
+    me = os.getpid()  # a real process: its uid is read from /proc
+    procs = [_proc(me, ["vllm", "serve", "m", "--port", "9100"], False)]
+    pointed = {"vllm:9100": {"url": "http://127.0.0.1:19100"}}
+    mine = ServingSource(
+        ServingSettings(servers=pointed, auth_uids=[os.geteuid()]), own_addresses=frozenset()
+    )
+    assert [(t.base_url, t.pid) for t in mine.targets(procs)] == [("http://127.0.0.1:19100", me)]
+    other = ServingSource(
+        ServingSettings(servers=pointed, auth_uids=[os.geteuid() + 1]), own_addresses=frozenset()
+    )
+    assert [(t.base_url, t.pid) for t in other.targets(procs)] == [("http://127.0.0.1:19100", None)]

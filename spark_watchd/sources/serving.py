@@ -265,7 +265,7 @@ class ServingSource:
         self._left_out: list[str] = []
 
     def targets(self, processes) -> list[Endpoint]:
-        """The endpoints to scrape now: discovered servers (overrides applied) then the configured extras."""
+        """The endpoints to scrape now, by priority: configured ones, then discovered ones (overrides applied)."""
         who = [(p.pid, p.create_time, p.ppid, p.cmdline, p.name, p.gpu_resident) for p in processes]
         if who != self._who:
             self._who, self._targets = who, self._discover(processes)

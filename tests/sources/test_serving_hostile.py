@@ -300,11 +300,13 @@ def test_twenty_fake_servers_of_one_user_leave_room_for_roots_real_one(lab):
         scan.close()
     assert r.pid == p_mine.pid and r.requests_running == 4 and scraped == 16
     left = [m for lvl, m in src.log.lines if "scraped at most" in m]
-    assert len(left) == 1, src.log.lines  # logged once, though scanned on every tick
+    # Logged once, though scanned on every tick; again only if the list changes (another process on this
+    # shared host coming or going can change it).
+    assert left and all(a != b for a, b in zip(left, left[1:], strict=False)), src.log.lines
     # 21 servers (more where another test's server runs beside): the ones left out are all the attacker's.
-    assert "16 scraped at most" in left[0] and left[0].count("vllm:") >= 5
-    left_pids = {int(x.split(")")[0]) for x in left[0].split("(pid ")[1:]}
-    assert left_pids and left_pids <= {f.pid for f in fakes}, left[0]
+    assert "16 scraped at most" in left[-1] and left[-1].count("vllm:") >= 5
+    left_pids = {int(x.split(")")[0]) for x in left[-1].split("(pid ")[1:]}
+    assert left_pids and left_pids <= {f.pid for f in fakes}, left[-1]
 
 
 # 11. Parse cost is bounded: a flood of distinct series is refused, naming the bound.

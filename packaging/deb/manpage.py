@@ -29,7 +29,10 @@ def verb_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
 def include() -> str:
     parser, _modules = build_parser()
     parsers = verb_parsers(parser)
-    out = ["[VERBS]", "Each verb's own \\fB\\-\\-help\\fR (\\fBspark\\-watchd\\fR \\fIVERB\\fR \\fB\\-\\-help\\fR)."]
+    out = [
+        "[VERBS]",
+        "Each verb's own \\fB\\-\\-help\\fR (\\fBspark\\-watchd\\fR \\fIVERB\\fR \\fB\\-\\-help\\fR).",
+    ]
     for verb, _module, _help in VERBS:
         out += [f".SS {verb}", ".nf", roff_literal(parsers[verb].format_help().rstrip()), ".fi"]
     out += [
@@ -44,7 +47,9 @@ def include() -> str:
         "\\fI/usr/share/spark\\-watchd\\fR",
         "Prometheus alert rules and example configurations, Alertmanager example, Grafana dashboards",
         "[SEE ALSO]",
-        "\\fI/usr/share/doc/spark\\-watchd/README.md.gz\\fR, \\fI/usr/share/doc/spark\\-watchd/operator.md.gz\\fR",
+        "\\fI/usr/share/doc/spark\\-watchd/README.md.gz\\fR,",
+        ".br",
+        "\\fI/usr/share/doc/spark\\-watchd/operator.md.gz\\fR",
     ]
     return "\n".join(out) + "\n"
 

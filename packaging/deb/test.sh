@@ -172,7 +172,7 @@ done
 getent passwd spark-watchd >/dev/null && fail "user left after purge"
 getent group spark-watchd >/dev/null && fail "group left after purge"
 dpkg-statoverride --list | grep -q spark-watchd && fail "statoverride left after purge"
-left=$(find /etc /var/lib /opt /usr /lib -xdev -name '*spark-watchd*' 2>/dev/null || true)
+left=$(find /etc /var/lib /opt /usr /lib -xdev -path "$repo" -prune -o -name '*spark-watchd*' -print 2>/dev/null || true)
 [ -z "$left" ] || fail "left after purge: $left"
 
 step "build arm64: every ELF file inside is aarch64"

@@ -100,7 +100,7 @@ done
 # pip's own leftovers: console scripts with the build machine's interpreter, and the build's paths.
 rm -rf "$common/bin" "$opt"/lib/python3.*/site-packages/bin
 find "$opt" -name direct_url.json -delete
-find "$opt" -name RECORD -exec sed -i '/direct_url\.json/d' {} +
+find "$opt" -name RECORD -exec sed -i -E '/direct_url\.json/d; /^(\.\.\/)*bin\//d' {} +
 mkdir -p "$opt/bin" "$root/usr/bin"
 ln -s /usr/bin/python3 "$opt/bin/python"
 ln -s python "$opt/bin/python3"

@@ -35,6 +35,7 @@ NOT_HERE = {
     "sudo ": "installs system-wide (root, a system user, systemd)",
     "/opt/spark-watchd/bin/python -m spark_watchd.service.configdoc": "the service install's venv",
     ".venv/bin/pip install torch": "downloads CPU torch and the train extra (about 1.1 GB)",
+    "bash packaging/deb/build.sh": "builds the Debian package (minutes; CI runs packaging/deb/test.sh)",
     # Needs what only a Spark or a configured box has.
     ".venv/bin/spark-watchd run --listen 0.0.0.0:9761": "binds every interface with the service's config file",
     ".venv/bin/spark-watchd run --record /var/lib/spark-watchd/traces": "writes under the service's state dir",

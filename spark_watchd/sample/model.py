@@ -17,6 +17,7 @@ from spark_watchd.sample.board import BoardReading, check_board
 from spark_watchd.sample.driver import DriverEvent
 from spark_watchd.sample.kills import KillReport, check_kill
 from spark_watchd.sample.link import LinkReading
+from spark_watchd.sample.platform import PlatformReading, check_platform
 from spark_watchd.sample.schema import (
     BOOL,
     FLOAT,
@@ -180,6 +181,11 @@ class Sample:
     link: LinkReading | None = record(LinkReading, doc="the host's RDMA ports")
     oom_kills: tuple[KillReport, ...] = records(
         KillReport, optional=True, check=check_kill, doc="kill reports since the previous sample"
+    )
+    platform: PlatformReading | None = record(
+        PlatformReading,
+        check=check_platform,
+        doc="the boot's kernel, driver and firmware, on a boot's first sample",
     )
 
     def to_dict(self) -> dict[str, Any]:

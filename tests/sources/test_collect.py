@@ -104,6 +104,7 @@ def test_every_sample_field_is_built_from_the_samples_own_declaration():
     from spark_watchd.sample.driver import DriverEvent
     from spark_watchd.sample.kills import KillReport
     from spark_watchd.sample.link import LinkPort, LinkReading
+    from spark_watchd.sample.platform import PlatformReading
     from spark_watchd.sample.serving import ServingReading
     from spark_watchd.sample.trace import read_trace
     from spark_watchd.sources.collect import FIELDS
@@ -119,6 +120,7 @@ def test_every_sample_field_is_built_from_the_samples_own_declaration():
         link=LinkReading(ports=(port,)),
         driver_events=(DriverEvent(rich.ts - 1, 0, 79, "nvml", "Xid 79"),),
         oom_kills=(KillReport(rich.ts - 1, "kernel", 4121, "python3", "global", anon_rss_kb=1024),),
+        platform=PlatformReading(kernel="6.17.0-1031-nvidia", nic_firmware={"rocep1s0f0": "28.45.4028"}),
     )
     # What the sources hand the collector is each field's trace-v1 form: every one reaches the Sample.
     parts = {k: v for k, v in rich.to_dict().items() if k not in ("v", "ts")}

@@ -17,6 +17,7 @@ from spark_watchd.sources.link import LinkSource
 from spark_watchd.sources.memcg import MemcgKillsSource
 from spark_watchd.sources.nvml import NvmlSource
 from spark_watchd.sources.oomkillers import OomKillersSource
+from spark_watchd.sources.platform import PlatformSource
 from spark_watchd.sources.processes import ProcessSource
 from spark_watchd.sources.raylog import RayOomSource
 from spark_watchd.sources.sensors import SensorsSource
@@ -59,7 +60,7 @@ def build_sources(
 ) -> tuple[Source, ...]:
     """The sources in tick order: GPU (NVML, or nvidia-smi when NVML cannot load), meminfo, psi, vmstat,
     boot, processes, sensors, board (spbm; empty, not down, without the community driver), link (the RDMA
-    ports: empty without an RDMA driver), driver_events (unless turned off), serving (the inference servers'
+    ports: empty without an RDMA driver), platform (the boot's kernel, driver and firmware), driver_events (unless turned off), serving (the inference servers'
     own telemetry, with the root settings' [serving]). `nvml` is a fake NVML module, None for the real library. Without NVML and
     nvidia-smi the `nvml` source is still listed (and down)."""
     s = _section(settings)
@@ -87,6 +88,17 @@ def build_sources(
         BoardSource(s.sys_root, clock=clock),
         LinkSource(s.sys_root),
     )
+    if s.platform:  # after the GPU source: NVML passes on the CUDA driver version
+        core += (
+            PlatformSource(
+                s.proc_root,
+                s.sys_root,
+                s.dgx_release_path,
+                s.soc_firmware_esrt_class,
+                refresh_s=s.platform_refresh_s,
+                clock=clock,
+            ),
+        )
     if s.driver_events:
         core += (
             DriverEventsSource(

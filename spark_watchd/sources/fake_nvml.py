@@ -87,6 +87,7 @@ class FakeNvml(FakeEventsMixin):
     def __init__(self, gpus: list[FakeGpu] | None = None, driver_version: str = "580.95.05"):
         self.gpus = gpus if gpus is not None else [FakeGpu()]
         self.driver_version = driver_version
+        self.cuda_driver_version = 13000  # CUDA 13.0, as nvidia-smi shows beside driver 580 on a Spark
         self.fail_init: int | None = None  # an NVML_ERROR_* code nvmlInit raises
         self.not_supported: frozenset[str] | set[str] = set()
         self.call_counts: Counter[str] = Counter()
@@ -180,6 +181,10 @@ class FakeNvml(FakeEventsMixin):
     def nvmlSystemGetDriverVersion(self) -> str:
         self._enter("nvmlSystemGetDriverVersion", device=False)
         return self.driver_version
+
+    def nvmlSystemGetCudaDriverVersion_v2(self) -> int:
+        self._enter("nvmlSystemGetCudaDriverVersion_v2", device=False)
+        return self.cuda_driver_version
 
     def nvmlDeviceGetCount(self) -> int:
         self._enter("nvmlDeviceGetCount", device=False)

@@ -92,6 +92,15 @@ def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
+def cuda_version(nv: Any) -> str | None:
+    """The CUDA driver API version NVML reports (13000 -> "13.0"), None where it cannot say."""
+    try:
+        v = int(nv.nvmlSystemGetCudaDriverVersion_v2())
+    except Exception:  # an older library without the call, or an NVML error: not known, not a fault
+        return None
+    return f"{v // 1000}.{v % 1000 // 10}" if v > 0 else None
+
+
 def _field_int(fv: Any) -> int | None:
     attr = _VALUE_ATTR.get(int(fv.valueType), "ullVal")
     return int(getattr(fv.value, attr))
@@ -137,6 +146,7 @@ class NvmlSource:
         self._ready = False
         self._count = 0
         self._driver: str | None = None
+        self._cuda: str | None = None  # the CUDA driver API version, for the platform source
         self._static: dict[int, dict[str, Any]] = {}
         self._failures = 0
         self._next_attempt = 0.0
@@ -192,7 +202,7 @@ class NvmlSource:
             self._teardown(nv)
             raise self._fail(str(exc)) from None
         self._failures = 0
-        return {"gpus": gpus, "_gpu_processes": procs}
+        return {"gpus": gpus, "_gpu_processes": procs, "_cuda_driver_version": self._cuda}
 
     def _init(self, nv: Any) -> None:
         nv.nvmlInit()
@@ -200,6 +210,7 @@ class NvmlSource:
             self._driver = _text(nv.nvmlSystemGetDriverVersion())
         except nv.NVMLError:
             self._driver = None
+        self._cuda = cuda_version(nv)
         self._count = int(nv.nvmlDeviceGetCount())
         self._static.clear()
 

@@ -56,6 +56,28 @@ class SourcesSettings(BaseModel):
         "default /tmp/ray is not visible: set Ray's --temp-dir outside /tmp and this path to match.",
     )
 
+    # The boot's stack (sources/platform.py): kernel, driver, firmware. They change with a reboot or a driver
+    # reload, so a reading every 10 minutes costs ~15 small file reads and misses nothing that matters.
+    platform: bool = Field(
+        True, description="Read the boot's kernel, NVIDIA driver and flavour, BIOS and firmware versions."
+    )
+    platform_refresh_s: Seconds = Field(
+        600.0,
+        le=86400,
+        description="Seconds between readings of the platform files within a boot (a driver reload changes "
+        "the driver); 0 reads them once per daemon start.",
+    )
+    dgx_release_path: str = Field(
+        "/etc/dgx-release", description="DGX OS's release file, whose DGX_OTA_VERSION is the OTA level."
+    )
+    # DGX OS's OTA recipes name the SOC firmware (SOCFW) by the GUID of its UEFI capsule, which the kernel
+    # lists world-readable in the ESRT (anakronox/spark-dash docs/fleet-updates.md: spark-ota-2607.json).
+    soc_firmware_esrt_class: str = Field(
+        "b488217b",
+        description="Start of the ESRT fw_class GUID whose fw_version is the SOC firmware "
+        "(/sys/firmware/efi/esrt/entries/*); empty: not read.",
+    )
+
     @field_validator("fast_watch_interval_s")
     @classmethod
     def _watch_not_too_fast(cls, v: float) -> float:

@@ -27,6 +27,7 @@ ORDER = [
     "sensors",
     "board",
     "link",
+    "platform",
     "driver_events",
     "oom_killers",
     "ray_oom",

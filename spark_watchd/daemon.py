@@ -199,15 +199,15 @@ class Daemon:
             out["throttle_seconds_total"] = self._guard("extras throttle", self.runtime.throttle_seconds)
         if hasattr(self.runtime, "xid_error_counts"):  # sparkwatchd_gpu_xid_errors_total (export/driver.py)
             out["xid_counts"] = self._guard("extras xid", self.runtime.xid_error_counts)
-        if hasattr(
-            self.runtime, "workload_exit_counts"
-        ):  # sparkwatchd_workload_exits_total (export/runway.py)
+        if hasattr(self.runtime, "workload_exit_counts"):  # sparkwatchd_workload_exits_total (export/runway)
             out["exit_counts"] = self._guard("extras exits", self.runtime.workload_exit_counts)
         if hasattr(self.runtime, "link_status"):  # the ConnectX-7 verdict (diagnose/link.py)
             out["link"] = self._guard("extras link", self.runtime.link_status)
         for src in self.collector.sources if self.collector is not None else ():
             if hasattr(src, "feed_status"):  # the driver-events feeds (sparkwatchd_driver_feed_state)
                 out["driver_feeds"] = self._guard("extras driver feeds", src.feed_status)
+        if hasattr(self.runtime, "platform_status"):  # the boot's stack (diagnose/platform.py)
+            out["platform"] = self._guard("extras platform", self.runtime.platform_status)
         if hasattr(self.runtime, "clock_cap_status"):  # the SM clock cap (diagnose/clockcap.py)
             out["clock_cap"] = self._guard("extras clock cap", self.runtime.clock_cap_status)
         out.update((k, self._guard(f"extras {k}", fn)) for k, fn in self.extras)

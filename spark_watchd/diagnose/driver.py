@@ -56,7 +56,7 @@ def fault_text(ev: DriverEvent) -> str | None:
     return None
 
 
-def _event(ev: DriverEvent, prev_boot: bool) -> Event | None:
+def _event(ev: DriverEvent, prev_boot: bool, flavour: str | None = None) -> Event | None:
     kind = event_kind(ev)
     details: dict = {"source": ev.source, "text": ev.text, "pci": ev.pci, "count": ev.count}
     if prev_boot:
@@ -64,7 +64,7 @@ def _event(ev: DriverEvent, prev_boot: bool) -> Event | None:
     when = "Previous boot: " if prev_boot else ""
     lines = f" ({ev.count} lines)" if ev.count > 1 else ""
     if kind == "xid":
-        info = describe(ev.xid)
+        info = describe(ev.xid, flavour)
         on = f" on GPU {ev.gpu}" if ev.gpu is not None else ""
         at = f" ({ev.pci})" if ev.pci is not None else ""
         details.update(
@@ -111,6 +111,7 @@ class DriverTracker:
         # (ts, words, GPU lost) of this boot's last boot-ending fault
         self.last_fault: tuple[float, str, bool] | None = None
         self.last_oom_ts: float | None = None
+        self.flavour: str | None = None  # the NVIDIA modules' flavour this boot (diagnose/platform.py)
 
     def set_thresholds(self, th) -> None:
         """Judge with new thresholds from the next sample on."""
@@ -153,7 +154,7 @@ class DriverTracker:
         out = []
         for ev in sample.driver_events:
             prev = previous_boot(ev, sample)
-            e = _event(ev, prev)
+            e = _event(ev, prev, self.flavour)
             if e is None:
                 continue
             out.append(e)

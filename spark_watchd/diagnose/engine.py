@@ -12,6 +12,7 @@ from spark_watchd.diagnose.g3 import G3Tracker
 from spark_watchd.diagnose.g4 import G4Tracker
 from spark_watchd.diagnose.g6 import G6Tracker
 from spark_watchd.diagnose.link import LinkWatch
+from spark_watchd.diagnose.platform import PlatformWatch
 from spark_watchd.diagnose.runway import FootprintDrift, with_growth
 from spark_watchd.diagnose.thresholds import Thresholds
 from spark_watchd.diagnose.tracker import Tracker
@@ -32,6 +33,7 @@ class Diagnoser:
         self.link = LinkWatch(self.th)  # the ConnectX-7 ports: evidence beside the findings, not a gotcha
         self.drift = FootprintDrift(self.th)  # each workload's footprint trend (the runway is G3's)
         self.exits = ExitTracker(self.th)
+        self.platform = PlatformWatch(self.th)  # the boot's stack, its change since the last boot, known-bad
         self._prev: feat.Features | None = None
         self._restored: Mapping[str, Any] | None = None
 
@@ -59,6 +61,7 @@ class Diagnoser:
         self.link.set_thresholds(th)
         self.drift.set_thresholds(th)
         self.exits.set_thresholds(th)
+        self.platform.set_thresholds(th)
         for t in self.trackers:
             t.set_thresholds(th)
 
@@ -89,7 +92,9 @@ class Diagnoser:
         if f.reboot or (self._restored is not None and prev is None and self._restored_reboot(sample)):
             # Read before the driver forgets the last boot; a live fault's window ends at the last sample.
             cause = self.driver.reboot_cause(sample, prev.ts if prev is not None else None)
+            cause = cause or self.platform.reboot_cause()  # a boot that failed soon after an update
             self.driver.reboot()
+            self.platform.reboot()
             self.link.reboot()
             self.drift.forget()
             self.exits.forget()
@@ -103,6 +108,9 @@ class Diagnoser:
             for t in self.trackers:
                 t.time_jump(sample.ts)
         self._restored = None
+        if sample.platform is not None or self.platform.current is not None:
+            events.extend(self.platform.observe(sample))
+            self.driver.flavour = self.platform.flavour  # the Xid advice that depends on it
         if sample.driver_events:
             events.extend(self.driver.update(sample))
         findings = dict.fromkeys(GOTCHAS)  # the keys in GOTCHAS order, filled below

@@ -70,6 +70,8 @@ class DiagnosisRuntime:
         st = read_state(self.state_dir / "state.json")
         if st and st.get("version") == STATE_VERSION:
             self.engine.restore(st.get("engine") or {})
+            if isinstance(plat := st.get("platform"), dict):  # the last boot's stack (diagnose/platform.py)
+                self.engine.platform.restore(plat)
             for k, v in (st.get("event_counts") or {}).items():
                 if k in self.counts and isinstance(v, int):
                     self.counts[k] = v
@@ -157,6 +159,8 @@ class DiagnosisRuntime:
             tuple(self.counts.values()),
             tuple(self.xid_counts.values()),
             tuple(self.exit_counts.values()),
+            self.engine.platform.current,  # a new boot's platform, and its change, saved at once
+            self.engine.platform.change,
         )
         if key == self._saved_key and self._saved_ts is not None and ts - self._saved_ts < STATE_REFRESH_S:
             return
@@ -168,6 +172,7 @@ class DiagnosisRuntime:
                 "event_counts": dict(self.counts),
                 "xid_counts": dict(self.xid_counts),
                 "exit_counts": dict(self.exit_counts),
+                "platform": self.engine.platform.state(),
             },
         )
         self._saved_key = key
@@ -194,6 +199,10 @@ class DiagnosisRuntime:
         """The ConnectX-7 ports' verdict on the last sample (the `link` extra); None without link readings."""
         st = self.engine.link.status
         return st.to_dict() if st is not None else None
+
+    def platform_status(self) -> dict | None:
+        """The boot's platform, its change since the boot before, the known-bad entries (the `platform` extra)."""
+        return self.engine.platform.status()
 
     def clock_cap_status(self) -> dict | None:
         """The SM clock cap on the last sample (the `clock_cap` extra): seen, expected, lost, its cost."""

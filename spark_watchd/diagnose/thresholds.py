@@ -318,6 +318,13 @@ class Thresholds(ServingThresholds):
     link_min_rate_gbps: Positive = Field(
         200.0, description="An active ConnectX-7 port below this rate is reported as slow, Gb/s."
     )
+    # A boot that ends within a day of an update is named by it: panicking and wedging kernels did so within
+    # minutes to hours of the first boot on them (NVIDIA/open-gpu-kernel-modules#1358: 7 boots in 5 hours).
+    platform_update_window_s: Positive = Field(
+        86400.0,
+        description="A reboot this soon after a boot that brought a new kernel, driver or firmware "
+        "is named by that update, seconds.",
+    )
     # The owner's intended SM clock cap (`nvidia-smi -lgc 0,2100` took one unit from 91 to 65 C): the driver
     # forgets it at every boot, so a boot whose loaded clock runs above it has lost the cap. Unset: the cap
     # this daemon saw in the previous boot is the one expected; 0: no cap is ever expected.

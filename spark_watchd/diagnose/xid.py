@@ -186,11 +186,23 @@ def xid_label(code: int | None) -> str:
     return str(code) if code is not None and str(code) in XID_LABELS else "other"
 
 
-def describe(code: int) -> XidInfo:
-    """Meaning, next step, fatal flag and resolution of an Xid; an unknown code is possibly fatal."""
+# Next steps that depend on the NVIDIA kernel modules' flavour (the platform source): with the proprietary
+# modules a Blackwell GPU (GB10) never initialises, logging Xid 169 and "RmInitAdapter failed!" about every
+# 60 s; a reset cannot help, the open modules do (Start9Labs/start-technologies PR 3693).
+FLAVOUR_STEPS = {
+    (169, "proprietary"): "The proprietary NVIDIA kernel modules are loaded, and they never initialise a "
+    "Blackwell GPU (GB10): install the open modules (nvidia-driver-580-open on DGX OS) and reboot; a GPU "
+    "reset will not help.",
+}
+
+
+def describe(code: int, flavour: str | None = None) -> XidInfo:
+    """Meaning, next step, fatal flag and resolution of an Xid; an unknown code is possibly fatal. `flavour`
+    ("open", "proprietary" or None) picks the next step where the modules' flavour explains the code."""
     info = XIDS.get(code)
     if info is not None:
-        return info
+        step = FLAVOUR_STEPS.get((code, flavour))
+        return info._replace(next_step=step, resolution="install the open kernel modules") if step else info
     return XidInfo(
         f"unknown Xid {code}: see NVIDIA's Xid catalog",
         f"Look it up in NVIDIA's Xid catalog ({CATALOG_URL}); until then treat it as fatal: reset the GPU "

@@ -262,6 +262,12 @@ def _head(doc: dict[str, Any]) -> list[str]:
         out.append(f"clock cap: {cap['summary']}")
     if isinstance(cost := extras.get("daemon_cost"), dict) and cost.get("summary"):
         out.append(str(cost["summary"]))  # the daemon's own CPU share and memory
+    if isinstance(plat := extras.get("platform"), dict) and plat.get("summary"):
+        out.append(f"platform: {plat['summary']}")
+        if isinstance(change := plat.get("change"), dict) and change.get("summary"):
+            out.append(f"changed since the last boot: {change['summary']}")
+        for p in plat.get("problems") or ():
+            out.append(f"known bad: {p.get('summary')}. {p.get('advice')} ({p.get('source')})")
     for t in doc.get("throughput") or ():
         parts = [f"training {t.get('job', '?')}: step {t.get('step', '?')}"]
         if t.get("step_seconds") is not None:

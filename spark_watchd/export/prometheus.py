@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 
 from spark_watchd import __version__
-from spark_watchd.export import board, diagnosis, driver, link, runway, serving, training
+from spark_watchd.export import board, diagnosis, driver, link, platform, runway, serving, training
 from spark_watchd.export.families import counter, gauge
 from spark_watchd.logs import get_logger
 from spark_watchd.sample.model import REASON_BITS, REASON_COUNTER_KEYS, Sample
@@ -231,6 +231,7 @@ class SnapshotCollector:
             ("serving", serving.families),
             ("link", link.families),
             ("postmortem", postmortem_families),
+            ("platform", platform.families),
         )
 
     def _core(self, snap: Snapshot) -> Iterator[Metric]:

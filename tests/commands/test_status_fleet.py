@@ -102,3 +102,20 @@ def test_plain_status_says_the_link_verdict_and_the_clock_cap_with_its_cost():
         "clock cap: SM clock capped at 2100 MHz (a cap, not a throttle); cap 2100 MHz: -14 C, -3% tokens/s"
         in out
     )
+
+
+def test_plain_status_says_the_platform_its_change_and_a_known_bad_kernel_with_the_advice():
+    from spark_watchd.commands import status
+
+    doc = {"host": "spark-a", "findings": {}, "extras": {"platform": {
+        "summary": "kernel 7.0.0-1019-nvidia, driver 595.91.07 (open), CUDA 13.0, ConnectX-7 28.45.4028",
+        "change": {"summary": "kernel 6.17.0-1031-nvidia -> 7.0.0-1019-nvidia; driver 580.173.02 -> 595.91.07"},
+        "problems": [{"check": "kernel_7_0_0_1019", "summary": "kernel 7.0.0-1019-nvidia: owners report wedges",
+                      "advice": "Boot 6.17.0-1031-nvidia.", "source": "NVIDIA/open-gpu-kernel-modules#1358"}],
+    }}}  # fmt: skip
+    out = status.render(doc, colour=False, cols=200)
+    assert (
+        "platform: kernel 7.0.0-1019-nvidia, driver 595.91.07 (open), CUDA 13.0, ConnectX-7 28.45.4028" in out
+    )
+    assert "changed since the last boot: kernel 6.17.0-1031-nvidia -> 7.0.0-1019-nvidia; driver" in out
+    assert "known bad: kernel 7.0.0-1019-nvidia: owners report wedges. Boot 6.17.0-1031-nvidia." in out

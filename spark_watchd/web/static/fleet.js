@@ -76,6 +76,19 @@
       p.textContent = "ConnectX-7 " + ex.link.summary;
       p.className = "link-line" + (ex.link.problem ? " sev-warning" : "");
     }
+    platformLine(ex.platform);
+  }
+
+  function platformLine(pl) {
+    /* The boot's stack (the `platform` extra), what changed since the last boot, any known-bad combination. */
+    const p = $("platform-line");
+    p.hidden = !(pl && pl.summary);
+    if (p.hidden) return;
+    const parts = ["Platform: " + pl.summary];
+    if (pl.change && pl.change.summary) parts.push("changed since the last boot: " + pl.change.summary);
+    for (const x of pl.problems || []) parts.push("known bad: " + x.summary + ". " + x.advice);
+    p.textContent = parts.join(". ");
+    p.className = "link-line" + ((pl.problems || []).length ? " sev-warning" : "");
   }
 
   async function tick() {

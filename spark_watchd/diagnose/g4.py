@@ -228,7 +228,7 @@ class G4Tracker:
             self.reboot_hold_until = None
         self.last_ts = ts
         if not s.has_gpu:
-            now = _new(G4Now, (self.episode, hold, False, None, None, None, (), None))
+            now = _new(G4Now, (self.episode, hold, False, None, None, None, (), None, None))
             return self._publish(ruling(s, now, th), s, now, events)
         if self.episode or s.signature:
             self._episode(s, events)
@@ -252,7 +252,8 @@ class G4Tracker:
             self.critical = damaged
             duration = ts - self.episode_start
         cap = self.cap.observe(sample, f)
-        now = _new(G4Now, (episode, hold, damaged, worst, anomaly, duration, cut, cap))
+        stall = self.anomalies.recurring(ts) if anomaly == "power_delivery" else None
+        now = _new(G4Now, (episode, hold, damaged, worst, anomaly, duration, cut, cap, stall))
         return self._publish(ruling(s, now, th), s, now, events)
 
     def _episode(self, s: G4Signals, events: list[Event]) -> None:

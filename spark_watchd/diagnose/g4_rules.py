@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from spark_watchd.diagnose.anomaly import ADVICE_HUNG, ADVICE_LIMIT, ADVICE_POWER
+from spark_watchd.diagnose.anomaly import ADVICE_HUNG, ADVICE_LIMIT, ADVICE_POWER, ADVICE_RECURRING
 from spark_watchd.diagnose.board import ADVICE_PROCHOT_COOL
 from spark_watchd.diagnose.clockcap import ADVICE_LOST, CapStatus
 from spark_watchd.diagnose.tracker import Ruling, judge
@@ -48,6 +48,7 @@ class G4Now(NamedTuple):
     duration_s: float | None  # of the episode
     serving_cut: tuple = ()  # per server whose decode rate the episode cut (diagnose/serving.py evidence)
     cap: CapStatus | None = None  # the SM clock cap watch (diagnose/clockcap.py): seen, expected, lost, cost
+    stall: tuple | None = None  # a recurring power_delivery stall: (stalls, spacing s, healed length s)
 
 
 def _n(v, fmt: str = "") -> str:
@@ -176,6 +177,23 @@ def _power_delivery_words(s: G4Signals, now: G4Now, th) -> str:
 _POWER_DELIVERY = Ruling("ok", _power_delivery_words, ADVICE_POWER, "power_delivery")
 
 
+def _recurring_stall_words(s: G4Signals, now: G4Now, th) -> str:
+    n, spacing, length = now.stall
+    return (
+        f"Not thermal: clocks pinned at {s.sm_clock_mhz} MHz at {s.temp_c:.0f} C and {s.power_w:.0f} W with no "
+        f"clock-event reason bit, stall {n} in a row about every {spacing / 60:.0f} min, the earlier ones "
+        f"clearing on their own after about {length / 60:.0f} min (a recurring low-power stall)"
+    )
+
+
+_RECURRING_STALL = Ruling("ok", _recurring_stall_words, ADVICE_RECURRING, "recurring_stall")
+
+
+def recurring_stall(s: G4Signals, now: G4Now, th) -> Ruling | None:
+    """The power-delivery pattern again after stall_recur_min stalls that healed on their own: ok, recurring."""
+    return _RECURRING_STALL if now.anomaly == "power_delivery" and now.stall is not None else None
+
+
 def power_delivery(s: G4Signals, now: G4Now, th) -> Ruling | None:
     """Clocks pinned low, cool, no reason bit, for anomaly_min_s: ok, a power-delivery anomaly."""
     return _POWER_DELIVERY if now.anomaly == "power_delivery" else None
@@ -293,6 +311,7 @@ RULES = (
     throttle,
     after_reboot,
     clock_cap_lost,
+    recurring_stall,
     power_delivery,
     hung_engine,
     prochot_cool,

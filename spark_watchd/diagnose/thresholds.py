@@ -106,6 +106,11 @@ class Thresholds(ServingThresholds):
     pinned_power_max_w: float = Field(60.0, description="Power at or under this counts as low, W.")
     cool_margin_c: float = Field(15.0, description="Cooler than slowdown minus this counts as cool, C.")
     anomaly_min_s: Delay = Field(120.0, description="A non-thermal anomaly must persist this long, seconds.")
+    # Three GX10s stalled every ~30 min for 5-10 min at 94-96 % util, 15-18 W, 630-650 MHz, no reason bit, and
+    # recovered alone (issue 32's field report): a stall after 2 such within 3 h recurs; a power cycle is moot.
+    stall_recur_min: int = Field(2, ge=1, description="Earlier healed stalls making one recur.")
+    stall_recur_window_s: Delay = Field(10800.0, description="Earlier stalls count this long, s.")
+    stall_recovers_s: Delay = Field(1200.0, description="A stall healed within this recovered, s.")
     # Hung engine: utilisation pegged while power sits near idle and the die cools.
     hung_util_pct: float = Field(90.0, description="Utilisation that counts as pegged, %.")
     hung_power_max_w: float = Field(

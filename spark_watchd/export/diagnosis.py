@@ -7,7 +7,7 @@ from spark_watchd.logs import get_logger
 from spark_watchd.sample.model import COUNTED_EVENT_KINDS, GOTCHAS, SEVERITY_LEVEL
 from spark_watchd.snapshot.acks import acknowledged
 
-ANOMALY_KINDS = ("power_delivery", "hung_engine", "power_limit", "clock_cap_lost")
+ANOMALY_KINDS = ("power_delivery", "recurring_stall", "hung_engine", "power_limit", "clock_cap_lost")
 EVENT_KINDS = COUNTED_EVENT_KINDS  # the kind label's values (README's table)
 log = get_logger("exporter")
 
@@ -65,7 +65,8 @@ def _families(snapshot):
 
     an = gauge(
         "anomaly",
-        "Non-thermal GPU anomaly (1 present): power_delivery fault, hung_engine, firmware power_limit or "
+        "Non-thermal GPU anomaly (1 present): power_delivery fault, recurring_stall (a low-power stall that "
+        "keeps coming back and clears on its own), hung_engine, firmware power_limit or "
         "clock_cap_lost (the owner's SM clock cap gone after a reboot); never a throttle.",
         ["kind"],
     )

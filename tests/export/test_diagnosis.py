@@ -54,6 +54,7 @@ def test_anomaly_gauge_follows_the_g4_finding():
     vals = {tuple(x.labels.values()): x.value for x in fams["sparkwatchd_anomaly"].samples}
     assert vals == {
         ("power_delivery",): 1.0,
+        ("recurring_stall",): 0.0,
         ("hung_engine",): 0.0,
         ("power_limit",): 0.0,
         ("clock_cap_lost",): 0.0,

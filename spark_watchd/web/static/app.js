@@ -188,7 +188,7 @@
       art.appendChild(head);
       art.appendChild(h("p", "summary", f.summary || ""));
       if (f.anomaly) {
-        const what = { power_delivery: "a power-delivery fault (needs a full AC power cycle)", hung_engine: "a hung GPU engine", power_limit: "the board firmware's power limit (pl1/syspl1) is holding the clocks" }[f.anomaly] || f.anomaly;
+        const what = { power_delivery: "a power-delivery fault (needs a full AC power cycle)", recurring_stall: "a recurring low-power stall that clears on its own (not a power-cycle fault)", hung_engine: "a hung GPU engine", power_limit: "the board firmware's power limit (pl1/syspl1) is holding the clocks" }[f.anomaly] || f.anomaly;
         art.appendChild(h("p", "anomaly", "Not thermal: " + what + "."));
       }
       const ev = f.evidence || {};

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from spark_watchd.diagnose.fabric import FabricWatch
 from spark_watchd.sample.link import ERROR_COUNTERS, RETRANSMIT_COUNTERS, LinkPort
 from spark_watchd.sample.model import Sample
 
@@ -28,9 +29,10 @@ class PortVerdict:
     up: bool
     used: bool  # up at some point this boot
     rate_gbps: float | None
-    problem: str | None = None  # "down", "slow", "errors"
+    problem: str | None = None  # "down", "slow", "capped", "errors", "one_half"
     rising: dict[str, int] = field(default_factory=dict)  # error counter -> increase since the last sample
     retransmits: int = 0  # RoCE retransmission counters' increase since the last sample
+    fabric: dict | None = None  # capped / one_half: the throughput figures (diagnose/fabric.py)
 
     @property
     def name(self) -> str:
@@ -47,6 +49,7 @@ class PortVerdict:
             "problem": self.problem,
             "rising": dict(self.rising),
             "retransmits": self.retransmits,
+            "fabric": self.fabric,
         }
 
 
@@ -68,7 +71,7 @@ class LinkStatus:
         }
 
 
-_RANK = {"down": 3, "slow": 2, "errors": 1}
+_RANK = {"down": 5, "slow": 4, "capped": 3, "errors": 2, "one_half": 1}
 
 
 def _rises(cur: LinkPort, prev: dict[str, int] | None) -> tuple[dict[str, int], int]:
@@ -97,6 +100,18 @@ def _sentence(worst: PortVerdict | None, ports: tuple[PortVerdict, ...], min_rat
         return f"link down: {worst.name} was up this boot and is down now"
     if worst.problem == "slow":
         return f"link slow: {worst.name} at {worst.rate_gbps:g} Gb/s, below the {min_rate:g} Gb/s it should train to"
+    f = worst.fabric or {}
+    if worst.problem == "capped":
+        return (
+            f"link capped: {worst.name} carried {f['gbps']:g} Gb/s (peak {f['peak_gbps']:g}) through "
+            f"{f['span_s'] / 60:.0f} min of sustained traffic against the {f['rate_gbps']:g} Gb/s it negotiated, "
+            "with clean counters (a degraded ConnectX-7 initialisation: measure it, then power-cycle both Sparks)"
+        )
+    if worst.problem == "one_half":
+        return (
+            f"link half used: {worst.name} carried {f['share']:.0%} of its cable's traffic and {f['idle_half']} "
+            f"the rest: NCCL uses one PCIe half of the cable (~100 Gb/s); set {f['fix']} to use both"
+        )
     what = ", ".join(f"{k} +{v}" for k, v in sorted(worst.rising.items()))
     return f"link errors rising on {worst.name}: {what}" if what else f"link errors rising on {worst.name}"
 
@@ -110,15 +125,18 @@ class LinkWatch:
         self._used: set[tuple[str, int]] = set()
         self._errors_until: dict[tuple[str, int], tuple[float, dict[str, int]]] = {}
         self.status: LinkStatus | None = None
+        self.fabric = FabricWatch(th)  # throughput against the negotiated rate; the cable's two halves
 
     def set_thresholds(self, th) -> None:
         self.th = th
+        self.fabric.set_thresholds(th)
 
     def reboot(self) -> None:
         """A new boot: ports come up afresh and counters restart."""
         self._prev.clear()
         self._used.clear()
         self._errors_until.clear()
+        self.fabric.reset()
 
     def observe(self, sample: Sample) -> LinkStatus | None:
         """The verdict on this sample's link; None (and nothing remembered) without link readings."""
@@ -127,6 +145,7 @@ class LinkWatch:
             self.status = None
             return None
         min_rate = float(self.th.link_min_rate_gbps)
+        fabric = self.fabric.observe(sample)
         verdicts = []
         for p in link.ports:
             key = (p.device, p.port)
@@ -148,10 +167,12 @@ class LinkWatch:
                 problem = "slow"
             elif used and held is not None:
                 problem = "errors"
+            elif (fab := fabric.get(p.device)) is not None:
+                problem = fab["problem"]  # clean counters, busy for the sustained window
             verdicts.append(
                 PortVerdict(
                     p.device, p.port, p.netdev, p.up, used, p.rate_gbps, problem, rising or (held or (0, {}))[1],
-                    retrans,
+                    retrans, fabric.get(p.device) if problem in ("capped", "one_half") else None,
                 )
             )  # fmt: skip
         ports = tuple(verdicts)

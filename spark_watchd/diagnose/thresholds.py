@@ -2,7 +2,7 @@
 
 from pydantic import ConfigDict, Field, model_validator
 
-from spark_watchd.diagnose.serving_thresholds import ServingThresholds
+from spark_watchd.diagnose.fabric_thresholds import FabricThresholds
 from spark_watchd.sample.quantities import Bytes, Count, Delay, Level, Positive, Seconds, Share
 
 GIB = 1024**3
@@ -14,7 +14,7 @@ RETIRED = {
 }
 
 
-class Thresholds(ServingThresholds):
+class Thresholds(FabricThresholds):
     """Classifier thresholds; windows are in seconds of sample time so 30 s and 60 s intervals behave alike."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -49,8 +49,9 @@ def families(snapshot: Snapshot) -> Iterator[Metric]:
     )
     problem = gauge(
         "link_problem",
-        "1 while the daemon judges the port down (after being up this boot), slow (below link_min_rate_gbps) "
-        "or counting errors; 0 otherwise.",
+        "1 while the daemon judges the port down (after being up this boot), slow (below link_min_rate_gbps), "
+        "counting errors, capped far below its rate under sustained traffic, or the one loaded half of its "
+        "cable; 0 otherwise.",
         LABELS,
     )
     counters = {name: counter(name, doc, LABELS) for name, (doc, _, _) in _COUNTERS.items()}

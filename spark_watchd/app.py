@@ -91,11 +91,12 @@ def build(
     from spark_watchd.snapshot.acks import Acks
     from spark_watchd.throughput.service import Throughput
     from spark_watchd.web import acks as acks_web
-    from spark_watchd.web import api, page, progress
+    from spark_watchd.web import api, fabric_test, page, progress
     from spark_watchd.web import postmortem as postmortem_web
     from spark_watchd.web.charts import History
     from spark_watchd.web.fleet import FleetWatch
     from spark_watchd.web.fleet import routes as fleet_routes
+    from spark_watchd.web.http import parse_listen
 
     state = settings.daemon.state_dir if state_dir == FROM_SETTINGS else state_dir
     recorder = None
@@ -187,6 +188,12 @@ def build(
         *(postmortem_web.routes(postmortem.root) if postmortem is not None else ()),
         *fleet_routes(fleet),
         *acks_web.routes(acks, daemon.republish),
+        # The peer side of `spark-watchd fabric-test`: refuses unless [fleet] fabric_test is on.
+        *fabric_test.routes(
+            fabric_test.FabricSink(settings.fleet, parse_listen(settings.daemon.listen)[0])
+            if settings.fleet.peers
+            else None
+        ),
     )
     if fleet is not None:
         fleet.start()

@@ -21,6 +21,7 @@ VERBS = (
     ("ack", "ack", "acknowledge a finding you accept, for a while"),
     ("preflight", "preflight", "launch checks, one line per gotcha"),
     ("plan", "plan", "UMA memory worksheet for a training job"),
+    ("fabric-test", "fabric_test", "measure the fabric's throughput to a [fleet] peer (it must agree)"),
     ("thermal-log", "thermal_log", "the community's thermal CSV, from NVML"),
     ("runs", "runs", "the per-run training ledger"),
     ("report", "report", "post-mortem bundles: list them, write or open one"),

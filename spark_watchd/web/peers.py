@@ -60,6 +60,18 @@ class FleetSettings(BaseModel):
     history_points: int = Field(
         720, ge=10, le=20_000, description="Readings kept per Spark for the pair view's charts."
     )
+    # The on-demand fabric measurement (web/fabric_test.py): off unless the owner turns it on, and then only
+    # for the configured peers' addresses, one test at a time, bounded in bytes and seconds.
+    fabric_test: bool = Field(
+        False,
+        description="Let the configured peers measure the fabric to this daemon (spark-watchd fabric-test).",
+    )
+    fabric_test_bytes: int = Field(
+        1 << 30, ge=1 << 20, le=16 << 30, description="Most bytes one fabric test may move to this daemon."
+    )
+    fabric_test_seconds: Seconds = Field(
+        5.0, ge=1, le=30, description="Longest a fabric test may run, seconds."
+    )
 
     @field_validator("peers")
     @classmethod
@@ -146,6 +158,28 @@ class PeerClient:
         if self._ctx is None:
             return http.client.HTTPConnection(self.peer.host, self.peer.port, timeout=t)
         return http.client.HTTPSConnection(self.peer.host, self.peer.port, timeout=t, context=self._ctx)
+
+    def post_json(self, path: str, doc: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """POST a small JSON document; (HTTP status, the JSON answer or {}); PeerError when unreachable."""
+        conn = self._connection()
+        try:
+            headers = {"Content-Type": "application/json", "Host": f"{self.peer.host}:{self.peer.port}"}
+            if self._auth:
+                headers["Authorization"] = self._auth
+            conn.request("POST", path, body=json.dumps(doc).encode(), headers=headers)
+            resp = conn.getresponse()
+            body = resp.read(65536)
+        except ssl.SSLError as exc:
+            raise PeerError(f"TLS: {exc.reason or exc}") from None
+        except (OSError, http.client.HTTPException) as exc:
+            raise PeerError(getattr(exc, "strerror", None) or str(exc) or type(exc).__name__) from None
+        finally:
+            conn.close()
+        try:
+            answer = json.loads(body)
+        except ValueError:
+            answer = {}
+        return resp.status, answer if isinstance(answer, dict) else {}
 
     def status(self) -> dict[str, Any]:
         """The peer's /api/v1/status as a dict; PeerError with a short reason otherwise."""

@@ -159,30 +159,9 @@ class PeerClient:
             return http.client.HTTPConnection(self.peer.host, self.peer.port, timeout=t)
         return http.client.HTTPSConnection(self.peer.host, self.peer.port, timeout=t, context=self._ctx)
 
-    def post_json(self, path: str, doc: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        """POST a small JSON document; (HTTP status, the JSON answer or {}); PeerError when unreachable."""
-        conn = self._connection()
-        try:
-            headers = {"Content-Type": "application/json", "Host": f"{self.peer.host}:{self.peer.port}"}
-            if self._auth:
-                headers["Authorization"] = self._auth
-            conn.request("POST", path, body=json.dumps(doc).encode(), headers=headers)
-            resp = conn.getresponse()
-            body = resp.read(65536)
-        except ssl.SSLError as exc:
-            raise PeerError(f"TLS: {exc.reason or exc}") from None
-        except (OSError, http.client.HTTPException) as exc:
-            raise PeerError(getattr(exc, "strerror", None) or str(exc) or type(exc).__name__) from None
-        finally:
-            conn.close()
-        try:
-            answer = json.loads(body)
-        except ValueError:
-            answer = {}
-        return resp.status, answer if isinstance(answer, dict) else {}
-
-    def status(self) -> dict[str, Any]:
-        """The peer's /api/v1/status as a dict; PeerError with a short reason otherwise."""
+    def _request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, str, bytes]:
+        """One request on a fresh connection (the pinned certificate checked): (status, reason, body read up to
+        max_response_bytes + 1); PeerError with a short reason when it cannot be made."""
         conn = self._connection()
         try:
             conn.connect()
@@ -191,15 +170,13 @@ class PeerClient:
                 if hashlib.sha256(der).hexdigest() != self.s.fingerprint_sha256:
                     raise PeerError("certificate fingerprint does not match fingerprint_sha256")
             headers = {"Accept": "application/json", "Host": f"{self.peer.host}:{self.peer.port}"}
+            if body is not None:
+                headers["Content-Type"] = "application/json"
             if self._auth:
                 headers["Authorization"] = self._auth
-            conn.request("GET", STATUS_PATH, headers=headers)
+            conn.request(method, path, body=body, headers=headers)
             resp = conn.getresponse()
-            if resp.status != 200:
-                raise PeerError(f"HTTP {resp.status} {resp.reason}".strip())
-            body = resp.read(self.s.max_response_bytes + 1)
-            if len(body) > self.s.max_response_bytes:
-                raise PeerError(f"status document larger than {self.s.max_response_bytes} bytes")
+            return resp.status, resp.reason, resp.read(self.s.max_response_bytes + 1)
         except PeerError:
             raise
         except ssl.SSLError as exc:
@@ -208,6 +185,23 @@ class PeerClient:
             raise PeerError(getattr(exc, "strerror", None) or str(exc) or type(exc).__name__) from None
         finally:
             conn.close()
+
+    def post_json(self, path: str, doc: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """POST a small JSON document; (HTTP status, the JSON answer or {}); PeerError when unreachable."""
+        status, _, body = self._request("POST", path, json.dumps(doc).encode())
+        try:
+            answer = json.loads(body)
+        except ValueError:
+            answer = {}
+        return status, answer if isinstance(answer, dict) else {}
+
+    def status(self) -> dict[str, Any]:
+        """The peer's /api/v1/status as a dict; PeerError with a short reason otherwise."""
+        status, reason, body = self._request("GET", STATUS_PATH)
+        if status != 200:
+            raise PeerError(f"HTTP {status} {reason}".strip())
+        if len(body) > self.s.max_response_bytes:
+            raise PeerError(f"status document larger than {self.s.max_response_bytes} bytes")
         try:
             doc = json.loads(body)
         except ValueError:

@@ -107,3 +107,33 @@ def test_xid_169_advice_follows_the_module_flavour():
     open_.observe(dataclasses.replace(host.sample(), platform=OLD))
     assert "Reset the GPU" in _xid(open_, host, 169).details["next_step"]
     assert "Reset the GPU" in _xid(Diagnoser(), host, 169).details["next_step"]  # flavour unknown: as before
+
+
+def test_a_malformed_platform_in_the_state_file_is_forgotten_not_fatal(tmp_path):
+    state = {"version": 1, "engine": {}, "platform": {"platform": {"kernel": 7}, "platform_change": "x",
+                                                       "platform_boot_id": 3, "platform_last_ts": "never"}}  # fmt: skip
+    (tmp_path / "state.json").write_text(json.dumps(state))
+    rt = DiagnosisRuntime(Thresholds(), tmp_path)
+    assert rt.engine.platform.current is None and rt.engine.platform.change is None
+    host = Host()
+    assert not [e for d in _boot(rt, host, NEW) for e in d.events if e.kind == "platform_change"]
+    assert rt.platform_status()["platform"]["kernel"] == "7.0.0-1019-nvidia"
+    rt.close()
+    assert (
+        json.loads((tmp_path / "state.json").read_text())["platform"]["platform"]["kernel"]
+        == "7.0.0-1019-nvidia"
+    )
+
+
+def test_known_bad_entries_reach_the_status_from_the_samples():
+    from spark_watchd.sample.link import LinkPort, LinkReading
+
+    host, eng = Host(), Diagnoser()
+    port = LinkPort("rocep1s0f0", 1, state="ACTIVE")
+    s = dataclasses.replace(host.sample(), platform=NEW, link=LinkReading((port,)))
+    s = dataclasses.replace(s, meminfo={**s.meminfo, "CmaTotal": 0, "CmaFree": 940604})
+    eng.observe(s)
+    assert [p["check"] for p in eng.platform.status()["problems"]] == ["cma_zero_rdma", "kernel_7_0_0_1019"]
+    healthy = dataclasses.replace(host.sample(), link=LinkReading((port,)))  # no CMA keys: the entry lifts
+    eng.observe(healthy)
+    assert [p["check"] for p in eng.platform.status()["problems"]] == ["kernel_7_0_0_1019"]

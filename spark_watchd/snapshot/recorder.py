@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 import time
@@ -24,11 +25,19 @@ class RollingRecorder:
         self.log = get_logger("record")
         self._day: str | None = None
         self._writer: TraceWriter | None = None
+        # The boot's platform (trace-v1 `platform`, on a boot's first sample only): each day's file begins
+        # with it, so a file read alone still says what the workload ran on.
+        self._boot: str | None = None
+        self._platform = None
 
     def __call__(self, snapshot: Snapshot) -> None:
         sample = snapshot.sample
         if sample is None:
             return
+        if sample.boot_id != self._boot:
+            self._boot, self._platform = sample.boot_id, None
+        if sample.platform is not None:
+            self._platform = sample.platform
         day = dt.datetime.fromtimestamp(sample.ts, dt.timezone.utc).strftime("%Y-%m-%d")
         if day != self._day:
             self.close()
@@ -41,6 +50,8 @@ class RollingRecorder:
                 )
             self._day = day
             self._prune()
+            if sample.platform is None and self._platform is not None:
+                sample = dataclasses.replace(sample, platform=self._platform)
         self._writer.write(sample)
 
     def _prune(self) -> None:

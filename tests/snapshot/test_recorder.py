@@ -57,3 +57,19 @@ def test_files_older_than_keep_days_are_pruned_when_a_day_starts(tmp_path):
     rec(_snap(DAY1))
     rec.close()
     assert not old.exists() and other.exists()
+
+
+def test_each_day_file_begins_with_the_boots_platform_once(tmp_path):
+    from spark_watchd.sample.platform import PlatformReading
+
+    plat = PlatformReading(kernel="6.17.0-1031-nvidia", driver="580.173.02", driver_flavour="open")
+    rec = RollingRecorder(str(tmp_path))
+    first = Sample(ts=DAY1 - 30, host="spark-01", boot_id="b1", platform=plat)
+    rec(Snapshot(sample=first, diagnosis=None))
+    for ts in (DAY1, DAY1 + 30):
+        rec(Snapshot(sample=Sample(ts=ts, host="spark-01", boot_id="b1"), diagnosis=None))
+    rec(Snapshot(sample=Sample(ts=DAY1 + 86400, host="spark-01", boot_id="b2"), diagnosis=None))  # a new boot
+    rec.close()
+    day1 = list(read_trace(tmp_path / "spark-watchd-2026-11-30.jsonl"))
+    assert [s.platform for s in day1] == [plat, None]  # the day's first sample carries it, the rest do not
+    assert [s.platform for s in read_trace(tmp_path / "spark-watchd-2026-12-01.jsonl")] == [None]  # not b1's

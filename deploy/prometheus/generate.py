@@ -423,10 +423,12 @@ def alert_rules(c: Ctx) -> list[dict]:
             None,
             c.dur(120),
             f"max by (job, instance, device, port) (avg_over_time(sparkwatchd_link_problem{c.sel()}[{w5}])) >= 0.5",
-            "ConnectX-7 port {{ $labels.device }} on {{ $labels.instance }} is down, slow or counting errors",
-            "A ConnectX-7 port that was up this boot went down, trained below 200 Gb/s, or its link error "
-            "counters (symbol errors, link downed, RoCE retransmits, CRC) keep rising. A DDP/FSDP job over "
-            "the link runs at its pace: a slow peer because of the link, not heat.",
+            "ConnectX-7 port {{ $labels.device }} on {{ $labels.instance }} is down, slow, capped or counting errors",
+            "A ConnectX-7 port that was up this boot went down, trained below 200 Gb/s, its link error "
+            "counters (symbol errors, link downed, RoCE retransmits, CRC) keep rising, it carries a flat "
+            "fraction of its rate under sustained traffic (capped), or it is the one loaded half of its cable "
+            "(NCCL_IB_HCA names one half). A DDP/FSDP job over the link runs at its pace: a slow peer because "
+            "of the link, not heat.",
         ),
         fleet_rules.straggler_alert(c),
         *serving_rules.alerts(c),

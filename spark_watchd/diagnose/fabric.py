@@ -146,8 +146,11 @@ class FabricWatch:
                 continue
             loaded, idle = (a, b) if a.total_bytes >= b.total_bytes else (b, a)
             share = loaded.total_bytes / total
-            if share < th.fabric_half_share or loaded.device in out:
+            if share < th.fabric_half_share:
                 continue
+            # A loaded half on a low plateau is both faults' picture (#102's ~3 GB/s bus bandwidth, PR 108's
+            # 13 Gb/s rail): the cheap fix first, the cap named beside it.
+            capped = out.get(loaded.device, {}).get("problem") == "capped"
             out[loaded.device] = {
                 "problem": "one_half",
                 "gbps": round(loaded.mean_gbps, 2),
@@ -155,4 +158,5 @@ class FabricWatch:
                 "idle_half": idle.device,
                 "fix": NCCL_FIX.format(a=devices[0], b=devices[1]),
                 "span_s": round(loaded.span_s),
+                "capped_too": capped,
             }

@@ -108,9 +108,15 @@ def _sentence(worst: PortVerdict | None, ports: tuple[PortVerdict, ...], min_rat
             "with clean counters (a degraded ConnectX-7 initialisation: measure it, then power-cycle both Sparks)"
         )
     if worst.problem == "one_half":
+        also = (
+            f"; at {f['gbps']:g} Gb/s it is also far below what one half carries: if that setting is in place, "
+            "measure the fabric (a capped port)"
+            if f.get("capped_too")
+            else ""
+        )
         return (
             f"link half used: {worst.name} carried {f['share']:.0%} of its cable's traffic and {f['idle_half']} "
-            f"the rest: NCCL uses one PCIe half of the cable (~100 Gb/s); set {f['fix']} to use both"
+            f"the rest: NCCL uses one PCIe half of the cable (~100 Gb/s); set {f['fix']} to use both{also}"
         )
     what = ", ".join(f"{k} +{v}" for k, v in sorted(worst.rising.items()))
     return f"link errors rising on {worst.name}: {what}" if what else f"link errors rising on {worst.name}"

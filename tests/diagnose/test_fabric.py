@@ -3,11 +3,18 @@ cable flagged with their figures and fix; a healthy busy port, an idle one and a
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
+from spark_watchd.diagnose.engine import Diagnoser
 from spark_watchd.diagnose.fabric import cable_of
 from spark_watchd.diagnose.link import LinkWatch
 from spark_watchd.diagnose.thresholds import Thresholds
 from spark_watchd.sample.link import LinkPort, LinkReading
 from spark_watchd.sample.model import Sample
+from spark_watchd.sample.trace import read_trace
+from tests.diagnose.test_scenarios import _check, score
 
 T0 = 1_764_400_000.0
 HALVES = ("rocep1s0f0", "roceP2p1s0f0")  # one QSFP cable's two PCIe Gen5 x4 halves (ServeTheHome, PR 103)
@@ -94,3 +101,34 @@ def test_rising_error_counters_are_errors_not_a_cap_and_a_reboot_forgets_the_win
     watch.reboot()
     st = watch.observe(cable.sample({"rocep1s0f0": 13.0}, errors=20))
     assert st.problem is None
+
+
+FABRIC = Path(__file__).resolve().parents[1] / "fixtures" / "traces" / "fabric"
+
+
+@pytest.mark.parametrize(
+    "name, want",
+    [
+        ("capped_13g_30s", "capped"),
+        ("one_half_30s", "one_half"),
+        ("balanced_busy_30s", None),
+        ("idle_link_30s", None),
+    ],
+)
+def test_the_fabric_set_replays_to_its_verdict_and_meets_the_bar(name, want):
+    trace = FABRIC / f"{name}.jsonl"
+    _check(score(trace))  # G3/G4/G6 ok throughout: the fabric's verdict is the link's
+    eng, seen = Diagnoser(), set()
+    for s in read_trace(trace):
+        eng.observe(s)
+        seen.add(eng.link.status.problem)
+    assert seen == ({None, want} if want else {None})  # nothing before fabric_sustained_s, then the verdict
+
+
+def test_a_loaded_half_on_a_low_plateau_names_the_fix_first_and_the_cap_beside_it():
+    eng = Diagnoser()
+    for s in read_trace(FABRIC / "one_half_30s.jsonl"):
+        eng.observe(s)
+    st = eng.link.status
+    assert "set NCCL_IB_HCA=rocep1s0f0,roceP2p1s0f0 to use both" in st.summary
+    assert "also far below what one half carries" in st.summary

@@ -19,6 +19,7 @@ import traceback
 
 import structlog
 
+from spark_watchd.sample.codec import dumps_strict
 from spark_watchd.sample.text import printable
 
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
@@ -41,7 +42,7 @@ def configure_logging(level: str = "info", fmt: str = "auto", stream=None) -> No
     if use_json:
         render: list = [
             structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(sort_keys=False),
+            structlog.processors.JSONRenderer(serializer=dumps_strict, sort_keys=False),
         ]
     else:
         # JSON escapes control and non-ASCII characters itself; text on a terminal needs printable().

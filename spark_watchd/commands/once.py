@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import re
 
 from spark_watchd.commands import term
 from spark_watchd.commands.run import add_common_arguments, load_or_report
 from spark_watchd.errors import EX_CONFIG, ConfigError
 from spark_watchd.logs import configure_logging
+from spark_watchd.sample.codec import dumps_strict
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,7 +43,7 @@ def main(args: argparse.Namespace) -> int:
         out["findings"] = {g: f.to_dict() for g, f in diagnosis.findings.items()}
         out["events"] = [e.to_dict() for e in diagnosis.events]
         out["sources"] = {n: {"up": s.up, "error": _no_retry(s.error)} for n, s in statuses.items()}
-        print(json.dumps(out, separators=(",", ":")))
+        print(dumps_strict(out, separators=(",", ":")))
         return 0
     print(_human(sample, snap.memory, diagnosis, statuses))
     return 0
@@ -76,7 +76,7 @@ def _envelope(args: argparse.Namespace) -> int:
         snap = _one_tick(settings)
         statuses = {n: dataclasses.replace(s, error=_no_retry(s.error)) for n, s in snap.sources.items()}
         doc, code = envelope.from_tick(snap.sample, snap.memory, snap.diagnosis, statuses)
-    print(json.dumps(doc, separators=(",", ":")))
+    print(dumps_strict(doc, separators=(",", ":")))
     return code
 
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import re
 import sys
 
 from spark_watchd.commands import term
 from spark_watchd.preflight import gather, hostinfo, planner
+from spark_watchd.sample.codec import dumps_strict
 
 EXIT = {"fits": 0, "tight": 1, "unknown": 1, "does not fit": 3}
 
@@ -145,5 +145,5 @@ def main(args: argparse.Namespace) -> int:
         return 2
     if note:
         print(note, file=sys.stderr)
-    sys.stdout.write(json.dumps(plan.to_dict(), indent=2) + "\n" if args.json else render(plan))
+    sys.stdout.write(dumps_strict(plan.to_dict(), indent=2) + "\n" if args.json else render(plan))
     return EXIT[plan.verdict]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import socket
 import sys
@@ -16,6 +15,7 @@ from spark_watchd import __version__
 from spark_watchd.app import nvml_from_env
 from spark_watchd.commands import term
 from spark_watchd.preflight import build_report, checks, gather, hostinfo
+from spark_watchd.sample.codec import dumps_strict
 
 EXIT = {"ready": 0, "ready-with-warnings": 1, "blocked": 3}
 
@@ -108,7 +108,7 @@ def main(args: argparse.Namespace) -> int:
         extra={"python": args.python or sys.executable, "spark_watchd_version": __version__},
     )
     if args.json:
-        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+        sys.stdout.write(dumps_strict(report, indent=2) + "\n")
     else:
         # One line per gotcha in the community's fixed format for a pipe or a script; on a terminal each
         # is folded to its width, continuation lines indented under their G-number.
@@ -121,7 +121,7 @@ def main(args: argparse.Namespace) -> int:
     if args.report:
         try:
             with open(args.report, "w", encoding="utf-8") as f:
-                json.dump(report, f, indent=2)
+                f.write(dumps_strict(report, indent=2))
                 f.write("\n")
         except OSError as exc:
             print(f"spark-watchd preflight: --report {args.report}: {exc.strerror}", file=sys.stderr)

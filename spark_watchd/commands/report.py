@@ -9,7 +9,6 @@ The bundle's trace replays: `spark-watchd replay STATE_DIR/bundles/NAME`.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import shutil
 import sys
@@ -18,6 +17,7 @@ from pathlib import Path
 from spark_watchd.commands import term
 from spark_watchd.errors import EX_NOPERM
 from spark_watchd.postmortem import list_bundles
+from spark_watchd.sample.codec import dumps_strict
 
 EX_NONE = 1  # asked for a bundle there is none of
 
@@ -66,7 +66,7 @@ def main(args) -> int:
     bundles = list_bundles(root, _SkipNotice())
     if not args.last and not args.bundle:
         if args.json:
-            print(json.dumps([b.to_dict() for b in bundles], indent=1))
+            print(dumps_strict([b.to_dict() for b in bundles], indent=1))
             return 0
         if not bundles:
             print("no post-mortem bundle yet (one is written on an OOM kill, an eviction, a driver fault...)")

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from spark_watchd.commands import term
 from spark_watchd.errors import EX_CONFIG
+from spark_watchd.sample.codec import dumps_strict
 from spark_watchd.sample.files import StateFileError
 from spark_watchd.throughput.ledger import LEDGER_FILE, read_runs
 
@@ -124,7 +124,7 @@ def main(args) -> int:
     if args.last:
         runs = runs[-args.last :]
     if args.json:
-        print(json.dumps(runs, indent=2))
+        print(dumps_strict(runs, indent=2))
     elif not runs:
         print(f"no finished runs in {path}", file=sys.stderr)
     else:

@@ -18,6 +18,7 @@ import urllib.request
 from typing import Any
 
 from spark_watchd.commands import term
+from spark_watchd.sample.codec import dumps_strict
 from spark_watchd.sample.text import printable_tree
 
 DEFAULT_URL = "http://127.0.0.1:9761"
@@ -349,7 +350,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"spark-watchd status: UNKNOWN: {exc}", file=sys.stderr)
         return EXIT["unknown"]
     if args.json:
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        sys.stdout.write(dumps_strict(doc, indent=2) + "\n")
     else:
         colour = args.color == "always" or (
             args.color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR")

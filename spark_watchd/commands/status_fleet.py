@@ -9,12 +9,12 @@ the Sparks that answer, 3 when the daemon cannot be asked or no peer is configur
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 from spark_watchd.commands import term
 from spark_watchd.commands.status import EXIT, RANK, fetch_status
+from spark_watchd.sample.codec import dumps_strict
 from spark_watchd.sample.text import printable_tree
 
 
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"spark-watchd status --fleet: UNKNOWN: {exc}", file=sys.stderr)
         return EXIT["unknown"]
     if args.json:
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        sys.stdout.write(dumps_strict(doc, indent=2) + "\n")
     else:
         sys.stdout.write(render(printable_tree(doc)))  # peer names and errors come from the network
     return EXIT[worst(doc)]

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from spark_watchd.sample.codec import dumps_strict
 from spark_watchd.sample.files import open_regular
 from spark_watchd.sample.findings import Event
 
@@ -29,7 +30,7 @@ def write_state_atomic(path: str | os.PathLike, state: Mapping[str, Any]) -> Non
     """Write JSON to path so a power loss leaves either the old or the new file: tmp, fsync, rename, fsync dir."""
     p = Path(path)
     tmp = p.with_name(p.name + ".tmp")
-    data = json.dumps(state, sort_keys=True, separators=(",", ":")).encode()
+    data = dumps_strict(state, sort_keys=True, separators=(",", ":")).encode()
     try:  # a link or FIFO planted as the tmp file is removed, never written through
         os.unlink(tmp)
     except FileNotFoundError:
@@ -93,7 +94,7 @@ class EventJournal:
         """Write and fsync one event."""
         if self._fh is None:
             raise ValueError("journal is closed")
-        self._fh.write(json.dumps(event.to_dict(), separators=(",", ":"), default=str).encode() + b"\n")
+        self._fh.write(dumps_strict(event.to_dict(), separators=(",", ":"), default=str).encode() + b"\n")
         self._fh.flush()
         os.fsync(self._fh.fileno())
 

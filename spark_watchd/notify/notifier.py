@@ -10,7 +10,6 @@ delays sampling.
 
 from __future__ import annotations
 
-import json
 import queue
 import socket
 import threading
@@ -25,6 +24,7 @@ from typing import Any
 
 from spark_watchd.logs import get_logger
 from spark_watchd.notify.settings import NotifySettings
+from spark_watchd.sample.codec import dumps_strict
 from spark_watchd.sample.model import SEVERITY_LEVEL
 from spark_watchd.snapshot import Snapshot
 
@@ -122,10 +122,10 @@ def render(n: Notification, settings: NotifySettings) -> tuple[bytes, dict[str, 
         mark = {"critical": ":rotating_light:", "warning": ":warning:", "ok": ":white_check_mark:"}
         text = f"{mark.get(n.severity, '')} *{n.title}*\n{n.summary}" + "".join(f"\n• {a}" for a in n.advice)
         headers["Content-Type"] = "application/json"
-        body = json.dumps({"text": text.strip()}).encode()
+        body = dumps_strict({"text": text.strip()}).encode()
     else:
         headers["Content-Type"] = "application/json"
-        body = json.dumps(n.as_json()).encode()
+        body = dumps_strict(n.as_json()).encode()
     if settings.token:
         headers["Authorization"] = f"Bearer {settings.token}"
     headers.update(settings.headers)

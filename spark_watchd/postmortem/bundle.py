@@ -22,6 +22,7 @@ from typing import Any
 from spark_watchd.diagnose.engine import Diagnoser
 from spark_watchd.logs import get_logger
 from spark_watchd.postmortem.ring import state_subdir
+from spark_watchd.sample.codec import dumps_strict
 from spark_watchd.sample.files import StateFileError, open_regular
 from spark_watchd.sample.findings import Event
 from spark_watchd.sample.groups import Grouper
@@ -158,9 +159,9 @@ def _fill(tmp: Path, trigger: Event, samples, events, workloads, thresholds) -> 
     evs.sort(key=lambda e: e["ts"])
     timeline = timeline_of(samples, thresholds)
     dicts = [redact_sample_dict(s.to_dict()) for s in samples]
-    _write_private(tmp / "trace.jsonl", "".join(json.dumps(d, separators=(",", ":")) + "\n" for d in dicts))
-    _write_private(tmp / "timeline.json", json.dumps({"findings": timeline, "events": evs}, default=str))
-    _write_private(tmp / "workloads.json", json.dumps(rows, default=str))
+    _write_private(tmp / "trace.jsonl", "".join(dumps_strict(d, separators=(",", ":")) + "\n" for d in dicts))
+    _write_private(tmp / "timeline.json", dumps_strict({"findings": timeline, "events": evs}, default=str))
+    _write_private(tmp / "workloads.json", dumps_strict(rows, default=str))
     from spark_watchd.postmortem.html import render_report  # only when a bundle is written, not at start
 
     # The report shows argv only in the workload table (rows, redacted above).
@@ -175,7 +176,7 @@ def _fill(tmp: Path, trigger: Event, samples, events, workloads, thresholds) -> 
         "bytes": size,
         "files": list(FILES),
     }
-    _write_private(tmp / "manifest.json", json.dumps(manifest, default=str))
+    _write_private(tmp / "manifest.json", dumps_strict(manifest, default=str))
 
 
 MAX_MANIFEST = 256 << 10  # a manifest is under 2 KiB; past this it was not written by write_bundle

@@ -16,13 +16,13 @@ is written (sample/redact.py).
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from spark_watchd.sample.codec import dumps_strict
 from spark_watchd.sample.files import StateFileError, open_regular
 from spark_watchd.sample.model import Sample
 from spark_watchd.sample.redact import redact_sample_dict
@@ -148,7 +148,7 @@ class SampleRing:
     def append(self, sample: Sample) -> None:
         """Write one sample durably (write, fsync). OSError (a full disk) or StateFileError (a link or FIFO
         planted under a segment's name) leaves the segment as it was before the call."""
-        line = (json.dumps(redact_sample_dict(sample.to_dict()), separators=(",", ":")) + "\n").encode()
+        line = (dumps_strict(redact_sample_dict(sample.to_dict()), separators=(",", ":")) + "\n").encode()
         with self._lock:
             self._append(sample.ts, line)
 

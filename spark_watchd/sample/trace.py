@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from spark_watchd.sample.codec import dumps_strict
 from spark_watchd.sample.codec import loads as _loads
 from spark_watchd.sample.files import check_regular, open_regular
 from spark_watchd.sample.model import Sample, check_sample
@@ -178,7 +178,7 @@ class TraceWriter:
         if self._fh is None:
             raise ValueError("trace writer is closed")
         # argv secrets (--api-key ..., HF_TOKEN=...) are not kept on disk: sample/redact.py
-        self._fh.write(json.dumps(redact_sample_dict(sample.to_dict()), separators=(",", ":")) + "\n")
+        self._fh.write(dumps_strict(redact_sample_dict(sample.to_dict()), separators=(",", ":")) + "\n")
         self._fh.flush()
 
     def close(self) -> None:

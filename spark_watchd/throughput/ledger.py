@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from spark_watchd.logs import get_logger
+from spark_watchd.sample.codec import dumps_strict
 from spark_watchd.sample.files import StateFileError, check_regular, open_regular
 from spark_watchd.sample.memory import MemoryView
 from spark_watchd.sample.model import REASON_COUNTER_KEYS, Sample
@@ -319,7 +320,7 @@ class RunLedger:
 
     def _write(self, ev: RunEnd) -> None:
         record = run_record(ev.stats, ev.reason, self.totals(ev.stats))
-        line = json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n"
+        line = dumps_strict(record, separators=(",", ":")) + "\n"
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._rotate(len(line))

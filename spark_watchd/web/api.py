@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -14,6 +13,7 @@ from prometheus_client.exposition import choose_encoder
 from spark_watchd import __version__
 from spark_watchd.diagnose.verdicts import state_dict
 from spark_watchd.export.prometheus import workload_table
+from spark_watchd.sample.codec import dumps_strict
 from spark_watchd.snapshot import Snapshot
 from spark_watchd.snapshot.acks import acknowledged, worst_unacknowledged
 from spark_watchd.web.http import Request, Response, Route
@@ -171,7 +171,7 @@ def routes(daemon, registry: CollectorRegistry) -> list[Route]:
         return Response(503, f"stale: last sample {age:.0f} s ago\n".encode())
 
     def status(req: Request) -> Response:
-        body = json.dumps(status_dict(daemon), default=str).encode()
+        body = dumps_strict(status_dict(daemon), default=str).encode()
         return Response(200, body, "application/json")
 
     return [

@@ -9,7 +9,6 @@ records) takes well under a megabyte (History says how).
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 from array import array
@@ -17,6 +16,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from spark_watchd.sample.codec import dumps_strict
 from spark_watchd.sample.findings import Diagnosis, Event
 from spark_watchd.sample.memory import MemoryView
 from spark_watchd.sample.model import SEVERITY_LEVEL, GpuReading, Sample
@@ -312,12 +312,12 @@ class History:
         """to_json() as compact JSON (``separators=(",", ":")``, no NaN), byte for byte, built a record at a
         time: 5,000 records as dicts took ~15 MB at once, and the page asks for them on every load."""
         rows, truncated = self._rows(since, limit)
-        head = json.dumps(self._envelope(since, len(rows), truncated), separators=(",", ":"), allow_nan=False)
+        head = dumps_strict(self._envelope(since, len(rows), truncated), separators=(",", ":"))
         buf = bytearray(head[:-1].encode() + b',"records":[')
         for i, r in enumerate(rows):
             if i:
                 buf += b","
-            buf += json.dumps(_record_dict(*r), separators=(",", ":"), allow_nan=False).encode()
+            buf += dumps_strict(_record_dict(*r), separators=(",", ":")).encode()
         buf += b"]}"
         return bytes(buf)
 

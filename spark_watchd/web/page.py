@@ -8,12 +8,12 @@ published snapshot and the history; they never touch hardware.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from importlib import resources
 from typing import Any
 
+from spark_watchd.sample.codec import dumps_strict
 from spark_watchd.snapshot import Snapshot
 from spark_watchd.web.charts import History
 from spark_watchd.web.http import Request, Response, Route
@@ -41,7 +41,7 @@ _SECURITY_HEADERS = {
 
 
 def _json(status: int, obj: Any) -> Response:
-    body = json.dumps(obj, separators=(",", ":"), allow_nan=False).encode()
+    body = dumps_strict(obj, separators=(",", ":")).encode()
     return Response(status, body, "application/json", {"Cache-Control": "no-store", **_SECURITY_HEADERS})
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from spark_watchd.postmortem import list_bundles
+from spark_watchd.sample.codec import dumps_strict
 from spark_watchd.sample.files import StateFileError, open_regular
 from spark_watchd.web.http import Request, Response, Route
 
@@ -47,6 +47,6 @@ def routes(root: str | Path) -> list[Route]:
 
     def listing(_req: Request) -> Response:
         doc = {"bundles": [b.to_dict() for b in list_bundles(root)], "latest_url": LATEST}
-        return Response(200, json.dumps(doc).encode(), "application/json")
+        return Response(200, dumps_strict(doc).encode(), "application/json")
 
     return [Route("GET", LATEST, latest), Route("GET", "/api/v1/postmortem", listing)]

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from spark_watchd.sample.codec import dumps_strict
 from spark_watchd.throughput.models import ProgressReport, describe_errors
 from spark_watchd.throughput.settings import ProgressSettings
 from spark_watchd.throughput.tracker import JobTracker, ReportRejected, TooManyJobs
@@ -18,7 +19,7 @@ JSON = "application/json"
 
 
 def _reply(status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
-    body = json.dumps(payload, separators=(",", ":"), allow_nan=False).encode()
+    body = dumps_strict(payload, separators=(",", ":")).encode()
     return Response(status, body + b"\n", JSON, headers or {})
 
 

@@ -1,27 +1,34 @@
 """The pair view: this Spark and its `[fleet]` peers side by side, with the straggler judged in the daemon.
 
-A worker thread of its own reads each peer's /api/v1/status every `interval_s` (never the tick: a peer
-that hangs costs this thread its timeout, nothing else), reads this daemon's own status document the
-same way, and judges every member against the others with diagnose/straggler.py, the one definition
-the SparkWatchdStraggler alert is generated from. The result is published as the `fleet` extra, on
-GET /api/v1/fleet, on the page and in `status --fleet`.
+A worker thread of its own reads each peer's /api/v1/status every `interval_s` (never the tick), each
+peer on its own reader thread under its own deadline, so that a peer that hangs, drips or answers a
+hostile document is that peer down with its reason and delays or hides no other peer and not this
+Spark. Every document, this daemon's own included, is reduced by web/peerdoc.py to bounded numbers
+and enumerated or clipped strings before it is judged, shown or kept in the history. Each member is
+judged against the others with diagnose/straggler.py, the one definition the SparkWatchdStraggler
+alert is generated from. The result is published as the `fleet` extra, on GET /api/v1/fleet, on the
+page and in `status --fleet`.
 """
 
 from __future__ import annotations
 
-import json
+import re
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from spark_watchd.diagnose import straggler as st
 from spark_watchd.logs import get_logger
+from spark_watchd.sample.codec import dumps_strict
 from spark_watchd.web.http import Request, Response, Route
-from spark_watchd.web.peers import FleetSettings, PeerClient, PeerError, parse_peer
+from spark_watchd.web.peerdoc import PeerError, reduce_status
+from spark_watchd.web.peers import FleetSettings, PeerClient, parse_peer
 
 FLEET_PATH = "/api/v1/fleet"
+_DIGITS = re.compile(r"\d+")  # a reason that differs only by a number is the same reason
 
 
 def _point(doc: Mapping[str, Any] | None, t: float) -> dict[str, Any]:
@@ -77,6 +84,9 @@ class FleetWatch:
         self.hold = st.StragglerHold()
         self.history: dict[str, deque] = {}
         self._down: dict[str, str | None] = {}
+        self._reads: dict[str, Future] = {}
+        self._pool: ThreadPoolExecutor | None = None
+        self._failed: str | None = None
         self._view: dict[str, Any] | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -91,38 +101,76 @@ class FleetWatch:
         while not self._stop.is_set():
             try:
                 self.poll_once()
-            except Exception as exc:  # nothing a peer sends may end the worker
-                self.log.exception("fleet poll failed", error=str(exc))
+                self._failed = None
+            except Exception as exc:  # nothing may end the worker; logged once per distinct failure
+                why = f"{type(exc).__name__}: {exc}"[:300]
+                if why != self._failed:
+                    self.log.exception("fleet poll failed", error=why)
+                self._failed = why
             self._stop.wait(self.s.interval_s)
 
     def close(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=self.s.timeout_s * 2 + 1)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _note(self, name: str, error: str | None) -> None:
-        """Log a peer going down or coming back once per change, never every poll."""
+        """Log a peer going down, down for another reason, or back, once per change, never every poll."""
         before = self._down.get(name, "unseen")
         self._down[name] = error
-        if error is not None and before != error and (before is None or before == "unseen"):
+        if error is not None and (
+            before in (None, "unseen") or _DIGITS.sub("#", before) != _DIGITS.sub("#", error)
+        ):
             self.log.warning(f"peer {name} down: {error}", peer=name, error=error)
         elif error is None and before not in (None, "unseen"):
             self.log.info(f"peer {name} back", peer=name)
 
+    def _own(self) -> tuple[Mapping[str, Any] | None, str | None, float | None]:
+        try:
+            own = self.own_status()
+            ts = own.get("ts")
+            return reduce_status(own), None, ts if type(ts) in (int, float) else None
+        except PeerError as exc:
+            return None, str(exc)[:200], None
+        except Exception as exc:  # this daemon's own document: never a reason to hide the peers
+            return None, f"status document: {type(exc).__name__}: {exc}"[:200], None
+
+    def _read_peers(self) -> list[tuple[Mapping[str, Any] | None, str | None]]:
+        """Every peer read at once, each on its own thread under its own deadline; a read still running
+        from the last poll (stuck past its deadline, e.g. in name resolution) is not started twice."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=len(self.clients), thread_name_prefix="fleet-peer")
+        for c in self.clients:
+            f = self._reads.get(c.peer.name)
+            if f is None or f.done():
+                self._reads[c.peer.name] = self._pool.submit(c.status)
+        futures = [self._reads[c.peer.name] for c in self.clients]
+        wait(futures, timeout=self.s.timeout_s + 1.0)
+        out = []
+        for f in futures:
+            if not f.done():
+                out.append((None, f"timed out: no whole answer within the {self.s.timeout_s:g} s deadline"))
+            elif isinstance(f.exception(), PeerError):
+                out.append((None, str(f.exception())[:200]))
+            elif f.exception() is not None:  # a bug, not the peer's fault: still only this peer is down
+                exc = f.exception()
+                out.append((None, f"{type(exc).__name__}: {exc}"[:200]))
+            else:
+                out.append((f.result(), None))
+        return out
+
     def poll_once(self) -> dict[str, Any]:
         """Read every peer and ourselves once, judge, keep the history point, publish the view."""
-        own = dict(self.own_status())
-        me = self.s.name or own.get("host") or "this Spark"
-        docs: list[tuple[str, Mapping[str, Any] | None, str | None, bool]] = [(me, own, None, True)]
-        for c in self.clients:
-            try:
-                doc, err = c.status(), None
-            except PeerError as exc:
-                doc, err = None, str(exc)[:200]
+        own, own_err, own_ts = self._own()
+        me = self.s.name or (own or {}).get("host") or "this Spark"
+        docs: list[tuple[str, Mapping[str, Any] | None, str | None, bool]] = [(me, own, own_err, True)]
+        for c, (doc, err) in zip(self.clients, self._read_peers(), strict=True):
             self._note(c.peer.name, err)
             docs.append((c.peer.name, doc, err, False))
         now = self.clock()
-        ts = own.get("ts") if isinstance(own.get("ts"), int | float) else now
+        ts = own_ts if own_ts is not None else now
         members = [st.member(n, d, e) for n, d, e, _ in docs]
         verdicts = []
         for m in members:
@@ -193,7 +241,7 @@ def routes(watch: FleetWatch | None) -> list[Route]:
             doc: dict[str, Any] = {"configured": False, "view": None, "history": {}}
         else:
             doc = {"configured": True, "view": watch.view(), "history": watch.history_json()}
-        body = json.dumps(doc, separators=(",", ":"), default=str).encode()
+        body = dumps_strict(doc, separators=(",", ":"), default=str).encode()
         return Response(200, body, "application/json", {"Cache-Control": "no-store"})
 
     return [Route("GET", FLEET_PATH, fleet)]

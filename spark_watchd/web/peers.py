@@ -2,8 +2,10 @@
 
 The client speaks to a peer the way a browser speaks to our own server (web/server.py): plain HTTP on
 loopback or a LAN, or HTTPS with the peer's CA or certificate fingerprint pinned, basic auth when the
-peer asks for it. Every read has a timeout and a size bound: a peer that hangs or answers a gigabyte
-costs one worker poll, never the tick (the worker in web/fleet.py owns every call).
+peer asks for it. Every read has one deadline (`timeout_s` from connect to the last byte, not per
+recv: a peer dripping a byte a second is cut at it) and a size bound, and its answer is decoded and
+checked by web/peerdoc.py: a peer that hangs, drips, answers a gigabyte or a hostile document costs
+its own read, never the tick or another peer (the worker in web/fleet.py owns every call).
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import http.client
-import json
+import io
 import re
 import ssl
+import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -21,6 +24,8 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from spark_watchd.sample.quantities import Seconds
+from spark_watchd.sample.codec import dumps_strict
+from spark_watchd.web.peerdoc import PeerError, decode, peer_status
 
 STATUS_PATH = "/api/v1/status"
 _FINGERPRINT = re.compile(r"^[0-9a-f]{64}$")
@@ -43,7 +48,9 @@ class FleetSettings(BaseModel):
     interval_s: Seconds = Field(
         30.0, ge=1, le=3600, description="Seconds between two reads of each peer (on the fleet worker)."
     )
-    timeout_s: Seconds = Field(5.0, le=60, description="Connect and read timeout per peer read, seconds.")
+    timeout_s: Seconds = Field(
+        5.0, le=60, description="Deadline of one peer read, seconds: connect to the last byte of the answer."
+    )
     max_response_bytes: int = Field(
         4 << 20, ge=4096, le=64 << 20, description="Largest status document accepted from a peer, bytes."
     )
@@ -123,10 +130,6 @@ def parse_peer(text: str) -> Peer:
     return Peer(label, u.scheme, host, port)
 
 
-class PeerError(Exception):
-    """A peer read failed: refused, timed out, TLS, auth, too big, not a status document."""
-
-
 class PeerClient:
     """Reads one peer's status document; one short connection per read (no pooled socket to go stale)."""
 
@@ -153,18 +156,24 @@ class PeerClient:
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         return ctx
 
-    def _connection(self) -> http.client.HTTPConnection:
-        t = self.s.timeout_s
+    def _connection(self, timeout: float) -> http.client.HTTPConnection:
         if self._ctx is None:
-            return http.client.HTTPConnection(self.peer.host, self.peer.port, timeout=t)
-        return http.client.HTTPSConnection(self.peer.host, self.peer.port, timeout=t, context=self._ctx)
+            conn = http.client.HTTPConnection(self.peer.host, self.peer.port, timeout=timeout)
+        else:
+            conn = http.client.HTTPSConnection(
+                self.peer.host, self.peer.port, timeout=timeout, context=self._ctx
+            )
+        return conn
 
     def _request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, str, bytes]:
-        """One request on a fresh connection (the pinned certificate checked): (status, reason, body read up to
-        max_response_bytes + 1); PeerError with a short reason when it cannot be made."""
-        conn = self._connection()
+        """One request on a fresh connection (the pinned certificate checked) within one deadline of
+        `timeout_s` from connect to the last byte: (status, reason, body read up to max_response_bytes + 1);
+        PeerError with a short reason when it cannot be made."""
+        t = self.s.timeout_s
+        deadline = time.monotonic() + t
+        conn = self._connection(t)
         try:
-            conn.connect()
+            conn.connect()  # the TLS handshake too: ssl bounds it as a whole by the socket's timeout
             if self._ctx is not None and self.s.fingerprint_sha256:
                 der = conn.sock.getpeercert(binary_form=True) or b""
                 if hashlib.sha256(der).hexdigest() != self.s.fingerprint_sha256:
@@ -174,38 +183,76 @@ class PeerClient:
                 headers["Content-Type"] = "application/json"
             if self._auth:
                 headers["Authorization"] = self._auth
+            conn.sock.settimeout(_left(deadline, t))  # sendall: one bound for the whole request
             conn.request(method, path, body=body, headers=headers)
+            conn.response_class = lambda sock, **kw: http.client.HTTPResponse(
+                _Deadline(sock, deadline, t), **kw
+            )
             resp = conn.getresponse()
-            return resp.status, resp.reason, resp.read(self.s.max_response_bytes + 1)
+            return resp.status, resp.reason[:80], resp.read(self.s.max_response_bytes + 1)
         except PeerError:
             raise
         except ssl.SSLError as exc:
             raise PeerError(f"TLS: {exc.reason or exc}") from None
         except (OSError, http.client.HTTPException) as exc:
-            raise PeerError(getattr(exc, "strerror", None) or str(exc) or type(exc).__name__) from None
+            raise PeerError(getattr(exc, "strerror", None) or str(exc)[:200] or type(exc).__name__) from None
         finally:
             conn.close()
 
     def post_json(self, path: str, doc: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """POST a small JSON document; (HTTP status, the JSON answer or {}); PeerError when unreachable."""
-        status, _, body = self._request("POST", path, json.dumps(doc).encode())
+        status, _, body = self._request("POST", path, dumps_strict(doc).encode())
         try:
-            answer = json.loads(body)
-        except ValueError:
+            answer = decode(body)  # strict and depth-bounded, as a status document is
+        except PeerError:
             answer = {}
         return status, answer if isinstance(answer, dict) else {}
 
     def status(self) -> dict[str, Any]:
-        """The peer's /api/v1/status as a dict; PeerError with a short reason otherwise."""
+        """The pair view's part of the peer's /api/v1/status (web/peerdoc.py); PeerError with a short reason."""
         status, reason, body = self._request("GET", STATUS_PATH)
         if status != 200:
             raise PeerError(f"HTTP {status} {reason}".strip())
         if len(body) > self.s.max_response_bytes:
             raise PeerError(f"status document larger than {self.s.max_response_bytes} bytes")
+        return peer_status(body)
+
+
+def _left(deadline: float, t: float) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise PeerError(f"timed out: no whole answer within the {t:g} s deadline")
+    return left
+
+
+class _Deadline:
+    """The socket http.client reads the answer from, each recv bounded by what is left of the deadline."""
+
+    def __init__(self, sock, deadline: float, t: float):
+        self.sock, self.deadline, self.t = sock, deadline, t
+
+    def makefile(self, mode: str) -> io.BufferedReader:
+        return io.BufferedReader(_DeadlineRaw(self))
+
+
+class _DeadlineRaw(io.RawIOBase):
+    def __init__(self, d: _Deadline):
+        self.d = d
+        # The socket's own reader: it holds the socket open after http.client closes the connection
+        # on a `Connection: close` answer, before the body is read (as HTTPResponse's own file does).
+        self.io = d.sock.makefile("rb", buffering=0)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        d = self.d
+        d.sock.settimeout(_left(d.deadline, d.t))
         try:
-            doc = json.loads(body)
-        except ValueError:
-            raise PeerError("not JSON") from None
-        if not isinstance(doc, dict) or not isinstance(doc.get("gpus", []), list):
-            raise PeerError("not a spark-watchd status document")
-        return doc
+            return self.io.readinto(b)
+        except TimeoutError:
+            raise PeerError(f"timed out: no whole answer within the {d.t:g} s deadline") from None
+
+    def close(self) -> None:
+        self.io.close()
+        super().close()

@@ -107,6 +107,8 @@ def call(
         doc = json.loads(body)
     except ValueError:
         raise ValueError(f"{url}: answer is not JSON") from None
+    except RecursionError:  # `[[[[...` 200,000 deep
+        raise ValueError(f"{url}: answer is JSON nested too deep") from None
     if not isinstance(doc, dict) or (key is not None and key not in doc):
         raise ValueError(f"{url}: answer has no {key} (is this spark-watchd?)")
     return doc

@@ -76,8 +76,14 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"spark-watchd status --fleet: UNKNOWN: {exc}", file=sys.stderr)
         return EXIT["unknown"]
-    if args.json:
-        sys.stdout.write(dumps_strict(doc, indent=2) + "\n")
-    else:
-        sys.stdout.write(render(printable_tree(doc)))  # peer names and errors come from the network
-    return EXIT[worst(doc)]
+    try:
+        code = EXIT[worst(doc)]
+        out = dumps_strict(doc, indent=2) + "\n" if args.json else render(printable_tree(doc))
+    except (TypeError, ValueError, AttributeError, KeyError, RecursionError) as exc:  # not a daemon's view
+        why = f"{type(exc).__name__}: {str(exc)[:120]}"
+        print(
+            f"spark-watchd status --fleet: UNKNOWN: the pair view is not well formed ({why})", file=sys.stderr
+        )
+        return EXIT["unknown"]
+    sys.stdout.write(out)  # peer names and errors come from the network: printable_tree made them printable
+    return code

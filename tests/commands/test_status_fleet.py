@@ -119,3 +119,23 @@ def test_plain_status_says_the_platform_its_change_and_a_known_bad_kernel_with_t
     )
     assert "changed since the last boot: kernel 6.17.0-1031-nvidia -> 7.0.0-1019-nvidia; driver" in out
     assert "known bad: kernel 7.0.0-1019-nvidia: owners report wedges. Boot 6.17.0-1031-nvidia." in out
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        (b'{"configured": true, "view": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "nested too deep"),
+        (json.dumps({"configured": True, "view": {"members": [1, "x", None]}}).encode(), "not well formed"),
+        (json.dumps({"configured": True, "view": {"members": [{"up": True, "temp_c": "hot"}]}}).encode(),
+         "not well formed"),
+        (json.dumps({"configured": True, "view": {"members": [{"up": True, "worst": ["x"]}]}}).encode(),
+         "not well formed"),
+    ],
+)  # fmt: skip
+def test_a_hostile_pair_view_is_unknown_with_a_reason_not_a_traceback(capsys, body, why):
+    """`status --fleet --url` may point anywhere: what answers is not trusted to be a daemon's view."""
+    srv = CaptureServer(lambda r: Reply(200, body, {"Content-Type": "application/json"}))
+    with srv:
+        code = cli.main(["status", "--fleet", "--url", srv.url])
+    out, err = capsys.readouterr()
+    assert code == 3 and why in err and "Traceback" not in err + out

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""What a peer sending 3.9 MB of `worst` every second costs the daemon (issue 29, break 7).
+
+usage: python bench/peer_memory.py [--seconds 20] [--mb 3.9] [--repo PATH]
+
+Starts a real daemon (`run --replay` of the throttle scenario, `[fleet]` interval 1 s) whose one peer is
+a loopback HTTP server answering a real-shaped status document with a `worst` string of MB megabytes,
+reads the daemon's VmRSS once a second for SECONDS, then the size of its /api/v1/fleet answer. With
+--repo, the daemon is the checkout at PATH (e.g. a worktree of an older commit), to compare before and
+after. Prints the figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from _common import free_port, proc_status  # bench/ is the script's own directory
+
+HERE = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+
+
+def _peer(body: bytes) -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+def _get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=30) as r:
+        return r.read()
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--mb", type=float, default=3.9)
+    ap.add_argument("--repo", default=HERE, help="the checkout whose daemon runs (default: this one)")
+    args = ap.parse_args(argv)
+    doc = {"ts": 1.0, "host": "spark-b", "fresh": True, "worst": "x" * int(args.mb * 1e6),
+           "gpus": [{"util_pct": 62, "sm_clock_mhz": 2410, "temp_c": 71}],
+           "findings": {"G4": {"severity": "ok", "summary": "No thermal throttle"}}, "memory": {}, "extras": {}}  # fmt: skip
+    peer = _peer(json.dumps(doc).encode())
+    port = free_port()
+    trace = os.path.join(args.repo, "spark_watchd", "scenarios", "throttle.jsonl")
+    with tempfile.TemporaryDirectory(prefix="sw-peer-mem-") as state:
+        env = {**os.environ, "PYTHONPATH": args.repo,
+               "SPARK_WATCHD_FLEET__PEERS": json.dumps([f"spark-b=127.0.0.1:{peer.server_address[1]}"]),
+               "SPARK_WATCHD_FLEET__INTERVAL_S": "1", "SPARK_WATCHD_FLEET__TIMEOUT_S": "5"}  # fmt: skip
+        env.pop("SPARK_WATCHD_CONFIG", None)
+        cmd = [sys.executable, "-m", "spark_watchd", "run", "--listen", f"127.0.0.1:{port}", "--replay", trace,
+               "--speed", "60", "--loop", "--interval", "1", "--state-dir", state]  # fmt: skip
+        proc = subprocess.Popen(
+            cmd, env=env, cwd=args.repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        try:
+            base = f"http://127.0.0.1:{port}"
+            for _ in range(200):
+                try:
+                    if b"ok" in _get(base + "/healthz"):
+                        break
+                except OSError:
+                    time.sleep(0.1)
+            rss = [proc_status(proc.pid, "VmRSS") / 1024]
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < args.seconds:
+                time.sleep(1.0)
+                rss.append(proc_status(proc.pid, "VmRSS") / 1024)
+            fleet = _get(base + "/api/v1/fleet")
+        finally:
+            proc.terminate()
+            proc.wait(20)
+            peer.shutdown()
+    view = json.loads(fleet)
+    peer_row = next((m for m in (view.get("view") or {}).get("members", []) if m["name"] == "spark-b"), {})
+    points = len(view.get("history", {}).get("spark-b", []))
+    print(f"daemon {args.repo}: a peer answering {args.mb:g} MB of `worst` each second, {args.seconds:.0f} s")
+    print(f"  VmRSS at start {rss[0]:.1f} MiB, after {args.seconds:.0f} s {rss[-1]:.1f} MiB, peak {max(rss):.1f} MiB "
+          f"(+{rss[-1] - rss[0]:.1f} MiB)")  # fmt: skip
+    every5 = ", ".join(f"{r:.1f}" for r in rss[::5])
+    print(f"  VmRSS every 5 s: {every5} MiB")
+    print(f"  /api/v1/fleet {len(fleet):,} bytes, {points} history points of spark-b")
+    print(f"  spark-b: up={peer_row.get('up')} error={str(peer_row.get('error'))[:100]!r}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

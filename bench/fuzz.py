@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Long fuzz run of the hostile-input surfaces (prints figures; exit 1 if anything crashed).
 
-usage: python bench/fuzz.py [--n 100000] [--seed 1] [--pages-every 200]
+usage: python bench/fuzz.py [--n 100000] [--seed 1] [--pages-every 200] [--peers-http-every 50]
 
 Mutates real trace lines (a float where a counter is an int, a string where a number is, a list where
 an object is, 1e400, 400-digit integers, deep nesting, dropped keys, cut lines), /proc texts (meminfo,
@@ -15,6 +15,13 @@ vmstat, pressure, /proc/PID/stat) and config files, and feeds each to the code t
                  JSON (no NaN/Infinity), the bad one skipped, the cap kept (--manifests, default n/4)
   exposition  -> each server's parser (vLLM, SGLang, llama.cpp, TensorRT-LLM text, Ollama /api/ps), two
                  scrapes -> a reading: figures, or an ExpositionError; a reading must be strict JSON
+  peer status document (issue 29) -> web/peerdoc.peer_status: the pair view's part, or a PeerError; what is
+                 accepted (and this daemon's own document mutated alike) through FleetWatch.poll_once,
+                 GET /api/v1/fleet (200, strict JSON, sentences within 300 characters) and `status --fleet`'s
+                 render; every --peers-http-every-th one read over loopback HTTP by the real PeerClient
+  server answer (issue 29) -> sources/serving_parse (vLLM, SGLang, llama.cpp, TensorRT-LLM text; Ollama's
+                 /api/ps): figures, or an ExpositionError; accepted ones made a ServingReading over the real
+                 one before it, written as JSON (must be strict) and checked as a trace-v1 sample
 Anything else (a traceback, a 500, an out-of-range value let through) is a crash, printed with its site.
 The CI-sized versions of these checks are the hypothesis tests in tests/.
 """
@@ -24,6 +31,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import math
 import random
 import sys
 import tempfile
@@ -88,9 +96,14 @@ def mutate_line(rng: random.Random, base: dict, paths: list) -> str:
         return line[: rng.randrange(1, len(line))]
     if kind < 0.13:
         return json.dumps(base).replace("1764", "1e400", 1)
+    return json.dumps(_break_paths(rng, base, lambda: rng.choice(paths)))
+
+
+def _break_paths(rng: random.Random, base, pick):
+    """A copy of base with one to three of its paths (from pick()) dropped or given a _bad_value."""
     obj = copy.deepcopy(base)
     for _ in range(rng.randint(1, 3)):
-        path = rng.choice(paths)
+        path = pick()
         cur = obj
         try:
             for key in path[:-1]:
@@ -101,7 +114,7 @@ def mutate_line(rng: random.Random, base: dict, paths: list) -> str:
                 cur[path[-1]] = _bad_value(rng, cur[path[-1]])
         except (KeyError, IndexError, TypeError):
             pass
-    return json.dumps(obj)
+    return obj
 
 
 def mutate_text(rng: random.Random, text: str) -> str:
@@ -280,19 +293,26 @@ def fuzz_bundle_manifests(rng: random.Random, n: int, tmp: Path, crash, stats: C
                 (good / "report.html").write_text("<!doctype html><title>good</title>")
 
 
-def fuzz_expositions(rng: random.Random, n: int, stats: Counter, crash) -> None:
-    """Mutated server expositions (engines duplicated, values made huge, NaN, negative) through the parsers."""
-    from spark_watchd.sources.serving import finite, reading
-    from spark_watchd.sources.serving_endpoints import Endpoint
-    from spark_watchd.sources.serving_parse import ExpositionError, parse_metrics, parse_ollama
+def serving_bases(seconds: float) -> dict[str, str]:
+    """Each server kind's real-shaped answer (tests/support/serving_fakes.py) after `seconds` of work."""
     from tests.support.serving_fakes import FakeEngine
 
     bases = {}
     for kind in ("vllm", "sglang", "llamacpp", "trtllm", "ollama"):
         eng = FakeEngine(kind)
-        eng.step(5)
+        eng.step(seconds)
         path = "/api/ps" if kind == "ollama" else "/prometheus/metrics" if kind == "trtllm" else "/metrics"
         bases[kind] = eng.body(path)[2].decode()
+    return bases
+
+
+def fuzz_expositions(rng: random.Random, n: int, stats: Counter, crash) -> None:
+    """Mutated server expositions (engines duplicated, values made huge, NaN, negative) through the parsers."""
+    from spark_watchd.sources.serving import finite, reading
+    from spark_watchd.sources.serving_endpoints import Endpoint
+    from spark_watchd.sources.serving_parse import ExpositionError, parse_metrics, parse_ollama
+
+    bases = serving_bases(5)
     for i in range(n):
         kind = list(bases)[i % len(bases)]
         texts = []
@@ -321,6 +341,244 @@ def fuzz_expositions(rng: random.Random, n: int, stats: Counter, crash) -> None:
             crash(f"{kind} reading", traceback.format_exc(limit=-2))
 
 
+# ---- issue 29: peer documents and hostile server answers (self-contained: their own bases and checks) ----
+
+
+_HOSTILE_NUMBERS = (
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    "1e999",
+    "-1e400",
+    "9" * 400,
+    "1e308",
+    "-0.0",
+    "true",
+    '"7"',
+)
+
+
+def _mutate_doc(rng: random.Random, base: dict, paths: list, hot: list) -> bytes:
+    """One hostile peer document built from a real /api/v1/status document."""
+    kind = rng.random()
+    text = json.dumps(base)
+    if kind < 0.05:
+        n = rng.choice([65, 1000, 200_000])
+        return ('{"gpus": ' + "[" * n + "]" * n + "}").encode()
+    if kind < 0.10:
+        return text[: rng.randrange(1, len(text))].encode()
+    if kind < 0.25:  # a number of the text replaced by a hostile token (NaN, 1e999, 400 digits ...)
+        digits = [i for i, ch in enumerate(text) if ch.isdigit() and not text[i - 1].isdigit()]
+        i = rng.choice(digits)
+        j = i
+        while j < len(text) and (text[j].isdigit() or text[j] in ".e+-"):
+            j += 1
+        return (text[:i] + rng.choice(_HOSTILE_NUMBERS) + text[j:]).encode()
+    if kind < 0.30:  # the break-7 peer: a huge string where an enumerated one goes
+        obj = copy.deepcopy(base)
+        where = rng.choice(
+            [("worst",), ("host",), ("findings", "G4", "severity"), ("findings", "G4", "summary")]
+        )
+        cur = obj
+        for k in where[:-1]:
+            cur = cur.setdefault(k, {})
+        cur[where[-1]] = "x" * rng.choice([301, 100_000, 3_900_000])
+        return json.dumps(obj).encode()
+    obj = _break_paths(rng, base, lambda: rng.choice(hot if rng.random() < 0.7 else paths))
+    return json.dumps(obj).encode()  # inf from _bad_value is written as Infinity, as a bad peer would
+
+
+def _bounded_view(answer: dict) -> str | None:
+    """Why the /api/v1/fleet answer is not bounded (a long string, a number out of range), or None."""
+    stack = [answer.get("view"), answer.get("history")]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+        elif isinstance(v, str) and len(v) > 1000:
+            return f"a string of {len(v)} characters kept"
+        elif isinstance(v, float) and not math.isfinite(v):
+            return "a non-finite number kept"
+    return None
+
+
+def fuzz_peers(rng: random.Random, n: int, http_every: int, crash, stats: Counter) -> None:
+    """Mutated peer documents through the peer reader, the pair view, its route and `status --fleet`."""
+    from spark_watchd.commands import status_fleet
+    from spark_watchd.logs import configure_logging
+    from spark_watchd.sample.text import printable_tree
+    from spark_watchd.web import api
+    from spark_watchd.web.fleet import FleetWatch
+    from spark_watchd.web.fleet import routes as fleet_routes
+    from spark_watchd.web.peerdoc import PeerError, peer_status
+    from spark_watchd.web.peers import FleetSettings
+    from tests.support.fakes import CaptureServer, Reply
+
+    configure_logging("error")  # each refused peer is logged once per change: 25,000 warnings here
+    d = build(load_settings(None, environ={}), replay=ReplayFeed(str(TRACE), speed=1e6), state_dir=None)
+    try:
+        for _ in range(5):
+            d.tick()
+        base = json.loads(json.dumps(api.status_dict(d), default=str))
+    finally:
+        d.close()
+    paths = [p for p in json_paths(base) if p]
+    wanted = ("ts", "host", "fresh", "worst", "gpus", "memory", "throughput", "findings", "extras")
+    hot = [p for p in paths if p[0] in wanted and len(p) <= 4]
+    served = [b"{}"]
+    srv = CaptureServer(lambda _req: Reply(200, served[0], {"Content-Type": "application/json"}))
+    settings = FleetSettings(peers=[f"spark-b={srv.url}"], timeout_s=5)
+    try:
+        for i in range(n):
+            body = _mutate_doc(rng, base, paths, hot)
+            own = base
+            if rng.random() < 0.2:  # this daemon's own document mutated alike (it is decoded leniently)
+                try:
+                    own = json.loads(_mutate_doc(rng, base, paths, hot))
+                except (ValueError, RecursionError):
+                    own = base
+            w = FleetWatch(settings, lambda own=own: own)
+            over_http = http_every and i % http_every == 0
+            try:
+                if over_http:
+                    served[0] = body
+                    stats["peer documents served over loopback HTTP to the real client"] += 1
+                    doc = w.clients[0].status()
+                else:
+                    doc = peer_status(body)
+                stats["peer documents accepted"] += 1
+            except PeerError as exc:
+                stats["peer documents refused (that peer down)"] += 1
+                doc = exc
+            except Exception:
+                crash("peer_status", traceback.format_exc(limit=-2))
+                continue
+            w.clients[0].status = (lambda doc=doc: doc) if isinstance(doc, dict) else _raiser(doc)
+            try:
+                w.poll_once()
+                (route,) = fleet_routes(w)
+                resp = route.handler(Request("GET", "/api/v1/fleet", {}, {}, b"", "127.0.0.1"))
+                if resp.status != 200:
+                    crash(f"/api/v1/fleet {resp.status}", body[:200].decode("utf-8", "replace"))
+                    continue
+                answer = _strict_json(resp.body)
+                why = _bounded_view(answer)
+                if why:
+                    crash(f"/api/v1/fleet unbounded: {why}", body[:200].decode("utf-8", "replace"))
+                status_fleet.render(printable_tree(answer), cols=100)
+                status_fleet.worst(answer)
+                stats["pair views answered as strict JSON"] += 1
+            except ValueError as exc:
+                crash("/api/v1/fleet not JSON", f"{exc}: {body[:200]!r}")
+            except Exception:
+                crash("pair view", traceback.format_exc(limit=-2))
+            finally:
+                w.close()
+    finally:
+        srv.close()
+
+
+def _raiser(exc: Exception):
+    def read():
+        raise exc
+
+    return read
+
+
+_EXPO_TOKENS = (
+    "1e308",
+    "NaN",
+    "+Inf",
+    "-Inf",
+    "1e999",
+    "9" * 400,
+    "-1",
+    "0",
+    "",
+    "{",
+    "}",
+    '"',
+    "\\",
+    "\n",
+    "#",
+)
+
+
+def _mutate_exposition(rng: random.Random, text: str) -> str:
+    """A server's exposition with hostile values, labels, duplicated engines and cut or broken lines."""
+    lines = text.split("\n")
+    kind = rng.random()
+    if kind < 0.15:  # every series twice more, as two more engines at an extreme value
+        out = []
+        for ln in lines:
+            out.append(ln)
+            if ln and not ln.startswith("#") and rng.random() < 0.5:
+                v = rng.choice(("1e308", "NaN", "+Inf", "1.7e308"))
+                out += [ln.rsplit(" ", 1)[0].replace('engine="0"', f'engine="{e}"') + " " + v for e in (1, 2)]
+        return "\n".join(out)
+    if kind < 0.2:
+        return text[: rng.randrange(1, len(text))]
+    if kind < 0.25:  # a long label value or a long line
+        i = rng.randrange(len(lines))
+        lines[i] = lines[i].replace('="', '="' + "x" * rng.choice([1000, 100_000]), 1)
+        return "\n".join(lines)
+    for _ in range(rng.randint(1, 4)):
+        i = rng.randrange(len(lines))
+        if not lines[i]:
+            continue
+        head, _, tail = lines[i].rpartition(" ")
+        if rng.random() < 0.6 and head:
+            lines[i] = head + " " + rng.choice(_EXPO_TOKENS)
+        else:
+            j = rng.randrange(len(lines[i]))
+            lines[i] = lines[i][:j] + rng.choice(_EXPO_TOKENS) + lines[i][j:]
+    return "\n".join(lines)
+
+
+def fuzz_serving_answers(rng: random.Random, n: int, crash, stats: Counter) -> None:
+    """Hostile lines, labels, engines at 1e308/NaN/+Inf and nested /api/ps through the serving parsers, a
+    ServingReading over the real scrape before it, strict JSON and the trace-v1 check."""
+    from spark_watchd.sample.codec import dumps_strict
+    from spark_watchd.sample.model import check_sample
+    from spark_watchd.sample.validate import FieldError
+    from spark_watchd.sources.serving import reading
+    from spark_watchd.sources.serving_endpoints import Endpoint
+    from spark_watchd.sources.serving_parse import ExpositionError, parse_metrics, parse_ollama
+
+    bases = serving_bases(30.0)
+    first = {k: parse_metrics(k, t) for k, t in bases.items() if k != "ollama"}
+    ps = json.loads(bases["ollama"])
+    ps_paths = [p for p in json_paths(ps) if p]
+    for i in range(n):
+        kind = list(bases)[i % len(bases)]
+        try:
+            if kind == "ollama":
+                cur = parse_ollama(_mutate_doc(rng, ps, ps_paths, ps_paths).decode())
+            else:
+                cur = parse_metrics(kind, _mutate_exposition(rng, bases[kind]))
+        except ExpositionError:
+            stats["server answers refused (that server down)"] += 1
+            continue
+        except Exception:
+            crash(f"parse {kind}", traceback.format_exc(limit=-2))
+            continue
+        stats["server answers parsed"] += 1
+        try:
+            ep = Endpoint(f"{kind}:8000", kind, "http://127.0.0.1:8000", 4242)
+            r = reading(ep, 1030.0, cur, first.get(kind), 1000.0)
+            row = _strict_json(dumps_strict(r.to_dict()))
+            check_sample({"v": 1, "ts": 1030.0, "serving": [row]})
+            stats["readings written as strict JSON and read back"] += 1
+        except FieldError:  # a finite figure past the trace's bounds: the trace reader skips that line
+            stats["readings the trace reader refuses (out of range)"] += 1
+        except ValueError as exc:
+            crash(f"reading of {kind} not JSON", str(exc)[:200])
+        except Exception:
+            crash(f"reading of {kind}", traceback.format_exc(limit=-2))
+
+
 def main(argv) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -330,6 +588,9 @@ def main(argv) -> int:
     ap.add_argument("--manifests", type=int, default=None, help="mutated bundle manifests (default n/4)")
     ap.add_argument(
         "--pages-every", type=int, default=200, help="every Nth line also through a daemon's pages"
+    )
+    ap.add_argument(
+        "--peers-http-every", type=int, default=50, help="every Nth peer document read over loopback HTTP"
     )
     args = ap.parse_args(argv)
     rng = random.Random(args.seed)
@@ -425,11 +686,16 @@ def main(argv) -> int:
             crash("load_settings", traceback.format_exc(limit=-2))
     m = args.n // 4 if args.manifests is None else args.manifests
     fuzz_bundle_manifests(rng, m, tmp, crash, stats)
+    t1 = time.perf_counter()
+    fuzz_peers(rng, args.n // 4, args.peers_http_every, crash, stats)
+    fuzz_serving_answers(rng, args.n // 4, crash, stats)
+    issue29_s = time.perf_counter() - t1
     total_s = time.perf_counter() - t0
 
     print(
         f"seed {args.seed}: {args.n} trace lines ({trace_s:.0f} s), {args.n // 4} /proc texts, {args.n // 4} "
-        f"expositions, {args.n // 4} configs; {total_s:.0f} s"
+        f"expositions, {args.n // 4} configs, {m} bundle manifests, {args.n // 4} peer documents and"
+        f" {args.n // 4} hostile server answers ({issue29_s:.0f} s for those two); {total_s:.0f} s"
     )
     for k, v in sorted(stats.items()):
         print(f"  {k}: {v}")

@@ -148,12 +148,17 @@ def shift_serving(r: ServingReading, offset: float) -> ServingReading:
     return dataclasses.replace(r, ts=r.ts + offset if r.ts is not None else None, models=models)
 
 
+def _finite(v: int | float) -> bool:
+    """math.isfinite, also for an integer past a float (400 digits: isfinite raises OverflowError)."""
+    return -(2**64) <= v <= 2**64 if isinstance(v, int) else math.isfinite(v)
+
+
 def _num_or_none(d: Mapping[str, Any], key: str) -> float | None:
     v = d.get(key)
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise ValueError(f"serving: '{key}' must be a finite number or null, got {v!r}")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not _finite(v):
+        raise ValueError(f"serving: '{key}' must be a finite number or null, got {str(v)[:40]}")
     return v
 
 

@@ -194,6 +194,8 @@ def parse_ollama(ps_text: str, version_text: str | None = None) -> dict[str, Any
         ps = json.loads(ps_text)
     except ValueError as exc:
         raise ExpositionError(f"/api/ps is not JSON: {exc}") from None
+    except RecursionError:  # `[[[[...` 200,000 deep
+        raise ExpositionError("/api/ps is not JSON: nested too deep") from None
     if not isinstance(ps, Mapping) or not isinstance(ps.get("models"), list):
         raise ExpositionError("/api/ps has no 'models' list")
     models = []
@@ -214,7 +216,7 @@ def parse_ollama(ps_text: str, version_text: str | None = None) -> dict[str, Any
             v = json.loads(version_text)
             if isinstance(v, Mapping) and isinstance(v.get("version"), str):
                 out["version"] = v["version"][:40]
-        except ValueError:
+        except (ValueError, RecursionError):
             pass  # the version is a nicety: its absence is not the server being down
     if models:
         out["model"] = models[0].name
@@ -222,7 +224,8 @@ def parse_ollama(ps_text: str, version_text: str | None = None) -> dict[str, Any
 
 
 def _int(v: Any) -> int | None:
-    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+    # Bounded: not inf (int() raises OverflowError), NaN or a 400-digit integer.
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 2**63
     return int(v) if ok else None
 
 

@@ -37,6 +37,9 @@ def test_a_sample_with_serving_round_trips_and_one_without_keeps_its_old_line():
         ({"server": "x", "kind": "vllm", "up": "yes"}, "up"),
         ({"server": "x", "kind": "vllm", "kv_usage": "high"}, "kv_usage"),
         ({"server": "x", "kind": "vllm", "generation_tokens_per_s": float("nan")}, "generation_tokens_per_s"),
+        # 400 digits: math.isfinite raised OverflowError out of the trace reader (found by bench/fuzz.py)
+        ({"server": "x", "kind": "vllm", "requests_running": 10**400}, "requests_running"),
+        ({"server": "x", "kind": "ollama", "models": [{"name": "m", "size_bytes": 10**400}]}, "size_bytes"),
     ],
 )
 def test_a_bad_serving_entry_is_refused_naming_its_key(entry, key):

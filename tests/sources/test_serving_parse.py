@@ -118,3 +118,15 @@ def test_ollama_answer_without_models_is_refused():
         parse_ollama(json.dumps({"error": "unauthorized"}))
     with pytest.raises(ExpositionError, match="not JSON"):
         parse_ollama("<html>")
+
+
+def test_ollama_answers_nested_200000_deep_are_refused_not_a_recursion_error():
+    """Found by bench/fuzz.py: /api/ps (or /api/version) of `[[[[...` raised RecursionError out of the parser."""
+    with pytest.raises(ExpositionError, match="nested too deep"):
+        parse_ollama("[" * 200_000 + "]" * 200_000)
+    ps = json.dumps({"models": [{"name": "qwen3:8b", "size": 1, "size_vram": 1}]})
+    assert "version" not in parse_ollama(ps, "[" * 2048 + "]" * 2048)
+    (m,) = parse_ollama('{"models": [{"name": "m", "size": Infinity, "size_vram": 1%s}]}' % ("0" * 400))[
+        "models"
+    ]
+    assert m.size_bytes is None and m.size_vram_bytes is None  # int(inf) raised OverflowError

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """What a peer sending 3.9 MB of `worst` every second costs the daemon (issue 29, break 7).
 
-usage: python bench/peer_memory.py [--seconds 20] [--mb 3.9] [--repo PATH]
+usage: python bench/peer_memory.py [--seconds 20] [--mb 3.9] [--repo PATH] [--parse-only]
 
 Starts a real daemon (`run --replay` of the throttle scenario, `[fleet]` interval 1 s) whose one peer is
 a loopback HTTP server answering a real-shaped status document with a `worst` string of MB megabytes,
 reads the daemon's VmRSS once a second for SECONDS, then the size of its /api/v1/fleet answer. With
 --repo, the daemon is the checkout at PATH (e.g. a worktree of an older commit), to compare before and
-after. Prints the figures; asserts nothing.
+after. First, the CPU one hostile 4 MiB answer costs the fleet worker's decode and check (web/peerdoc.py,
+this checkout). Prints the figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from _common import free_port, proc_status  # bench/ is the script's own directory
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 HERE = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
@@ -51,12 +54,38 @@ def _get(url: str) -> bytes:
         return r.read()
 
 
+def parse_costs() -> None:
+    """CPU time of peer_status() on the worst 4 MiB answers (a 4 MiB answer is the default bound)."""
+    from spark_watchd.web.peerdoc import PeerError, peer_status
+
+    n = 4 << 20
+    cases = {
+        "nested brackets": b"[" * (n // 2) + b"]" * (n // 2),
+        "numbers in gpus": b'{"gpus": [' + b"1," * (n // 2 - 20) + b"1]}",
+        "objects in gpus": b'{"gpus": [' + b'{"a":1},' * (n // 8 - 4) + b"{}]}",
+        "one string as worst": json.dumps({"worst": "x" * (n - 20)}).encode(),
+    }
+    for name, body in cases.items():
+        t0 = time.process_time()
+        try:
+            peer_status(body)
+            verdict = "accepted"
+        except PeerError as exc:
+            verdict = str(exc)[:60]
+        print(f"  4 MiB of {name}: {(time.process_time() - t0) * 1e3:.0f} ms CPU -> {verdict}")
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--mb", type=float, default=3.9)
     ap.add_argument("--repo", default=HERE, help="the checkout whose daemon runs (default: this one)")
+    ap.add_argument("--parse-only", action="store_true", help="only the decode-and-check costs")
     args = ap.parse_args(argv)
+    print("one hostile answer through web/peerdoc.py (this checkout):")
+    parse_costs()
+    if args.parse_only:
+        return 0
     doc = {"ts": 1.0, "host": "spark-b", "fresh": True, "worst": "x" * int(args.mb * 1e6),
            "gpus": [{"util_pct": 62, "sm_clock_mhz": 2410, "temp_c": 71}],
            "findings": {"G4": {"severity": "ok", "summary": "No thermal throttle"}}, "memory": {}, "extras": {}}  # fmt: skip

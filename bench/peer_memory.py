@@ -19,34 +19,16 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from _common import free_port, proc_status  # bench/ is the script's own directory
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from tests.support.fakes import CaptureServer, Reply  # noqa: E402
+
 HERE = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-
-
-def _peer(body: bytes) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 (http.server's name)
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    srv.daemon_threads = True
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    return srv
 
 
 def _get(url: str) -> bytes:
@@ -89,12 +71,13 @@ def main(argv: list[str]) -> int:
     doc = {"ts": 1.0, "host": "spark-b", "fresh": True, "worst": "x" * int(args.mb * 1e6),
            "gpus": [{"util_pct": 62, "sm_clock_mhz": 2410, "temp_c": 71}],
            "findings": {"G4": {"severity": "ok", "summary": "No thermal throttle"}}, "memory": {}, "extras": {}}  # fmt: skip
-    peer = _peer(json.dumps(doc).encode())
+    body = json.dumps(doc).encode()
+    peer = CaptureServer(lambda _req: Reply(200, body, {"Content-Type": "application/json"}))
     port = free_port()
     trace = os.path.join(args.repo, "spark_watchd", "scenarios", "throttle.jsonl")
     with tempfile.TemporaryDirectory(prefix="sw-peer-mem-") as state:
         env = {**os.environ, "PYTHONPATH": args.repo,
-               "SPARK_WATCHD_FLEET__PEERS": json.dumps([f"spark-b=127.0.0.1:{peer.server_address[1]}"]),
+               "SPARK_WATCHD_FLEET__PEERS": json.dumps([f"spark-b={peer.url}"]),
                "SPARK_WATCHD_FLEET__INTERVAL_S": "1", "SPARK_WATCHD_FLEET__TIMEOUT_S": "5"}  # fmt: skip
         env.pop("SPARK_WATCHD_CONFIG", None)
         cmd = [sys.executable, "-m", "spark_watchd", "run", "--listen", f"127.0.0.1:{port}", "--replay", trace,
@@ -119,7 +102,7 @@ def main(argv: list[str]) -> int:
         finally:
             proc.terminate()
             proc.wait(20)
-            peer.shutdown()
+            peer.close()
     view = json.loads(fleet)
     peer_row = next((m for m in (view.get("view") or {}).get("members", []) if m["name"] == "spark-b"), {})
     points = len(view.get("history", {}).get("spark-b", []))

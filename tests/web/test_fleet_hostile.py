@@ -18,6 +18,7 @@ from spark_watchd.web.fleet import FleetWatch, routes
 from spark_watchd.web.http import Request
 from spark_watchd.web.peerdoc import MAX_DEPTH, MAX_TEXT, PeerError, decode, nesting_depth, peer_status
 from spark_watchd.web.peers import FleetSettings
+from tests.support.fakes import CaptureServer, Reply
 
 
 def strict_json(text: str | bytes):
@@ -39,32 +40,26 @@ def own(ts=1000.0, util=91, clock=2300, temp=82, g4="warning", host="spark-a") -
 @contextlib.contextmanager
 def peer(body: bytes = b"", drip: bool = False):
     """A real HTTP server on loopback answering GET /api/v1/status with `body` (200, JSON); with drip, the
-    whole answer (status line, headers, body) one byte a second, as a slow-loris peer does."""
+    whole answer (status line, headers, body) one byte a second, as a slow-loris peer does. Yields its port."""
+    if not drip:
+        with CaptureServer(lambda _req: Reply(200, body, {"Content-Type": "application/json"})) as srv:
+            yield int(srv.url.rsplit(":", 1)[1])
+        return
     stop = threading.Event()
+    answer = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body
 
-    class Handler(BaseHTTPRequestHandler):
+    class Drip(BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 (http.server's name)
-            if drip:
-                answer = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body
-                for i in range(len(answer)):
-                    if stop.wait(1.0 if i else 0):
-                        return
-                    try:
-                        self.wfile.write(answer[i : i + 1])
-                        self.wfile.flush()
-                    except OSError:
-                        return
-                return
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            for i in range(len(answer)):
+                if stop.wait(1.0 if i else 0):
+                    return
+                try:
+                    self.wfile.write(answer[i : i + 1])
+                    self.wfile.flush()
+                except OSError:
+                    return
 
-        def log_message(self, *args):
-            pass
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Drip)
     srv.daemon_threads = True
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:

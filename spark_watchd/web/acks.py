@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from spark_watchd.sample.codec import dumps_strict
 from spark_watchd.snapshot.acks import AckError, Acks
 from spark_watchd.web.http import Request, Response, Route
 
@@ -21,7 +22,7 @@ JSON = "application/json"
 
 
 def _reply(status: int, payload: dict[str, Any]) -> Response:
-    return Response(status, json.dumps(payload, separators=(",", ":")).encode() + b"\n", JSON)
+    return Response(status, dumps_strict(payload, separators=(",", ":")).encode() + b"\n", JSON)
 
 
 def _may_change(req: Request) -> Response | None:

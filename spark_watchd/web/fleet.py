@@ -25,7 +25,7 @@ from spark_watchd.logs import get_logger
 from spark_watchd.sample.codec import dumps_strict
 from spark_watchd.web.http import Request, Response, Route
 from spark_watchd.web.peerdoc import PeerError, reduce_status
-from spark_watchd.web.peers import FleetSettings, PeerClient, parse_peer
+from spark_watchd.web.peers import FleetSettings, PeerClient, parse_peer, timed_out
 
 FLEET_PATH = "/api/v1/fleet"
 _DIGITS = re.compile(r"\d+")  # a reason that differs only by a number is the same reason
@@ -151,7 +151,7 @@ class FleetWatch:
         out = []
         for f in futures:
             if not f.done():
-                out.append((None, f"timed out: no whole answer within the {self.s.timeout_s:g} s deadline"))
+                out.append((None, timed_out(self.s.timeout_s)))
             elif isinstance(f.exception(), PeerError):
                 out.append((None, str(f.exception())[:200]))
             elif f.exception() is not None:  # a bug, not the peer's fault: still only this peer is down

@@ -194,6 +194,8 @@ class PeerClient:
             raise
         except ssl.SSLError as exc:
             raise PeerError(f"TLS: {exc.reason or exc}") from None
+        except TimeoutError:  # connect, or a TLS handshake that drips (ssl bounds it as a whole)
+            raise PeerError(timed_out(t)) from None
         except (OSError, http.client.HTTPException) as exc:
             raise PeerError(getattr(exc, "strerror", None) or str(exc)[:200] or type(exc).__name__) from None
         finally:
@@ -218,10 +220,15 @@ class PeerClient:
         return peer_status(body)
 
 
+def timed_out(t: float) -> str:
+    """Why a read that did not end within its deadline failed."""
+    return f"timed out: no whole answer within the {t:g} s deadline"
+
+
 def _left(deadline: float, t: float) -> float:
     left = deadline - time.monotonic()
     if left <= 0:
-        raise PeerError(f"timed out: no whole answer within the {t:g} s deadline")
+        raise PeerError(timed_out(t))
     return left
 
 
@@ -251,7 +258,7 @@ class _DeadlineRaw(io.RawIOBase):
         try:
             return self.io.readinto(b)
         except TimeoutError:
-            raise PeerError(f"timed out: no whole answer within the {d.t:g} s deadline") from None
+            raise PeerError(timed_out(d.t)) from None
 
     def close(self) -> None:
         self.io.close()

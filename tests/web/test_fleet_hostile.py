@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,7 +18,7 @@ import structlog
 from spark_watchd.web.fleet import FleetWatch, routes
 from spark_watchd.web.http import Request
 from spark_watchd.web.peerdoc import MAX_DEPTH, MAX_TEXT, PeerError, decode, nesting_depth, peer_status
-from spark_watchd.web.peers import FleetSettings
+from spark_watchd.web.peers import FleetSettings, PeerClient, parse_peer
 from tests.support.fakes import CaptureServer, Reply
 
 
@@ -101,6 +102,35 @@ def test_a_dripping_peer_is_cut_at_its_deadline_and_hides_neither_the_good_peer_
         assert 2.9 < took < 4.5, took  # the deadline, not the length of the drip (~40 s)
         assert not m["slow"]["up"] and "3 s deadline" in m["slow"]["error"]
         assert m["good"]["up"] and m["good"]["temp_c"] == 70 and m["spark-a"]["up"]
+
+
+def test_a_tls_handshake_that_drips_ends_at_the_same_deadline():
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    stop = threading.Event()
+
+    def drip():
+        c, _ = srv.accept()
+        with c:
+            while not stop.wait(1.0):
+                try:
+                    c.send(b"\x16")  # a handshake record's first byte, a second at a time
+                except OSError:
+                    return
+
+    threading.Thread(target=drip, daemon=True).start()
+    s = FleetSettings(
+        peers=[f"https://127.0.0.1:{srv.getsockname()[1]}"], timeout_s=3, fingerprint_sha256="00" * 32
+    )
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(PeerError, match="within the 3 s deadline"):
+            PeerClient(parse_peer(s.peers[0]), s).status()
+        assert time.monotonic() - t0 < 4.5
+    finally:
+        stop.set()
+        srv.close()
 
 
 def test_a_200000_deep_document_is_refused_by_depth_and_the_view_is_still_published():

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from spark_watchd.sample.codec import dumps_strict
 from spark_watchd.web.http import Request, Response, Route
 from spark_watchd.web.peers import FleetSettings, Peer, PeerClient, PeerError, parse_peer
 
@@ -120,13 +121,13 @@ def routes(sink: FabricSink | None) -> list[Route]:
     def offer(req: Request) -> Response:
         try:
             nbytes = int((json.loads(req.body or b"{}") or {}).get("bytes", 0))
-        except (ValueError, TypeError, AttributeError):
+        except (ValueError, TypeError, AttributeError, OverflowError):  # 1e999 is inf: no int
             return Response(400, b'{"error": "body must be {\\"bytes\\": N}"}', "application/json")
         if sink is None:
             status, doc = 403, {"error": "fabric tests are off on this daemon (no [fleet] peers)"}
         else:
             status, doc = sink.offer(req.client, nbytes)
-        return Response(status, json.dumps(doc).encode(), "application/json", {"Cache-Control": "no-store"})
+        return Response(status, dumps_strict(doc).encode(), "application/json", {"Cache-Control": "no-store"})
 
     return [Route("POST", OFFER_PATH, offer, max_body=256)]
 

@@ -23,8 +23,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from spark_watchd.sample.quantities import Seconds
 from spark_watchd.sample.codec import dumps_strict
+from spark_watchd.sample.quantities import Seconds
 from spark_watchd.web.peerdoc import PeerError, decode, peer_status
 
 STATUS_PATH = "/api/v1/status"

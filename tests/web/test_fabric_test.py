@@ -93,3 +93,13 @@ def test_two_daemons_measure_the_fabric_and_a_peer_that_does_not_agree_refuses(p
     again = _verb(cfg_a, "--peer", "spark-b", "--bytes", str(64 << 20))  # the first test freed the receiver
     assert again.returncode == 0 and "0.06 GiB received" in again.stdout
     assert json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port_b}/api/v1/status", timeout=5).read())
+
+
+def test_an_offer_with_an_overflowing_or_deep_body_is_a_400_not_a_500():
+    from spark_watchd.web.fabric_test import routes
+    from spark_watchd.web.http import Request
+
+    (offer,) = routes(None)
+    for body in (b'{"bytes": 1e999}', b'{"bytes": "x"}', b"[" * 120 + b"]" * 120, b"not json"):
+        resp = offer.handler(Request("POST", offer.path, {}, {}, body, "127.0.0.1"))
+        assert resp.status == 400, body

@@ -93,7 +93,9 @@ _DELETE = object()
 def test_a_changed_value_anywhere_is_accepted_only_as_the_exact_path_accepts_it(where, value):
     base, path = where
     obj = _set(BASES[base], path, value)
-    fast = sample_from(copy.deepcopy(obj))
+    # The one pass reads what the codec decoded from a line (an integer past 64 bits comes back a float), as
+    # read_trace hands it over; the exact path reads the same line.
+    fast = sample_from(loads(json.dumps(obj)))
     try:
         exact = _exact(obj)
     except (TraceError, TypeError, ValueError, KeyError, AttributeError):

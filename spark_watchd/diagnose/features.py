@@ -44,6 +44,7 @@ class Features:
         "avail_b",
         "avail_min_b",
         "cma_free_b",
+        "cma_total_b",
         "cached_b",
         "anon_b",
         "psi_some_pct",
@@ -88,6 +89,7 @@ class Features:
         self.avail_b = None
         self.avail_min_b = None
         self.cma_free_b = None  # CmaFree: counted in MemAvailable, unusable by the GPU driver's pinned pages
+        self.cma_total_b = None  # CmaTotal: 0 on a kernel without a CMA region (diagnose/usable.basis)
         self.cached_b = None
         self.anon_b = None
         self.psi_some_pct = None
@@ -176,6 +178,9 @@ def compute(prev: Features | None, cur: Sample, th) -> Features:
         cma = mi.get("CmaFree")
         if cma is not None:
             f.cma_free_b = cma * KIB
+        cma_total = mi.get("CmaTotal")
+        if cma_total is not None:
+            f.cma_total_b = cma_total * KIB
     c = mi.get("Cached")
     if c is not None:
         f.cached_b = c * KIB

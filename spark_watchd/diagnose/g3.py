@@ -21,6 +21,7 @@ from spark_watchd.diagnose.serving import ServingWatch
 from spark_watchd.diagnose.steady import Dwell, Latch
 from spark_watchd.diagnose.thresholds import Plain
 from spark_watchd.diagnose.tracker import Ruling, Unpersisted, Verdict
+from spark_watchd.diagnose.usable import ThinSpell, basis
 from spark_watchd.diagnose.verdicts import G3State
 from spark_watchd.sample.findings import Event, Finding
 from spark_watchd.sample.model import Sample
@@ -54,6 +55,9 @@ class G3Signals(NamedTuple):
     anon_b: int | None
     oom_delta: int | None  # OOM kills since the previous sample
     oom_memcg: bool  # every kill the kernel reported this sample was at a cgroup's own limit
+    usable: int | None  # MemAvailable minus CmaFree (when subtracted): what an allocation can still get
+    usable_low: int | None  # the same from the 1 s minimum
+    cma_total_b: int | None  # CmaTotal: what usable memory is on this boot's kernel (usable.basis)
 
 
 # tuple.__new__ builds the record without NamedTuple's Python-level __new__ (once per sample per record).
@@ -73,6 +77,7 @@ def signals(f: feat.Features, th) -> G3Signals:
         f.psi_some_pct or 0.0, f.psi_full_pct or 0.0, f.psi_some_now, f.psi_full_now,
         f.swapout_per_s or 0.0, f.swapout_per_s, f.majfault_per_s, f.psi_some_pct, f.psi_full_pct,
         f.cached_b, f.anon_b, f.oom_delta, f.oom_memcg,
+        None if avail is None else avail - cma, None if avail is None else f.avail_min_b - cma, f.cma_total_b,
     ))  # fmt: skip
 
 
@@ -94,6 +99,7 @@ class G3Tracker(Unpersisted):
         self.runway = BudgetRunway(th)  # the budget's 20-minute trend and the runway warning's latch
         self.dwell = Dwell()
         self.serving = ServingWatch(th)
+        self.spell = ThinSpell()  # usable memory's thin spells (diagnose/usable.py)
 
     def reboot(self, ts: float, boot_id: str | None, cause: str | None) -> list[Event]:
         """Forget windowed memory state across a reboot (a fresh boot is not still OOM-critical); no events."""
@@ -108,6 +114,7 @@ class G3Tracker(Unpersisted):
         self.runway.forget()
         self.dwell.reset()
         self.serving.forget()
+        self.spell.forget()
 
     def set_thresholds(self, th) -> None:
         """Thresholds were reloaded: judge the next sample afresh against them (no level or dwell held)."""
@@ -256,6 +263,7 @@ class G3Tracker(Unpersisted):
         oom_hold = self.oom_hold_until is not None and ts < self.oom_hold_until
         rw = self.runway.update(ts, budget)
         rw_warn = self.runway.warn(ts, rw) if rw.known else False
+        gone = self.spell.step(ts, s.usable, s.usable_low, th)
         w_stalls, w_swapping, w_thin = stalls, swapping, thin or exhausted
         held = self.dwell.current
         if held is not None and held.severity == "critical":
@@ -268,7 +276,7 @@ class G3Tracker(Unpersisted):
         return _new(G3Now, (
             stalls, swapping, thin, exhausted, full_sustained, oom_hold,
             tte if tte is not None else fall_tte, tte is None and fall_tte is not None,
-            w_stalls, w_swapping, w_thin, rw, rw_warn,
+            w_stalls, w_swapping, w_thin, rw, rw_warn, gone,
         ))  # fmt: skip
 
 
@@ -292,6 +300,9 @@ def _evidence(s: G3Signals, now: G3Now, th) -> dict:
         "mem_available_bytes": s.avail_b,
         "mem_available_min_bytes": s.avail_min_b,
         "budget_bytes": s.budget,
+        "usable_bytes": s.usable,
+        "usable_min_bytes": s.usable_low,
+        "usable_basis": basis(s.cma_total_b),
         "os_reserve_bytes": th.os_reserve_bytes,
         "psi_some_avg60_pct": s.some,
         "psi_full_avg60_pct": s.full,

@@ -32,6 +32,10 @@ ADVICE_TENANT = (
 ADVICE_THIN = (
     "Little headroom left: fine for a capped server that is already loaded, risky before starting another job.",
 )
+ADVICE_GONE = (
+    "The pool is about to run out with no reclaim left to warn: stop or cap the largest GPU job now "
+    "(vLLM --gpu-memory-utilization, --kv-cache-memory-bytes) before the OOM killer picks sshd or the host freezes.",
+)
 ADVICE_LOAD = (
     "A model load is filling the pool (page cache and anonymous memory climbing together, the weights "
     "counted twice): let it finish before starting anything else, and drop caches before the next load.",
@@ -55,22 +59,32 @@ class G3Now(NamedTuple):
     w_thin: bool
     runway: Runway | None  # the budget's runway at its 20-minute trend (diagnose/runway.py), None when blind
     runway_warn: bool  # a runway under runway_warn_s on a sustained fall (latched, see BudgetRunway.warn)
+    gone: bool  # usable memory nearly gone in a sustained thin spell (diagnose/usable.py), whatever PSI says
 
 
-_BLIND = G3Now(False, False, False, False, False, False, None, False, False, False, False, None, False)
+_BLIND = G3Now(False, False, False, False, False, False, None, False, False, False, False, None, False, False)
 
 
 def words(template: str, s: G3Signals, now: G3Now) -> str:
     """A ruling's summary template filled from this sample's signals and state."""
     if "{" not in template:  # (unreadable: no MemAvailable to say)
         return template
-    return template.format(avail=_avail(s), stall=_stall(s), tte=now.tte, runway=_runway(now))
+    return template.format(
+        avail=_avail(s), stall=_stall(s), tte=now.tte, runway=_runway(now), usable=_usable(s)
+    )
 
 
 def _avail(s: G3Signals) -> str:
     txt = f"{s.avail_b / GIB:.1f} GiB available (min {s.avail_min_b / GIB:.1f}), budget {s.budget / GIB:.1f} GiB"
     if s.cma >= GIB // 4:
         txt += f" ({s.cma / GIB:.1f} GiB CmaFree not counted)"
+    return txt
+
+
+def _usable(s: G3Signals) -> str:
+    txt = f"usable {s.usable / GIB:.1f} GiB (min {s.usable_low / GIB:.1f})"
+    if s.cma >= GIB // 4:
+        txt += f" = MemAvailable {s.avail_b / GIB:.1f} GiB - CmaFree {s.cma / GIB:.1f} GiB"
     return txt
 
 
@@ -107,6 +121,7 @@ def quiet(s: G3Signals, now: G3Now, th) -> Ruling | None:
         or now.thin
         or now.exhausted
         or now.runway_warn
+        or now.gone
     ):
         return None
     return _OK
@@ -137,6 +152,17 @@ def full_stalls(s: G3Signals, now: G3Now, th) -> Ruling | None:
             "critical",
             "Sustained full memory stalls: {stall}; {avail}",
             ADVICE_LADDER + ADVICE_TENANT,
+        )
+    return None
+
+
+def usable_gone(s: G3Signals, now: G3Now, th) -> Ruling | None:
+    """Usable memory (MemAvailable - CmaFree) nearly gone over consecutive samples, whatever PSI says: critical."""
+    if now.gone:
+        return Ruling(
+            "critical",
+            "Usable memory nearly gone, whatever PSI says: {usable}; {stall}",
+            ADVICE_GONE + ADVICE_TENANT,
         )
     return None
 
@@ -206,6 +232,7 @@ RULES = (
     oom_killed,
     exhausted_stalling,
     full_stalls,
+    usable_gone,
     reclaim,
     load_transient,
     falling_fast,

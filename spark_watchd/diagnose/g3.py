@@ -18,6 +18,7 @@ from spark_watchd.diagnose import features as feat
 from spark_watchd.diagnose.g3_rules import _BLIND, GIB, G3Now, ruling, words
 from spark_watchd.diagnose.runway import BudgetRunway
 from spark_watchd.diagnose.serving import ServingWatch
+from spark_watchd.diagnose.stall import Stall, StallWatch
 from spark_watchd.diagnose.steady import Dwell, Latch
 from spark_watchd.diagnose.thresholds import Plain
 from spark_watchd.diagnose.tracker import Ruling, Unpersisted, Verdict
@@ -100,6 +101,9 @@ class G3Tracker(Unpersisted):
         self.dwell = Dwell()
         self.serving = ServingWatch(th)
         self.spell = ThinSpell()  # usable memory's thin spells (diagnose/usable.py)
+        self.engines = StallWatch(th)  # serving engines stalled with requests running (diagnose/stall.py)
+        self._stalled: tuple = ()  # this sample's stalls, and those newly stalled (for their events)
+        self._new_stalls: tuple = ()
 
     def reboot(self, ts: float, boot_id: str | None, cause: str | None) -> list[Event]:
         """Forget windowed memory state across a reboot (a fresh boot is not still OOM-critical); no events."""
@@ -115,11 +119,13 @@ class G3Tracker(Unpersisted):
         self.dwell.reset()
         self.serving.forget()
         self.spell.forget()
+        self.engines.forget()
 
     def set_thresholds(self, th) -> None:
         """Thresholds were reloaded: judge the next sample afresh against them (no level or dwell held)."""
         self.th = th = Plain(th)
         self.serving.th = th
+        self.engines.th = th
         self.stalls, self.swapping, self.full = Latch(), Latch(), Latch()
         self.thin, self.exhausted = Latch(), Latch()
         self.runway.set_thresholds(th)
@@ -187,6 +193,9 @@ class G3Tracker(Unpersisted):
         """Judge the newest sample (held at a severity for min_dwell_s before it may fall)."""
         if sample.serving:  # (no readings leave the watch as it is: G3 reads only its KV high-water marks)
             self.serving.observe(sample.serving, f.ts, False)
+        if sample.serving or self.engines.last:
+            stalled, new = self.engines.observe(sample.serving, f.ts)
+            self._stalled, self._new_stalls = tuple(stalled), tuple(new)
         return self.advance(f, signals(f, self.th))
 
     def advance(self, f: feat.Features, s: G3Signals) -> Verdict:
@@ -215,6 +224,9 @@ class G3Tracker(Unpersisted):
                     )
                 )
             now = self._now(f, s)
+            if self._new_stalls:
+                events.extend(stall_event(st, s, now) for st in self._new_stalls)
+        self._new_stalls = ()
         r = ruling(s, now, th)
         rw = now.runway
         # A server restarted into a smaller KV cache (read now: the watch moves on; none without a KV reading).
@@ -276,8 +288,33 @@ class G3Tracker(Unpersisted):
         return _new(G3Now, (
             stalls, swapping, thin, exhausted, full_sustained, oom_hold,
             tte if tte is not None else fall_tte, tte is None and fall_tte is not None,
-            w_stalls, w_swapping, w_thin, rw, rw_warn, gone,
+            w_stalls, w_swapping, w_thin, rw, rw_warn, gone, self._stalled,
         ))  # fmt: skip
+
+
+def stall_event(st: Stall, s: G3Signals, now: G3Now) -> Event:
+    """The engine_stall event: the stall, with the memory state beside it (thin: the last sign before a wedge)."""
+    thin = bool(now.w_thin or now.gone)
+    summary = f"Serving engine stalled: {st.words()}; usable memory {s.usable / GIB:.1f} GiB"
+    if s.cma >= GIB // 4:
+        summary += f" (MemAvailable {s.avail_b / GIB:.1f} GiB, CmaFree {s.cma / GIB:.1f} GiB)"
+    summary += f", PSI some {s.some:.1f}% / full {s.full:.1f}%"
+    if thin:
+        summary += ": with memory this thin, the last sign before a wedge"
+    details = {
+        "server": st.server,
+        "stalled_since": st.since,
+        "requests_running": st.running,
+        "kv_usage": st.kv_usage,
+        "usable_bytes": s.usable,
+        "mem_available_bytes": s.avail_b,
+        "cma_free_bytes": s.cma_free_b,
+        "budget_bytes": s.budget,
+        "psi_some_avg60_pct": s.some,
+        "psi_full_avg60_pct": s.full,
+        "thin": thin,
+    }
+    return Event("engine_stall", "G3", s.ts, summary, details=details)
 
 
 def _words(r: Ruling, s: G3Signals, now: G3Now, th, kv: list | None) -> tuple[str, dict]:

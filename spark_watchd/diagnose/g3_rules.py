@@ -36,6 +36,11 @@ ADVICE_GONE = (
     "The pool is about to run out with no reclaim left to warn: stop or cap the largest GPU job now "
     "(vLLM --gpu-memory-utilization, --kv-cache-memory-bytes) before the OOM killer picks sshd or the host freezes.",
 )
+ADVICE_STALL = (
+    "The engine has stopped making progress with memory nearly gone: on GB10 the host froze seconds after "
+    "this in every instrumented wedge. Cancel the long request or stop the engine now; then lower "
+    "--gpu-memory-utilization or --max-num-batched-tokens before serving long prompts again.",
+)
 ADVICE_LOAD = (
     "A model load is filling the pool (page cache and anonymous memory climbing together, the weights "
     "counted twice): let it finish before starting anything else, and drop caches before the next load.",
@@ -60,9 +65,14 @@ class G3Now(NamedTuple):
     runway: Runway | None  # the budget's runway at its 20-minute trend (diagnose/runway.py), None when blind
     runway_warn: bool  # a runway under runway_warn_s on a sustained fall (latched, see BudgetRunway.warn)
     gone: bool  # usable memory nearly gone in a sustained thin spell (diagnose/usable.py), whatever PSI says
+    engine_stalled: (
+        tuple  # the serving engines stalled now (diagnose/stall.Stall), requests running, no progress
+    )
 
 
-_BLIND = G3Now(False, False, False, False, False, False, None, False, False, False, False, None, False, False)
+_BLIND = G3Now(
+    False, False, False, False, False, False, None, False, False, False, False, None, False, False, ()
+)
 
 
 def words(template: str, s: G3Signals, now: G3Now) -> str:
@@ -70,7 +80,12 @@ def words(template: str, s: G3Signals, now: G3Now) -> str:
     if "{" not in template:  # (unreadable: no MemAvailable to say)
         return template
     return template.format(
-        avail=_avail(s), stall=_stall(s), tte=now.tte, runway=_runway(now), usable=_usable(s)
+        avail=_avail(s),
+        stall=_stall(s),
+        tte=now.tte,
+        runway=_runway(now),
+        usable=_usable(s),
+        stalled=_stalled(now),
     )
 
 
@@ -86,6 +101,10 @@ def _usable(s: G3Signals) -> str:
     if s.cma >= GIB // 4:
         txt += f" = MemAvailable {s.avail_b / GIB:.1f} GiB - CmaFree {s.cma / GIB:.1f} GiB"
     return txt
+
+
+def _stalled(now: G3Now) -> str:
+    return ", ".join(st.words() for st in now.engine_stalled)
 
 
 def _stall(s: G3Signals) -> str:
@@ -122,6 +141,7 @@ def quiet(s: G3Signals, now: G3Now, th) -> Ruling | None:
         or now.exhausted
         or now.runway_warn
         or now.gone
+        or now.engine_stalled
     ):
         return None
     return _OK
@@ -152,6 +172,18 @@ def full_stalls(s: G3Signals, now: G3Now, th) -> Ruling | None:
             "critical",
             "Sustained full memory stalls: {stall}; {avail}",
             ADVICE_LADDER + ADVICE_TENANT,
+        )
+    return None
+
+
+def engine_stall_thin(s: G3Signals, now: G3Now, th) -> Ruling | None:
+    """A serving engine stalled (requests running, no progress) while the budget is thin: critical."""
+    if now.engine_stalled and (now.w_thin or now.gone):
+        return Ruling(
+            "critical",
+            "Serving engine stalled with requests running while memory is thin, the last sign before a wedge: "
+            "{stalled}; {usable}",
+            ADVICE_STALL + ADVICE_TENANT,
         )
     return None
 
@@ -232,6 +264,7 @@ RULES = (
     oom_killed,
     exhausted_stalling,
     full_stalls,
+    engine_stall_thin,
     usable_gone,
     reclaim,
     load_transient,

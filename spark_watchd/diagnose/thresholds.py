@@ -3,6 +3,7 @@
 from pydantic import ConfigDict, Field, model_validator
 
 from spark_watchd.diagnose.fabric_thresholds import FabricThresholds
+from spark_watchd.diagnose.wedge_thresholds import WedgeThresholds
 from spark_watchd.sample.quantities import Bytes, Count, Delay, Level, Positive, Seconds, Share
 
 GIB = 1024**3
@@ -14,7 +15,7 @@ RETIRED = {
 }
 
 
-class Thresholds(FabricThresholds):
+class Thresholds(FabricThresholds, WedgeThresholds):
     """Classifier thresholds; windows are in seconds of sample time so 30 s and 60 s intervals behave alike."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -215,45 +216,6 @@ class Thresholds(FabricThresholds):
     budget_subtracts_cma_free: bool = Field(
         True, description="Subtract CmaFree from MemAvailable in the budget (pages the GPU path cannot use)."
     )
-    # Usable memory (MemAvailable - CmaFree, no OS reserve taken off) nearly gone is critical whatever PSI says:
-    # one owner's global OOM kill came with PSI full at 0.0 for ten samples, at MemAvailable 9.4 GiB of which
-    # 8.8 GiB was CmaFree; that owner's gauge (MemAvailable - CmaFree, critical under 4 GiB) fired 3.5 minutes
-    # before the kill. A vLLM at 0.94 sits at 1.5-1.9 GiB for weeks: the level alone is not enough, the
-    # usable memory must still be falling inside the thin spell, or be nearly nothing (docs/diagnosis.md,
-    # "Usable memory nearly gone").
-    usable_critical_bytes: Bytes = Field(
-        4 * GIB,
-        description="Usable memory (MemAvailable - CmaFree, its 1 s minimum) under this is a thin spell, bytes.",
-    )
-    usable_critical_leave_bytes: Bytes = Field(
-        5 * GIB, description="A thin spell of usable memory ends once it is back above this, bytes."
-    )
-    # Every owner's kill or freeze came at or under 1.6 GiB usable; a steady 0.94 vLLM sits at 1.5-1.9 GiB.
-    usable_gone_bytes: Bytes = Field(
-        1 * GIB, description="Usable memory at or under this in consecutive samples is nearly gone, bytes."
-    )
-    # The PSI-blind kill lost ~1 GiB a minute through its last 4 GiB; a settled load's plateau and the 0.94
-    # vLLM's drift move ~0.1 GiB in that time.
-    usable_fall_bytes: Bytes = Field(
-        GIB // 2,
-        description="Fall of usable memory inside a thin spell over usable_fall_window_s that is critical, bytes.",
-    )
-    usable_fall_window_s: Seconds = Field(
-        180.0, description="Window over which a thin spell's recent fall is measured, seconds."
-    )
-    usable_spell_fall_bytes: Bytes = Field(
-        1 * GIB,
-        description="Fall of usable memory over a whole thin spell that is critical (a slow creep), bytes.",
-    )
-    # The PSI-blind kill's last minutes: ~0.5 GiB per 30 s sample; a load lands in one step of several GiB.
-    usable_creep_step_bytes: Bytes = Field(
-        GIB // 4, description="Least fall per interval that counts as a creep into a thin spell, bytes."
-    )
-    usable_critical_samples: Count = Field(
-        2,
-        description="Consecutive thin samples before usable memory counts as nearly gone (no one-second dip).",
-    )
-
     # ---- memory runway -------------------------------------------------------------------------
     # "At the last 20 minutes' rate": 20-40 samples at 30-60 s; vLLM footprints were measured growing
     # +21 GiB per 30 minutes, which this window sees as a clear, steady fall.

@@ -38,6 +38,7 @@ EVENT_SEVERITY = {
     "driver_oom": "warning",  # G3 pages on the memory signals; healthy engine starts log it too
     "pcie_fatal": "critical",
     "xid": "warning",
+    "engine_stall": "warning",  # critical while memory is thin: the last sign before a wedge
 }
 
 
@@ -46,7 +47,7 @@ def event_severity(e) -> str | None:
     if e.after_throttle:
         return "critical"
     severity = EVENT_SEVERITY.get(e.kind)
-    if e.kind == "xid" and e.details.get("fatal"):
+    if e.kind == "xid" and e.details.get("fatal") or e.kind == "engine_stall" and e.details.get("thin"):
         severity = "critical"
     if severity == "critical" and e.details.get("previous_boot"):
         severity = "warning"

@@ -1,7 +1,8 @@
 """Post-mortem: the persisted ring of recent samples and a bundle on every critical event.
 
 `PostMortem` is a daemon subscriber: each published sample goes to the ring (`ring.py`); an OOM kill, an
-eviction, a kill by systemd-oomd or earlyoom, a driver out of memory, a fatal Xid or PCIe error, or a reboot
+eviction, a kill by systemd-oomd or earlyoom, a driver out of memory, a fatal Xid or PCIe error, a serving
+engine stalled while memory is thin (the last sign before a wedge: its bundle is on disk before the freeze), or a reboot
 after a throttle or a driver fault (a wedge seen at the next boot: the ring still holds the minutes before
 the freeze) writes a bundle (`bundle.py`, with `html.py`'s report). Bundles are listed by `spark-watchd
 report`, linked from the status page and replayable (`replay BUNDLE`).

@@ -30,8 +30,18 @@ from spark_watchd.sample.model import Sample
 from spark_watchd.sample.redact import redact_argv, redact_command_line, redact_sample_dict
 
 FILES = ("trace.jsonl", "timeline.json", "workloads.json", "report.html", "manifest.json")
-# What ends or endangers a run: a bundle each (reboot only when it followed a throttle or a driver fault).
-CRITICAL_KINDS = ("oom_kill", "eviction", "driver_oom", "pcie_fatal", "workload_exit", "reboot", "xid")
+# What ends or endangers a run: a bundle each (reboot only when it followed a throttle or a driver fault, an
+# engine stall only while memory is thin).
+CRITICAL_KINDS = (
+    "oom_kill",
+    "eviction",
+    "driver_oom",
+    "pcie_fatal",
+    "workload_exit",
+    "reboot",
+    "xid",
+    "engine_stall",
+)
 
 
 def is_critical(e: Event) -> bool:
@@ -48,6 +58,8 @@ def is_critical(e: Event) -> bool:
         )  # a throttle or a wedge before it
     if e.kind == "xid":
         return bool(e.details.get("fatal"))
+    if e.kind == "engine_stall":  # with memory thin, the last sign before a wedge: the ring goes out at once
+        return bool(e.details.get("thin"))
     return True
 
 

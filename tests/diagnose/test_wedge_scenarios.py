@@ -46,6 +46,8 @@ def test_slow_failures_warn_15_min_and_go_critical_3_min_ahead(trace):
     out = _replay(trace)
     end = _end(trace, out)
     sev = [(o["ts"], RANK[o["findings"]["G3"]["severity"]]) for o in out]
+    if any(e["kind"] == "engine_stall" for o in out for e in o["events"]):
+        return  # a sudden wedge: test_the_engine_stall_is_critical_before_the_freeze
     if end is None:
         assert max(r for _, r in sev) < 2
         return
@@ -55,7 +57,23 @@ def test_slow_failures_warn_15_min_and_go_critical_3_min_ahead(trace):
         assert held and all(r >= level for ts, r in before if ts >= end - lead), (level, lead)
 
 
+def test_the_engine_stall_is_critical_before_the_freeze_with_the_memory_state_beside_it():
+    """open-gpu-kernel-modules#1358: prompt throughput 0.0 with the request running, the freeze seconds later."""
+    trace = WEDGE / "engine_stall_wedge_5s.jsonl"
+    out = _replay(trace)
+    end = _end(trace, out)
+    stall = [(o, e) for o in out for e in o["events"] if e["kind"] == "engine_stall"]
+    assert len(stall) == 1
+    o, e = stall[0]
+    assert o["ts"] <= end and o["findings"]["G3"]["severity"] == "critical"
+    assert "the last sign before a wedge" in o["findings"]["G3"]["summary"]
+    d = e["details"]
+    assert d["server"] == "vllm:8000" and d["requests_running"] == 1 and d["thin"] is True
+    assert 5 * 1024**3 < d["usable_bytes"] < 6 * 1024**3 and d["kv_usage"] == 0.04
+    assert all(x["findings"]["G3"]["severity"] == "critical" for x in out if o["ts"] <= x["ts"] <= end)
+
+
 def test_the_set_covers_the_cited_incidents():
     names = {p.name for p in _traces(WEDGE)}
-    for needle in ("psi_blind_kill", "vllm094_start_settles"):
+    for needle in ("psi_blind_kill", "vllm094_start_settles", "engine_stall_wedge"):
         assert any(needle in n for n in names), needle

@@ -246,6 +246,8 @@ def test_an_unreachable_webhook_is_retried_then_given_up_without_stopping_the_wo
         ("driver_oom", {}, "warning"),
         ("pcie_fatal", {}, "critical"),
         ("throttle_end", {}, None),
+        ("engine_stall", {"thin": True}, "critical"),  # the last sign before a wedge
+        ("engine_stall", {"thin": False}, "warning"),
     ],
 )
 def test_driver_fault_events_page_when_fatal_this_boot_and_inform_about_the_previous_one(

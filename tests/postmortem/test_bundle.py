@@ -143,3 +143,23 @@ def test_a_demo_pass_dates_its_bundle_on_the_demo_clock_not_hours_ahead(tmp_path
     assert trace[-1]["ts"] == published[kill.ts]  # the samples moved by the same shift
     events = json.loads((b.path / "timeline.json").read_text())["events"]
     assert any(e["kind"] == "oom_kill" and e["ts"] == published[kill.ts] for e in events)
+
+
+def test_an_engine_stall_on_thin_memory_writes_its_bundle_before_the_freeze(tmp_path):
+    """open-gpu-kernel-modules#1358: the stall seconds before a silent wedge; the bundle is on disk at once, so
+    it survives the power cycle that follows, and holds the seconds up to the stall."""
+    from pathlib import Path
+
+    from spark_watchd.sample.trace import read_trace
+
+    wedge = (
+        Path(__file__).resolve().parents[1] / "fixtures" / "traces" / "wedge" / "engine_stall_wedge_5s.jsonl"
+    )
+    samples = list(read_trace(wedge))
+    boot = next(i for i, s in enumerate(samples) if s.boot_id != samples[0].boot_id)
+    feed(tmp_path, samples[:boot], close=False)  # the host froze: no close
+    (b,) = list_bundles(tmp_path / "bundles")
+    assert b.kind == "engine_stall" and "last sign before a wedge" in b.summary
+    trace = [json.loads(x) for x in (b.path / "trace.jsonl").read_text().splitlines()]
+    assert trace[-1]["serving"][0]["prompt_tokens_per_s"] == 0.0
+    assert samples[boot - 1].ts - trace[-1]["ts"] <= 10  # written before the freeze, seconds before it

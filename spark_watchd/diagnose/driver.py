@@ -112,6 +112,7 @@ class DriverTracker:
         self.last_fault: tuple[float, str, bool] | None = None
         self.last_oom_ts: float | None = None
         self.flavour: str | None = None  # the NVIDIA modules' flavour this boot (diagnose/platform.py)
+        self.cause_is_nomem = False  # the last reboot_cause found is an NV_ERR_NO_MEMORY line
 
     def set_thresholds(self, th) -> None:
         """Judge with new thresholds from the next sample on."""
@@ -138,6 +139,7 @@ class DriverTracker:
             ts, text, lost = self.last_fault
             if lost or -_GAP_S <= last_ts - ts <= window:
                 found = (last_ts - ts, text, "the last sample before the gap")
+        self.cause_is_nomem = found is not None and "NV_ERR_NO_MEMORY" in found[1]
         if found is None:
             return None
         before, text, ref = found

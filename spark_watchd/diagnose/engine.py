@@ -13,6 +13,7 @@ from spark_watchd.diagnose.g4 import G4Tracker
 from spark_watchd.diagnose.g6 import G6Tracker
 from spark_watchd.diagnose.link import LinkWatch
 from spark_watchd.diagnose.platform import PlatformWatch
+from spark_watchd.diagnose.prelude import Prelude, named_reboot
 from spark_watchd.diagnose.runway import FootprintDrift, with_growth
 from spark_watchd.diagnose.thresholds import Thresholds
 from spark_watchd.diagnose.tracker import Tracker
@@ -34,6 +35,7 @@ class Diagnoser:
         self.drift = FootprintDrift(self.th)  # each workload's footprint trend (the runway is G3's)
         self.exits = ExitTracker(self.th)
         self.platform = PlatformWatch(self.th)  # the boot's stack, its change since the last boot, known-bad
+        self.prelude = Prelude(self.th)  # a boot's last minutes, for the reboot after a wedge to name
         self._prev: feat.Features | None = None
         self._restored: Mapping[str, Any] | None = None
 
@@ -62,6 +64,7 @@ class Diagnoser:
         self.drift.set_thresholds(th)
         self.exits.set_thresholds(th)
         self.platform.set_thresholds(th)
+        self.prelude.th = th
         for t in self.trackers:
             t.set_thresholds(th)
 
@@ -92,14 +95,23 @@ class Diagnoser:
         if f.reboot or (self._restored is not None and prev is None and self._restored_reboot(sample)):
             # Read before the driver forgets the last boot; a live fault's window ends at the last sample.
             cause = self.driver.reboot_cause(sample, prev.ts if prev is not None else None)
+            if cause is not None and self.driver.cause_is_nomem and self.prelude.roomy():
+                cause = (
+                    None  # NV_ERR_NO_MEMORY with a roomy pool to the end: a driver fault, not why it ended
+                )
+            said_nomem = cause is not None and self.driver.cause_is_nomem
             cause = cause or self.platform.reboot_cause()  # a boot that failed soon after an update
+            before = self.prelude.words(said_nomem=said_nomem)
             self.driver.reboot()
             self.platform.reboot()
             self.link.reboot()
             self.drift.forget()
             self.exits.forget()
+            self.prelude.forget()
             for t in self.trackers:
                 events.extend(t.reboot(sample.ts, sample.boot_id, cause))
+            if before is not None:
+                events = [named_reboot(e, *before) if e.kind == "reboot" else e for e in events]
         elif prev is not None and sample.ts < prev.ts:
             # The clock stepped back (NTP, a hand-edited trace): windows keyed on time would never
             # expire, so start them afresh; episodes and counters carry on.
@@ -136,6 +148,10 @@ class Diagnoser:
         findings["G3"] = g3
         if driver.recent:
             findings["G4"] = driver.g4(findings["G4"], sample.ts)
+        avail = f.avail_b
+        if avail is not None and self.th.budget_subtracts_cma_free:
+            avail -= f.cma_free_b or 0
+        self.prelude.observe(sample.ts, avail, events)
         self._prev = f
         return Diagnosis(sample.ts, findings, tuple(events), workloads)
 

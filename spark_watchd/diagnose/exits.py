@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import Any
 
+from spark_watchd.diagnose.collateral import ADVICE_COLLATERAL, collateral_names
 from spark_watchd.sample.driver import event_kind
 from spark_watchd.sample.findings import Event
 from spark_watchd.sample.kills import KillReport
@@ -268,4 +269,11 @@ def name_oom_event(event: Event, reports: tuple[KillReport, ...]) -> Event:
         parts.append(f"{r.name} (pid {r.pid}{rss}) {where}")
     details = dict(event.details)
     details["victims"] = [r.to_dict() for r in named]
-    return replace(event, summary=f"The kernel OOM killer killed {'; '.join(parts)}", details=details)
+    summary = f"The kernel OOM killer killed {'; '.join(parts)}"
+    if names := collateral_names(named):
+        details["collateral"] = list(names)
+        summary += (
+            f"; collateral: {', '.join(names)} (system service{'s' if len(names) > 1 else ''}, not a workload). "
+            + ADVICE_COLLATERAL[0]
+        )
+    return replace(event, summary=summary, details=details)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from spark_watchd.diagnose.collateral import collateral_names
 from spark_watchd.sample.findings import Finding
 from spark_watchd.sample.model import Sample
 
@@ -55,6 +56,7 @@ class Features:
         "majfault_per_s",
         "oom_delta",
         "oom_memcg",
+        "oom_collateral",
     )
     _RAW = (
         "boot_id",
@@ -102,6 +104,7 @@ class Features:
         self.majfault_per_s = None
         self.oom_delta = None
         self.oom_memcg = False  # every kernel kill report of this sample was at a cgroup's own limit
+        self.oom_collateral = ()  # system services the kernel killed under global pressure (diagnose/collateral)
         self.boot_id = None
         self.uptime_s = None
         self.c_pure = None
@@ -219,6 +222,7 @@ def compute(prev: Features | None, cur: Sample, th) -> Features:
     if cur.oom_kills:
         kernel = [k for k in cur.oom_kills if k.killer in ("kernel", "memcg")]
         f.oom_memcg = bool(kernel) and all(k.scope == "memcg" for k in kernel)
+        f.oom_collateral = collateral_names(kernel)
     if prev is not None and not f.reboot:
         b = prev.oom_kill
         if oom is not None and b is not None and oom > b:

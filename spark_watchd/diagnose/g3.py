@@ -59,6 +59,7 @@ class G3Signals(NamedTuple):
     usable: int | None  # MemAvailable minus CmaFree (when subtracted): what an allocation can still get
     usable_low: int | None  # the same from the 1 s minimum
     cma_total_b: int | None  # CmaTotal: what usable memory is on this boot's kernel (usable.basis)
+    oom_collateral: tuple  # system services this sample's global kills took (diagnose/collateral.py)
 
 
 # tuple.__new__ builds the record without NamedTuple's Python-level __new__ (once per sample per record).
@@ -79,6 +80,7 @@ def signals(f: feat.Features, th) -> G3Signals:
         f.swapout_per_s or 0.0, f.swapout_per_s, f.majfault_per_s, f.psi_some_pct, f.psi_full_pct,
         f.cached_b, f.anon_b, f.oom_delta, f.oom_memcg,
         None if avail is None else avail - cma, None if avail is None else f.avail_min_b - cma, f.cma_total_b,
+        f.oom_collateral,
     ))  # fmt: skip
 
 
@@ -92,6 +94,7 @@ class G3Tracker(Unpersisted):
         self.hist = deque()  # (ts, avail_b, cached_b, anon_b) over the transient window
         self.avail = deque(maxlen=3)  # (ts, avail_b) of the last three samples, for the fall rate
         self.oom_hold_until = None
+        self.collateral: tuple = ()  # the collateral victims of the kills held (shown while the OOM hold lasts)
         self.full_since = None
         self.oom_total = 0
         # Hysteresis per threshold: each condition enters at one level and leaves past another.
@@ -212,7 +215,10 @@ class G3Tracker(Unpersisted):
                 self.runway.forget()  # a kill frees memory: the trend before it is not the one after
                 # A container at its own memory limit is not the pool running out: the event, no critical hold.
                 if not s.oom_memcg:
+                    if self.oom_hold_until is None or ts >= self.oom_hold_until:
+                        self.collateral = ()
                     self.oom_hold_until = ts + th.oom_critical_hold_s
+                    self.collateral += tuple(n for n in s.oom_collateral if n not in self.collateral)
                 events.append(
                     Event(
                         "oom_kill",
@@ -273,6 +279,7 @@ class G3Tracker(Unpersisted):
         tte = self._transient(f, budget)
         fall_tte = self._falling(f, budget) if tte is None else None
         oom_hold = self.oom_hold_until is not None and ts < self.oom_hold_until
+        collateral = self.collateral if oom_hold else ()
         rw = self.runway.update(ts, budget)
         rw_warn = self.runway.warn(ts, rw) if rw.known else False
         gone = self.spell.step(ts, s.usable, s.usable_low, th)
@@ -288,7 +295,7 @@ class G3Tracker(Unpersisted):
         return _new(G3Now, (
             stalls, swapping, thin, exhausted, full_sustained, oom_hold,
             tte if tte is not None else fall_tte, tte is None and fall_tte is not None,
-            w_stalls, w_swapping, w_thin, rw, rw_warn, gone, self._stalled,
+            w_stalls, w_swapping, w_thin, rw, rw_warn, gone, self._stalled, collateral,
         ))  # fmt: skip
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
+from spark_watchd.diagnose.collateral import ADVICE_COLLATERAL
 from spark_watchd.diagnose.runway import ADVICE_RUNWAY, Runway
 from spark_watchd.diagnose.tracker import Ruling, judge
 
@@ -66,12 +67,13 @@ class G3Now(NamedTuple):
     runway_warn: bool  # a runway under runway_warn_s on a sustained fall (latched, see BudgetRunway.warn)
     gone: bool  # usable memory nearly gone in a sustained thin spell (diagnose/usable.py), whatever PSI says
     engine_stalled: (
-        tuple  # the serving engines stalled now (diagnose/stall.Stall), requests running, no progress
+        tuple  # the serving engines stalled now (diagnose/stall.Stall): requests running, no progress
     )
+    collateral: tuple  # system services the held OOM kills took (diagnose/collateral.py)
 
 
 _BLIND = G3Now(
-    False, False, False, False, False, False, None, False, False, False, False, None, False, False, ()
+    False, False, False, False, False, False, None, False, False, False, False, None, False, False, (), ()
 )
 
 
@@ -86,6 +88,7 @@ def words(template: str, s: G3Signals, now: G3Now) -> str:
         runway=_runway(now),
         usable=_usable(s),
         stalled=_stalled(now),
+        collateral=", ".join(now.collateral),
     )
 
 
@@ -149,6 +152,12 @@ def quiet(s: G3Signals, now: G3Now, th) -> Ruling | None:
 
 def oom_killed(s: G3Signals, now: G3Now, th) -> Ruling | None:
     """The OOM killer ran within oom_critical_hold_s: critical."""
+    if now.oom_hold and now.collateral:
+        return Ruling(
+            "critical",
+            "The OOM killer ran and took system services as collateral ({collateral}): {avail}",
+            ADVICE_COLLATERAL + ADVICE_LADDER + ADVICE_TENANT,
+        )
     if now.oom_hold:
         return Ruling("critical", "The OOM killer ran: {avail}", ADVICE_LADDER + ADVICE_TENANT)
     return None

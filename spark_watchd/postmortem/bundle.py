@@ -53,9 +53,8 @@ def is_critical(e: Event) -> bool:
         cause = str(e.details.get("cause", ""))
         return bool(e.gotcha) and not e.details.get("follows") and not cause.startswith("oom_kill")
     if e.kind == "reboot":
-        return bool(e.after_throttle) or bool(
-            e.details.get("driver_cause")
-        )  # a throttle or a wedge before it
+        # a throttle, a driver fault or a wedge after kills, a stall or a thin pool before it
+        return bool(e.after_throttle or e.details.get("driver_cause") or e.details.get("before_gap"))
     if e.kind == "xid":
         return bool(e.details.get("fatal"))
     if e.kind == "engine_stall":  # with memory thin, the last sign before a wedge: the ring goes out at once

@@ -10,8 +10,9 @@ Pure: the samples' processes, their `oom_kills` reports (kernel OOM killer, syst
 - the kernel's oom_kill counter rising with no readable report (the kill is known, the victim is not);
 - otherwise an exit: a normal exit or a signal from a user (Linux tells a third party neither the exit
   status nor who sent a signal, so the two are not told apart).
-One event per workload (a launcher and its children go together); a member that follows a killed sibling
-within the grace is named in the same words but counted once.
+One event per workload (a launcher and its children go together): members leaving in consecutive samples
+join the exit still waiting for its cause, and one leaving within the grace after its workload's exit was
+told (vLLM's launcher 30 s after its EngineCore was killed) gives no second event.
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ class ExitTracker:
         self.pending: list[_Gone] = []
         self.reports: deque[KillReport] = deque(maxlen=200)
         self.driver_oom_ts: float | None = None
-        self.recent: dict[tuple, tuple[float, str]] = {}  # workload key -> (ts, cause) of its last kill
+        self.settled: dict[tuple, float] = {}  # workload key -> when its last workload_exit was told
         self._sig: tuple = ()  # _WL_SIG of each workload of the table _of was built from
         self._of: dict[int, tuple[tuple, str, str]] = {}  # pid -> (wl key, kind, name) in that table
 
@@ -130,7 +131,7 @@ class ExitTracker:
         """A reboot or a clock step back: the table is not this boot's (the reboot event says why)."""
         self._procs, self._keys = (), ()
         self.pending.clear()
-        self.recent.clear()
+        self.settled.clear()
         self.driver_oom_ts = None
 
     def update(self, sample: Sample, oom_delta: int | None, workloads: tuple[Any, ...]) -> list[Event]:
@@ -188,9 +189,17 @@ class ExitTracker:
                 wk, kind, name = last_of[p.pid]
                 g = groups.get(wk) or groups.setdefault(wk, _Gone(wk, kind, name, ts))
                 g.procs.append(p)
+        grace = self.th.exit_grace_s
+        pending = {p.key: p for p in self.pending}
         for g in groups.values():
             g.oom_rose = bool(oom_delta)
-            self.pending.append(g)
+            if (same := pending.get(g.key)) is not None:  # the rest of a workload leaving a tick later
+                same.procs.extend(g.procs)
+                same.oom_rose = same.oom_rose or g.oom_rose
+            elif ts - self.settled.get(g.key, float("-inf")) > grace:
+                self.pending.append(g)
+            # else: its workload's exit was already told within the grace (vLLM's launcher 30 s after its
+            # EngineCore was killed): one workload_exit per workload
 
     def _match(self, g: _Gone, final: bool) -> tuple[str, ProcessInfo, KillReport | None] | None:
         """`final`: the grace is over, so a cgroup's counter (no report) may settle it too."""
@@ -225,14 +234,13 @@ class ExitTracker:
             else:
                 found = ("exit", victim, None)
         cause, victim, report = found
-        follows = None
-        last = self.recent.get(g.key)
-        if cause in ("exit", "oom_kill") and last is not None and g.since - last[0] <= grace:
-            follows = last[1]
-        if cause in _ALERTING:
-            self.recent[g.key] = (g.since, cause)
+        settled = self.settled
+        if len(settled) > 64:  # bounded: only the last grace's exits are read
+            for k in [k for k, t in settled.items() if ts - t > grace]:
+                del settled[k]
+        settled[g.key] = ts
         details: dict[str, Any] = {
-            "cause": follows or cause,
+            "cause": cause,
             "workload_kind": g.kind,
             "workload": g.workload,
             "pid": victim.pid,
@@ -243,9 +251,6 @@ class ExitTracker:
         if report is not None:
             details["report"] = report.to_dict()
         summary = _words(cause, victim, report, g)
-        if follows:
-            details["follows"] = True
-            summary = f"{summary}, after its workload's {follows.replace('_', ' ')}"
         return Event("workload_exit", "G3" if cause in _ALERTING else "", ts, summary, details=details)
 
 

@@ -9,7 +9,8 @@ Pure: the samples' processes, their `oom_kills` reports (kernel OOM killer, syst
 - its cgroup v2 `memory.events` `oom_kill` rising as it went (a `memcg` report), once the grace is over;
 - the kernel's oom_kill counter rising with no readable report (the kill is known, the victim is not);
 - otherwise an exit: a normal exit or a signal from a user (Linux tells a third party neither the exit
-  status nor who sent a signal, so the two are not told apart).
+  status nor who sent a signal, so the two are not told apart); but Ollama runners ending while
+  `ollama serve` stays are a model unloaded (an `unload` event), not an exit.
 One event per workload (a launcher and its children go together): members leaving in consecutive samples
 join the exit still waiting for its cause, and one leaving within the grace after its workload's exit was
 told (vLLM's launcher 30 s after its EngineCore was killed) gives no second event.
@@ -54,6 +55,7 @@ class _Gone:
     since: float
     procs: list[ProcessInfo] = field(default_factory=list)
     oom_rose: bool = False
+    launcher_alive: bool = False  # the workload's launcher was still in the table as these left
 
 
 def _who(p: ProcessInfo) -> str:
@@ -193,6 +195,7 @@ class ExitTracker:
         pending = {p.key: p for p in self.pending}
         for g in groups.values():
             g.oom_rose = bool(oom_delta)
+            g.launcher_alive = g.key in cur
             if (same := pending.get(g.key)) is not None:  # the rest of a workload leaving a tick later
                 same.procs.extend(g.procs)
                 same.oom_rose = same.oom_rose or g.oom_rose
@@ -234,6 +237,8 @@ class ExitTracker:
             else:
                 found = ("exit", victim, None)
         cause, victim, report = found
+        if cause == "exit" and _unload(g):
+            return _unload_event(g, victim, ts)
         settled = self.settled
         if len(settled) > 64:  # bounded: only the last grace's exits are read
             for k in [k for k, t in settled.items() if ts - t > grace]:
@@ -252,6 +257,24 @@ class ExitTracker:
             details["report"] = report.to_dict()
         summary = _words(cause, victim, report, g)
         return Event("workload_exit", "G3" if cause in _ALERTING else "", ts, summary, details=details)
+
+
+def _unload(g: _Gone) -> bool:
+    """Ollama runners leaving with no kill while `ollama serve` stays: a model unloaded (keep-alive), not an
+    exit (each loaded model is a runner process that ends when Ollama unloads it)."""
+    return g.kind == "ollama" and g.launcher_alive and all("runner" in p.cmdline for p in g.procs)
+
+
+def _unload_event(g: _Gone, victim: ProcessInfo, ts: float) -> Event:
+    who = ", ".join(f"{p.name} runner (pid {p.pid}, {max(p.rss_bytes, p.gpu_mem_bytes or 0) / GIB:.1f} GiB)"
+                    for p in g.procs)  # fmt: skip
+    summary = (
+        f"Ollama unloaded a model: {who} ended with its server still running (keep-alive or a new model)"
+    )
+    details = {"cause": "unload", "workload_kind": g.kind, "workload": g.workload, "pid": victim.pid,
+               "name": victim.name, "pids": [p.pid for p in g.procs],
+               "resident_bytes": max(victim.rss_bytes, victim.gpu_mem_bytes or 0)}  # fmt: skip
+    return Event("unload", "", ts, summary, details=details)
 
 
 def _biggest(g: _Gone) -> ProcessInfo:

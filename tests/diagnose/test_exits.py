@@ -163,6 +163,23 @@ def test_a_server_whose_processes_leave_in_consecutive_samples_is_one_exit():
     assert "VLLM::EngineCore (pid 4121" in e.summary and "vllm (pid 4100) went with it" in e.summary
 
 
+def test_an_ollama_runner_ending_while_its_server_stays_is_an_unload_not_an_exit():
+    serve = proc(3600, ["/usr/local/bin/ollama", "serve"], 0.5, 0.5, create_time=100.0, ppid=1)
+    runner = proc(
+        3700, ["/usr/local/bin/ollama", "runner", "--model", "m"], 1.2, 21.0, create_time=900.0, ppid=3600
+    )
+    steps = [([serve, runner], None, 0)] * 3 + [([serve], None, 0)] * 4
+    h, d, events = Host(), Diagnoser(Thresholds()), []
+    for procs, _, oom in steps:
+        events += d.observe(h.sample(processes=procs, oom=oom, avail_gib=40.0)).events
+    assert [e.kind for e in events if e.kind in ("workload_exit", "unload")] == ["unload"]
+    (u,) = [e for e in events if e.kind == "unload"]
+    assert u.details["pids"] == [3700] and "Ollama unloaded a model" in u.summary
+    # The server itself going is an exit.
+    steps = [([serve, runner], None, 0)] * 3 + [([], None, 0)] * 4
+    assert [e.details["cause"] for e in _run(steps) if e.kind == "workload_exit"] == ["exit"]
+
+
 def test_the_kernels_report_landing_late_names_it_better_than_the_counter():
     cg = "/system.slice/docker-3f2a.scope"
     trainer = [proc(5200, TRAINER, 30.0, 20.0, create_time=800.0, ppid=1)]

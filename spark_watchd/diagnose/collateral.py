@@ -29,6 +29,11 @@ ADVICE_COLLATERAL = (
     "OOMScoreAdjust=-900 in a drop-in (sudo systemctl edit ssh), and give the engine a cap "
     "(vLLM --gpu-memory-utilization or --kv-cache-memory-bytes) so the pool never empties.",
 )
+# A kill at a cgroup's own limit, or with the pool roomy: the limit is the fix, not the pool.
+ADVICE_LIMIT = (
+    "Find the killed process's container or unit and raise its memory limit (docker run --memory, systemd "
+    "MemoryMax=) or shrink what runs in it; the unified pool itself had room.",
+)
 
 
 def collateral(r: KillReport) -> bool:

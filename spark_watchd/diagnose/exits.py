@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import Any
 
-from spark_watchd.diagnose.collateral import ADVICE_COLLATERAL, collateral_names
+from spark_watchd.diagnose.collateral import ADVICE_COLLATERAL, ADVICE_LIMIT, collateral_names
 from spark_watchd.sample.driver import event_kind
 from spark_watchd.sample.findings import Event
 from spark_watchd.sample.kills import KillReport
@@ -298,6 +298,8 @@ def name_oom_event(event: Event, reports: tuple[KillReport, ...]) -> Event:
     details = dict(event.details)
     details["victims"] = [r.to_dict() for r in named]
     summary = f"The kernel OOM killer killed {'; '.join(parts)}"
+    if any(r.scope == "memcg" for r in named):
+        summary += f". {ADVICE_LIMIT[0]}"
     if names := collateral_names(named):
         details["collateral"] = list(names)
         summary += (

@@ -95,6 +95,8 @@ class G3Tracker(Unpersisted):
         self.avail = deque(maxlen=3)  # (ts, avail_b) of the last three samples, for the fall rate
         self.oom_hold_until = None
         self.collateral: tuple = ()  # the collateral victims of the kills held (shown while the OOM hold lasts)
+        self.oom_roomy = False  # the kills held came with usable memory to spare before and through them
+        self.usable_prev: int | None = None  # usable memory at the previous sample
         self.full_since = None
         self.oom_total = 0
         # Hysteresis per threshold: each condition enters at one level and leaves past another.
@@ -118,6 +120,7 @@ class G3Tracker(Unpersisted):
         self.avail.clear()
         self.full_since = None
         self.oom_hold_until = None
+        self.usable_prev = None
         self.runway.forget()
         self.dwell.reset()
         self.serving.forget()
@@ -210,15 +213,10 @@ class G3Tracker(Unpersisted):
             self.hist.clear()
             now = _BLIND
         else:
+            if s.oom_memcg and self.oom_roomy:  # the report of a kill held as 'pool roomy' came: its limit
+                self.oom_hold_until = None
             if s.oom_delta:
-                self.oom_total += s.oom_delta
-                self.runway.forget()  # a kill frees memory: the trend before it is not the one after
-                # A container at its own memory limit is not the pool running out: the event, no critical hold.
-                if not s.oom_memcg:
-                    if self.oom_hold_until is None or ts >= self.oom_hold_until:
-                        self.collateral = ()
-                    self.oom_hold_until = ts + th.oom_critical_hold_s
-                    self.collateral += tuple(n for n in s.oom_collateral if n not in self.collateral)
+                self._kill(s)
                 events.append(
                     Event(
                         "oom_kill",
@@ -230,6 +228,7 @@ class G3Tracker(Unpersisted):
                     )
                 )
             now = self._now(f, s)
+            self.usable_prev = s.usable
             if self._new_stalls:
                 events.extend(stall_event(st, s, now) for st in self._new_stalls)
         self._new_stalls = ()
@@ -261,6 +260,23 @@ class G3Tracker(Unpersisted):
                 self.stalls.on = self.swapping.on = self.thin.on = False
         return _new(Verdict, (out, events, ()))
 
+    def _kill(self, s: G3Signals) -> None:
+        """An OOM kill: held critical for oom_critical_hold_s, unless a cgroup's own limit (no hold) or the pool
+        was roomy before and through it (held as a warning: not the pool running out)."""
+        th, ts = self.th, s.ts
+        self.oom_total += s.oom_delta
+        self.runway.forget()  # a kill frees memory: the trend before it is not the one after
+        if s.oom_memcg:  # a container at its own memory limit is not the pool running out: the event alone
+            return
+        line = th.budget_warn_bytes + th.os_reserve_bytes
+        roomy = self.usable_prev is not None and self.usable_prev > line and s.usable_low > line
+        held = self.oom_hold_until is not None and ts < self.oom_hold_until
+        if not held:
+            self.collateral, self.oom_roomy = (), roomy
+        self.oom_roomy = self.oom_roomy and roomy
+        self.oom_hold_until = ts + th.oom_critical_hold_s
+        self.collateral += tuple(n for n in s.oom_collateral if n not in self.collateral)
+
     def _now(self, f: feat.Features, s: G3Signals) -> G3Now:
         """Move the latches, windows and holds on this sample; what the rules read besides the signals."""
         th = self.th
@@ -280,6 +296,7 @@ class G3Tracker(Unpersisted):
         fall_tte = self._falling(f, budget) if tte is None else None
         oom_hold = self.oom_hold_until is not None and ts < self.oom_hold_until
         collateral = self.collateral if oom_hold else ()
+        roomy_kill = oom_hold and self.oom_roomy
         rw = self.runway.update(ts, budget)
         rw_warn = self.runway.warn(ts, rw) if rw.known else False
         gone = self.spell.step(ts, s.usable, s.usable_low, th)
@@ -295,7 +312,7 @@ class G3Tracker(Unpersisted):
         return _new(G3Now, (
             stalls, swapping, thin, exhausted, full_sustained, oom_hold,
             tte if tte is not None else fall_tte, tte is None and fall_tte is not None,
-            w_stalls, w_swapping, w_thin, rw, rw_warn, gone, self._stalled, collateral,
+            w_stalls, w_swapping, w_thin, rw, rw_warn, gone, self._stalled, collateral, roomy_kill,
         ))  # fmt: skip
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from spark_watchd.diagnose.collateral import ADVICE_COLLATERAL
+from spark_watchd.diagnose.collateral import ADVICE_COLLATERAL, ADVICE_LIMIT
 from spark_watchd.diagnose.runway import ADVICE_RUNWAY, Runway
 from spark_watchd.diagnose.tracker import Ruling, judge
 
@@ -70,10 +70,27 @@ class G3Now(NamedTuple):
         tuple  # the serving engines stalled now (diagnose/stall.Stall): requests running, no progress
     )
     collateral: tuple  # system services the held OOM kills took (diagnose/collateral.py)
+    oom_roomy: bool  # the held kills came with usable memory to spare: not the pool running out
 
 
 _BLIND = G3Now(
-    False, False, False, False, False, False, None, False, False, False, False, None, False, False, (), ()
+    False,
+    False,
+    False,
+    False,
+    False,
+    False,
+    None,
+    False,
+    False,
+    False,
+    False,
+    None,
+    False,
+    False,
+    (),
+    (),
+    False,
 )
 
 
@@ -151,7 +168,14 @@ def quiet(s: G3Signals, now: G3Now, th) -> Ruling | None:
 
 
 def oom_killed(s: G3Signals, now: G3Now, th) -> Ruling | None:
-    """The OOM killer ran within oom_critical_hold_s: critical."""
+    """The OOM killer ran within oom_critical_hold_s: critical (warning when the pool was roomy through it)."""
+    if now.oom_hold and now.oom_roomy:
+        return Ruling(
+            "warning",
+            "The OOM killer ran with the pool roomy ({usable}): most likely a cgroup's (container's) own "
+            "memory limit, not the pool running out",
+            ADVICE_LIMIT,
+        )
     if now.oom_hold and now.collateral:
         return Ruling(
             "critical",

@@ -72,20 +72,32 @@ def test_oom_kill_is_an_event_and_critical():
     host = Host()
     th = Thresholds()
     d = Diagnoser(th)
-    for s in host.run(3):
+    for s in host.run(3, avail_gib=6.0):
         d.observe(s)
-    out = d.observe(host.sample(oom=1))
+    out = d.observe(host.sample(oom=1, avail_gib=30.0, avail_min_gib=1.0))
     assert [e.kind for e in out.events] == ["oom_kill"]
     assert out.findings["G3"].severity == "critical"
+
+
+def test_an_oom_kill_with_the_pool_roomy_before_and_through_it_is_a_warning_naming_a_cgroups_limit():
+    """Owners' traces: a container's 64 MiB process killed at its own limit with 22 GiB free read as five
+    minutes of G3 critical with whole-pool advice (the kernel's report a tick late)."""
+    host = Host()
+    d = Diagnoser(Thresholds())
+    for s in host.run(3, avail_gib=26.0):
+        d.observe(s)
+    g3 = d.observe(host.sample(oom=1, avail_gib=26.0)).findings["G3"]
+    assert g3.severity == "warning" and "pool roomy" in g3.summary
+    assert any("memory limit" in a for a in g3.advice)
 
 
 def test_a_reboot_clears_the_oom_hold():
     th = Thresholds()
     host = Host()
     d = Diagnoser(th)
-    for s in host.run(3):
+    for s in host.run(3, avail_gib=6.0):
         d.observe(s)
-    d.observe(host.sample(oom=1))
+    d.observe(host.sample(oom=1, avail_gib=30.0, avail_min_gib=1.0))  # the pool ran out: a thin 1 s minimum
     # without a reboot the host is still OOM-critical within the hold...
     assert d.observe(host.sample()).findings["G3"].severity == "critical"
     # ...but a fresh boot 2 minutes later (well inside oom_critical_hold_s) at 112 GiB available is not
@@ -100,9 +112,9 @@ def test_a_clock_step_back_keeps_the_oom_hold():
     th = Thresholds()
     host = Host()
     d = Diagnoser(th)
-    for s in host.run(3):
+    for s in host.run(3, avail_gib=6.0):
         d.observe(s)
-    d.observe(host.sample(oom=1))
+    d.observe(host.sample(oom=1, avail_gib=30.0, avail_min_gib=1.0))  # the pool ran out: a thin 1 s minimum
     host.ts -= 3600.0  # NTP steps the clock back an hour: still the same boot, still right after the kill
     assert d.observe(host.sample()).findings["G3"].severity == "critical"
 

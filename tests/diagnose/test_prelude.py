@@ -82,3 +82,9 @@ def test_nv_err_no_memory_with_a_roomy_pool_is_never_the_cause_of_a_deliberate_r
     (reboot,) = _events([d.observe(s) for s in samples[boot:]], "reboot")
     assert "NV_ERR_NO_MEMORY" not in reboot.summary and "driver_cause" not in reboot.details
     assert "before_gap" not in reboot.details and not is_critical(reboot)
+
+
+def test_a_kill_at_a_containers_own_limit_says_the_limit_is_the_fix():
+    runway = WEDGE.parent / "runway" / "container_memcg_kill_30s.jsonl"
+    (e,) = [e for d in Diagnoser().run(read_trace(runway)) for e in d.events if e.kind == "oom_kill"]
+    assert "at its cgroup's own limit" in e.summary and "raise its memory limit" in e.summary

@@ -5,8 +5,9 @@ not a throttle (nothing is hot), not a power-delivery fault (the clock is far ab
 and power is normal). The driver forgets a cap at every boot, so a boot whose loaded clock runs above
 the cap the owner keeps (`[thresholds] expected_clock_cap_mhz`, or the cap this daemon saw in the
 previous boot) has lost it: a G4 warning with the command that restores it. The cost of the cap is
-measured on comparable stretches (under load, not throttling, a training job reporting): the mean
-temperature and tokens/s (or step time) with the cap against without it.
+measured like with like: settled stretches of the same load (the same jobs, loaded for SETTLE_S, not
+throttling), the mean temperature and tokens/s (or step time) with the cap against without it, never a
+cooler warm-up against a plateau.
 
 Pure: samples and their features in, a CapStatus out; no I/O, no clock. G4Tracker moves it in advance();
 the rules g4_rules.clock_cap_lost (a warning, after the thermal and reboot rules) and g4_rules.clock_capped
@@ -29,6 +30,12 @@ MIN_SPAN_S = 600.0  # ... over at least ten minutes
 BELOW_APP_MHZ = 150  # a ceiling this far under the applications clock (2418 on GB10) is no boost wobble
 LOST_SAMPLES = 3  # loaded samples above the cap before the cap counts as lost
 COST_MIN = 5  # samples on each side before a cost is quoted
+# Like with like: a sample counts toward the cost only once the load has run this long without a break (a
+# cold GB10 takes 5-10 minutes to reach its plateau under load: a warm-up after a reboot read 14 C cooler and
+# gave "+3 C" for a cap), and only against samples of the same load (the same training jobs, else the same
+# GPU-resident process names).
+SETTLE_S = 600.0
+_LOADS = 8  # load signatures kept for the cost
 _STALE = object()  # the ceiling needs finding again (see ClockCapWatch._found_for)
 
 ADVICE_LOST = (
@@ -104,6 +111,12 @@ def _tps(sample: Sample) -> tuple[float | None, float | None]:
     return (sum(tps) if tps else None), (sum(steps) / len(steps) if steps else None)
 
 
+def _load(sample: Sample) -> tuple:
+    """What load a sample carries, for comparing like with like: its training jobs, else its GPU processes."""
+    jobs = tuple(sorted({t.job for t in sample.throughput}))
+    return jobs or tuple(sorted({p.name for p in sample.processes if p.gpu_resident}))
+
+
 class ClockCapWatch:
     """Finds the cap of this boot, remembers it across a reboot, and says when a boot runs without it."""
 
@@ -117,7 +130,8 @@ class ClockCapWatch:
         self._above = 0
         self.lost = False
         self._lost_clock: float | None = None
-        self._sides = {"capped": _Side(), "uncapped": _Side()}
+        self._sides: dict[tuple, dict[str, _Side]] = {}  # load signature -> capped and uncapped sides
+        self._loaded_since: float | None = None
         self.status: CapStatus | None = None
         # Work done only when its inputs changed (most samples change none of them): the ceiling is found
         # again when the clean window moved, the applications clock or the thresholds changed (_found_for:
@@ -141,6 +155,7 @@ class ClockCapWatch:
         self.cap = None
         self._ran_free = False
         self._clean.clear()
+        self._loaded_since = None
         self._found_for = _STALE
         self._after_reboot = True
         self._above = 0
@@ -148,6 +163,7 @@ class ClockCapWatch:
 
     def time_jump(self) -> None:
         self._clean.clear()
+        self._loaded_since = None
         self._found_for = _STALE
 
     def state(self) -> dict[str, Any]:
@@ -190,11 +206,20 @@ class ClockCapWatch:
             elif self.cap is not None:  # held again: restored by hand
                 self._above = 0
                 self.lost = False
-        if loaded and ceiling is not None:
+        if not loaded:
+            self._loaded_since = None
+        elif self._loaded_since is None:
+            self._loaded_since = f.ts
+        if loaded and ceiling is not None and f.ts - self._loaded_since >= SETTLE_S:
             hot = f.thermal_bits or (temp is not None and temp >= f.slowdown_c - th.slowdown_margin_c)
             if not hot:
                 side = "capped" if clk <= ceiling + th.clock_cap_above_mhz else "uncapped"
-                self._sides[side].add(temp, *_tps(sample))
+                sides = self._sides.get(sig := _load(sample))
+                if sides is None:
+                    if len(self._sides) >= _LOADS:
+                        self._sides.pop(next(iter(self._sides)))
+                    sides = self._sides[sig] = {"capped": _Side(), "uncapped": _Side()}
+                sides[side].add(temp, *_tps(sample))
                 self._cost_now = self._cost()
         key = (self.cap, expected, self.lost, self._lost_clock, self._cost_now)
         if key != self._status_key:
@@ -224,9 +249,12 @@ class ClockCapWatch:
             self.cap = None  # the clocks run free again
 
     def _cost(self) -> dict[str, Any] | None:
-        c, u = self._sides["capped"], self._sides["uncapped"]
-        if c.n < COST_MIN or u.n < COST_MIN:
+        """The cost on the load seen most on both sides (the same load capped and uncapped), or None."""
+        both = [x for x in self._sides.values() if min(x["capped"].n, x["uncapped"].n) >= COST_MIN]
+        if not both:
             return None
+        best = max(both, key=lambda x: x["capped"].n + x["uncapped"].n)
+        c, u = best["capped"], best["uncapped"]
         out: dict[str, Any] = {"temp_delta_c": round(c.temp / c.n - u.temp / u.n, 1), "samples": [c.n, u.n]}
         if c.tps_n >= COST_MIN and u.tps_n >= COST_MIN:
             out["tokens_delta_pct"] = round(100 * ((c.tps / c.tps_n) / (u.tps / u.tps_n) - 1), 1)

@@ -87,3 +87,30 @@ def test_a_cap_restored_by_hand_clears_the_warning():
 def test_runs_without_a_cap_show_none(name):
     _, out = _run("", samples=read_trace(OWN / f"{name}.jsonl"))
     assert not any("clock_cap_cap_mhz" in o.findings["G4"].evidence for o in out)
+
+
+def _cap_then_reboot(after, interval=45.0):
+    """A run capped at 2100 MHz for an hour (69 C), a reboot, then `after(host)` samples."""
+    from tests.diagnose.diag_builders import Host
+
+    h = Host(interval=interval)
+    samples = h.run(80, temp=69.0, clk=2100, util=97.0, step=1.03, job="sft")
+    h.reboot(gap=180.0)
+    return samples + after(h)
+
+
+def test_the_cost_never_compares_a_capped_plateau_with_a_cooler_warm_up():
+    """Owners' traces: the cap's cost read '+3 C' from a capped run against the warm-up after a reboot."""
+    warm = _cap_then_reboot(lambda h: [h.sample(temp=60.0 + 0.6 * i, clk=2418, util=97.0, step=1.0, job="sft")
+                                       for i in range(12)])  # fmt: skip
+    d, _ = _run("", samples=warm)
+    assert d.cap.status is None or d.cap.status.cost is None  # 9 minutes of warm-up: nothing settled yet
+
+
+def test_the_cost_compares_the_same_load_capped_and_uncapped():
+    other = _cap_then_reboot(lambda h: h.run(40, temp=82.0, clk=2418, util=97.0, step=0.4, job="another"))
+    d, _ = _run("", samples=other)
+    assert d.cap.status.cost is None  # another job uncapped: not the same load
+    same = _cap_then_reboot(lambda h: h.run(40, temp=82.0, clk=2418, util=97.0, step=1.0, job="sft"))
+    d, _ = _run("", samples=same)
+    assert d.cap.status.cost["temp_delta_c"] == pytest.approx(-13.0, abs=0.5)

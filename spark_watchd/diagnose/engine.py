@@ -11,6 +11,7 @@ from spark_watchd.diagnose.exits import ExitTracker, name_oom_event
 from spark_watchd.diagnose.g3 import G3Tracker
 from spark_watchd.diagnose.g4 import G4Tracker
 from spark_watchd.diagnose.g6 import G6Tracker
+from spark_watchd.diagnose.hold import HoldWatch
 from spark_watchd.diagnose.link import LinkWatch
 from spark_watchd.diagnose.platform import PlatformWatch
 from spark_watchd.diagnose.prelude import Prelude, named_reboot
@@ -36,6 +37,7 @@ class Diagnoser:
         self.exits = ExitTracker(self.th)
         self.platform = PlatformWatch(self.th)  # the boot's stack, its change since the last boot, known-bad
         self.prelude = Prelude(self.th)  # a boot's last minutes, for the reboot after a wedge to name
+        self.holds = HoldWatch(self.th)  # each serving engine's true hold against what it declared
         self._prev: feat.Features | None = None
         self._restored: Mapping[str, Any] | None = None
 
@@ -108,6 +110,7 @@ class Diagnoser:
             self.drift.forget()
             self.exits.forget()
             self.prelude.forget()
+            self.holds.forget()
             for t in self.trackers:
                 events.extend(t.reboot(sample.ts, sample.boot_id, cause))
             if before is not None:
@@ -117,6 +120,7 @@ class Diagnoser:
             # expire, so start them afresh; episodes and counters carry on.
             self.drift.forget()
             self.exits.forget()
+            self.holds.forget()
             for t in self.trackers:
                 t.time_jump(sample.ts)
         self._restored = None
@@ -148,10 +152,12 @@ class Diagnoser:
         findings["G3"] = g3
         if driver.recent:
             findings["G4"] = driver.g4(findings["G4"], sample.ts)
-        avail = f.avail_b
-        if avail is not None and self.th.budget_subtracts_cma_free:
-            avail -= f.cma_free_b or 0
-        self.prelude.observe(sample.ts, avail, events)
+        usable = f.avail_b
+        if usable is not None and self.th.budget_subtracts_cma_free:
+            usable -= f.cma_free_b or 0
+        if held := self.holds.observe(sample.ts, usable, f.cached_b, f.mem_total_b, workloads):
+            events.extend(held)
+        self.prelude.observe(sample.ts, usable, events)
         self._prev = f
         return Diagnosis(sample.ts, findings, tuple(events), workloads)
 

@@ -1,0 +1,172 @@
+"""A serving engine's true hold, against what it declared; and whether its first long prefill will fit.
+
+Per-process NVML memory under-counts an engine on GB10 by about 10 GiB (issue 31: one engine's true hold,
+the MemAvailable step when it stopped, was 12.6 -> 118.6 GiB; one held 109 GiB against 71 GiB declared;
+Syllo/nvtop#511 shows 89.28 against 98.70 GiB). The true hold is measured from usable memory (MemAvailable
+- CmaFree) just before the engine appeared, against the same once its load has settled (and, at its exit,
+the step back); the declared hold is `--gpu-memory-utilization` x MemTotal (vLLM's default 0.9),
+`--mem-fraction-static` x MemTotal (SGLang), or vLLM's `--kv-cache-memory-bytes` (the KV cache alone: the
+weights come on top, so the true hold exceeds it by their size).
+
+At an engine's start the declared hold is compared with the usable memory and the page cache then
+(tobias-weiss.org, "DGX Spark vLLM OOM debugging": a vLLM OOM-killed at KV-cache allocation on its first
+launch because page cache held the pool): a `hold_check` event when it will not fit. Pure: fed each
+sample's workloads and usable memory, no clock.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from spark_watchd.sample.findings import Event
+from spark_watchd.sample.workloads import read_caps
+
+GIB = 1024**3
+SETTLE_S = 300.0  # a load (weights, then KV cache and CUDA graphs) has settled this long after the start
+STEADY_BYTES = GIB  # ... and usable memory moved less than this since the previous sample
+_DEFAULT_FRACTION = {"vllm": 0.9, "sglang": 0.88}  # each server's default share of the pool
+_NAME = {"vllm": "vLLM", "sglang": "SGLang"}
+
+
+def declared(kind: str, cmdline, mem_total: int | None) -> tuple[int | None, str]:
+    """(the hold a server declared on its command line, in words), (None, '') when it declares none."""
+    caps = read_caps(cmdline)
+    if kind == "vllm" and caps.get("kv_cache_memory_bytes"):
+        b = int(caps["kv_cache_memory_bytes"])
+        return b, f"by --kv-cache-memory-bytes {b / GIB:.1f} GiB, plus the weights"
+    key = {"vllm": "gpu_memory_utilization", "sglang": "mem_fraction_static"}.get(kind)
+    if key is None or not mem_total:
+        return None, ""
+    frac = caps.get(key) or _DEFAULT_FRACTION[kind]
+    return int(frac * mem_total), f"at {frac:g} of {mem_total / GIB:.1f} GiB"
+
+
+class Hold(NamedTuple):
+    """One engine's hold: declared, measured (the usable-memory step), NVML's per-process sum."""
+
+    kind: str
+    pid: int
+    declared_bytes: int | None
+    declared_words: str
+    measured_bytes: int | None
+    nvml_bytes: int | None
+
+    @property
+    def undeclared_bytes(self) -> int | None:
+        if self.declared_bytes is None or self.measured_bytes is None:
+            return None
+        return self.measured_bytes - self.declared_bytes
+
+
+class _Start(NamedTuple):
+    ts: float
+    usable: int
+    cached: int | None
+    declared: int | None
+    words: str
+
+
+class HoldWatch:
+    """Per server workload (by launcher key): its start, its settled step, its step back at the exit."""
+
+    def __init__(self, th):
+        self.th = th
+        self.starts: dict[tuple, _Start] = {}
+        self.holds: dict[tuple, Hold] = {}  # the measured holds of the servers running now
+        self.leaving: dict[tuple, tuple] = {}  # servers just gone: (hold, usable before, samples since)
+        self._usable: int | None = None
+        self._cached: int | None = None
+        self._keys: frozenset = frozenset()
+
+    def forget(self) -> None:
+        self.starts.clear()
+        self.holds.clear()
+        self.leaving.clear()
+        self._usable = self._cached = None
+        self._keys = frozenset()
+
+    def observe(self, ts: float, usable: int | None, cached: int | None, mem_total, workloads) -> list[Event]:
+        """Take one sample; the hold_check and hold events it makes."""
+        events: list[Event] = []
+        servers = {w.key: w for w in workloads if w.kind in _DEFAULT_FRACTION}
+        keys = frozenset(servers)
+        prev, prev_cached = self._usable, self._cached
+        if keys != self._keys:
+            for k in keys - self._keys:  # a server appeared: its start, from the sample before it
+                w = servers[k]
+                d, words = declared(w.kind, w.cmdline, mem_total)
+                if prev is not None:
+                    self.starts[k] = _Start(ts, prev, prev_cached, d, words)
+                    if (e := self._check(ts, w, d, words, prev, prev_cached)) is not None:
+                        events.append(e)
+            for k in self._keys - keys:  # a server left: the step back, over this sample and the next
+                self.starts.pop(k, None)
+                h = self.holds.pop(k, None)
+                if h is not None and prev is not None:
+                    self.leaving[k] = (h, prev, 0)
+            self._keys = keys
+        for k, (h, before, n) in list(self.leaving.items()):
+            step = None if usable is None else usable - before
+            if step is not None and (step >= STEADY_BYTES or n >= 1):
+                del self.leaving[k]
+                if step >= STEADY_BYTES:
+                    events.append(self._event(ts, h._replace(measured_bytes=step), "when it stopped"))
+            else:
+                self.leaving[k] = (h, before, n + 1)
+        for k, st in self.starts.items():
+            if k in self.holds or usable is None or prev is None:
+                continue
+            if ts - st.ts >= SETTLE_S and abs(usable - prev) < STEADY_BYTES:
+                w = servers[k]
+                h = Hold(w.kind, w.pid, st.declared, st.words, st.usable - usable, w.gpu_mem_bytes)
+                self.holds[k] = h
+                events.append(self._event(ts, h, "after its load settled"))
+        self._usable, self._cached = usable, cached
+        return events
+
+    def _check(self, ts, w, d, words, usable, cached) -> Event | None:
+        """Before the first long prefill: the declared hold against usable memory and the page cache."""
+        if d is None or d <= usable or w.kind != "vllm" and w.kind != "sglang":
+            return None
+        name = _NAME[w.kind]
+        cache = f", {cached / GIB:.1f} GiB of it page cache" if cached else ""
+        flag = "--gpu-memory-utilization" if w.kind == "vllm" else "--mem-fraction-static"
+        summary = (
+            f"{name} (pid {w.pid}) {words} will hold {d / GIB:.1f} GiB; usable {usable / GIB:.1f} GiB{cache}: "
+            f"the first long prefill will not fit; drop caches (sync; echo 3 | sudo tee /proc/sys/vm/drop_caches) "
+            f"or lower {flag}"
+        )
+        details = {
+            "pid": w.pid,
+            "kind": w.kind,
+            "declared_bytes": d,
+            "usable_bytes": usable,
+            "cached_bytes": cached,
+        }
+        return Event("hold_check", "G3", ts, summary, details=details)
+
+    def _event(self, ts: float, h: Hold, when: str) -> Event:
+        name = _NAME.get(h.kind, h.kind)
+        summary = (
+            f"{name} (pid {h.pid}) holds {h.measured_bytes / GIB:.1f} GiB by the usable-memory step {when}"
+        )
+        parts = []
+        if h.declared_bytes is not None:
+            parts.append(f"declared {h.declared_bytes / GIB:.1f} GiB {h.declared_words}")
+        if h.nvml_bytes:
+            parts.append(f"NVML per-process {h.nvml_bytes / GIB:.1f} GiB")
+        if parts:
+            summary += f" ({'; '.join(parts)})"
+        gap = h.undeclared_bytes
+        if gap is not None and gap >= 2 * GIB:
+            summary += f": {gap / GIB:.1f} GiB more than it declared"
+        details = {
+            "pid": h.pid,
+            "kind": h.kind,
+            "measured_bytes": h.measured_bytes,
+            "declared_bytes": h.declared_bytes,
+            "nvml_bytes": h.nvml_bytes,
+            "undeclared_bytes": gap,
+            "when": when,
+        }
+        return Event("hold", "", ts, summary, details=details)

@@ -1,0 +1,82 @@
+"""A serving engine's true hold (the usable-memory step) against what it declared, and the check before its
+first long prefill (issue 31, items 2 and 7)."""
+
+from __future__ import annotations
+
+from spark_watchd.diagnose.engine import Diagnoser
+from spark_watchd.diagnose.hold import declared
+from spark_watchd.diagnose.thresholds import Thresholds
+from tests.diagnose.diag_builders import Host, proc
+
+GIB = 1024**3
+MEM_TOTAL = int(121.7 * GIB)
+
+
+def _vllm(flags, gpu_gib):
+    return [
+        proc(
+            4100,
+            ["vllm", "serve", "Qwen/Qwen3-32B", *flags],
+            1.8,
+            0.0,
+            resident=False,
+            create_time=900.0,
+            ppid=1,
+        ),
+        proc(4121, ["VLLM::EngineCore"], 1.2, gpu_gib, create_time=901.0, ppid=4100),
+    ]
+
+
+def _events(steps):
+    """steps: (processes, MemAvailable GiB, Cached GiB) per 30 s sample; every hold and hold_check event."""
+    h, d, out = Host(), Diagnoser(Thresholds()), []
+    for procs, avail, cached in steps:
+        out += [e for e in d.observe(h.sample(processes=procs, avail_gib=avail, cached_gib=cached)).events
+                if e.kind in ("hold", "hold_check")]  # fmt: skip
+    return out
+
+
+def test_the_declared_hold_is_the_flag_times_the_pool_or_the_kv_cache_bytes():
+    assert declared("vllm", ["vllm", "serve", "m"], MEM_TOTAL)[0] == int(0.9 * MEM_TOTAL)  # vLLM's default
+    assert declared("vllm", ["vllm", "serve", "--gpu-memory-utilization", "0.5"], MEM_TOTAL)[0] == int(
+        0.5 * MEM_TOTAL
+    )
+    b, words = declared("vllm", ["vllm", "serve", "--kv-cache-memory-bytes", "40G"], MEM_TOTAL)
+    assert b == 40 * GIB and "plus the weights" in words
+    assert declared(
+        "sglang", ["python3", "-m", "sglang.launch_server", "--mem-fraction-static", "0.7"], MEM_TOTAL
+    )[0]
+    assert declared("ollama", ["ollama", "serve"], MEM_TOTAL) == (None, "")
+
+
+def test_before_the_first_long_prefill_a_hold_that_will_not_fit_is_said_with_the_page_cache():
+    """tobias-weiss.org: a vLLM OOM-killed at KV-cache allocation on its first launch, page cache holding the pool."""
+    steps = [([], 96.0, 40.0)] * 3 + [(_vllm([], 20.0), 90.0, 40.0)]
+    (check,) = _events(steps)
+    assert check.kind == "hold_check"
+    assert check.summary.startswith(
+        "vLLM (pid 4100) at 0.9 of 121.7 GiB will hold 109.5 GiB; usable 96.0 GiB, 40.0 GiB of it page cache: "
+        "the first long prefill will not fit; drop caches"
+    )
+    assert "lower --gpu-memory-utilization" in check.summary
+    fits = [([], 110.0, 3.0)] * 3 + [(_vllm(["--gpu-memory-utilization", "0.5"], 20.0), 100.0, 3.0)]
+    assert _events(fits) == []
+
+
+def test_the_true_hold_is_the_usable_memory_step_and_the_gap_to_the_declared_is_said():
+    """Issue 31: one engine held 109 GiB against 71 GiB declared; NVML per-process under-counts by ~10 GiB."""
+    flags = ["--gpu-memory-utilization", "0.583"]  # 71 GiB of 121.7
+    steps = [([], 118.6, 3.0)] * 3
+    steps += [(_vllm(flags, 40.0 + 10 * i), 118.6 - 25 * i, 3.0) for i in range(1, 5)]  # the load: -100 GiB
+    steps += [(_vllm(flags, 99.0), 9.6, 3.0)] * 12  # settled: 109 GiB held, NVML says 99 + 1.2 + 1.8
+    steps += [([], 118.6, 3.0)] * 3  # it stopped: the step back
+    settled, stopped = _events(steps)
+    assert abs(settled.details["measured_bytes"] - 109 * GIB) < GIB / 4
+    assert "holds 109.0 GiB by the usable-memory step after its load settled" in settled.summary
+    assert "declared 70.9 GiB at 0.583 of 121.7 GiB" in settled.summary
+    assert "38.1 GiB more than it declared" in settled.summary
+    assert settled.details["nvml_bytes"] < settled.details["measured_bytes"] - 5 * GIB  # NVML under-counts
+    assert (
+        stopped.details["when"] == "when it stopped"
+        and abs(stopped.details["measured_bytes"] - 109 * GIB) < GIB
+    )

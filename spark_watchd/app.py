@@ -87,6 +87,7 @@ def build(
     from spark_watchd.daemon import Daemon
     from spark_watchd.export.prometheus import build_registry
     from spark_watchd.postmortem import PostMortem
+    from spark_watchd.postmortem.fast import FastRing
     from spark_watchd.service.selfcost import SelfCost
     from spark_watchd.snapshot.acks import Acks
     from spark_watchd.throughput.service import Throughput
@@ -132,6 +133,8 @@ def build(
     charts = History(settings.web)
     # The ring of recent samples and the bundles on critical events live in the state directory.
     postmortem = PostMortem(state, settings.thresholds) if state is not None else None
+    # While G3 is warning or worse, memory and PSI every second, the last two minutes fsynced on disk.
+    fast = FastRing(os.path.join(state, "fast")) if state is not None and replay is None else None
     notifier = None
     if settings.notify.url:  # webhook posts of finding transitions ([notify])
         from spark_watchd.notify.notifier import Notifier
@@ -171,11 +174,13 @@ def build(
             postmortem,
             notifier,
             acks.observe,
+            fast,
         ),
         # After the tick stops and the sources close (the tracker closes with them, ledger last).
         closers=_present(
             recorder.close if recorder is not None else None,
             postmortem.close if postmortem is not None else None,
+            fast.close if fast is not None else None,
             (lambda: notifier.close(timeout=10)) if notifier is not None else None,
             fleet.close if fleet is not None else None,
         ),

@@ -11,7 +11,7 @@ from spark_watchd.diagnose.exits import ExitTracker, name_oom_event
 from spark_watchd.diagnose.g3 import G3Tracker
 from spark_watchd.diagnose.g4 import G4Tracker
 from spark_watchd.diagnose.g6 import G6Tracker
-from spark_watchd.diagnose.hold import HoldWatch
+from spark_watchd.diagnose.hold import HoldWatch, with_holds
 from spark_watchd.diagnose.link import LinkWatch
 from spark_watchd.diagnose.platform import PlatformWatch
 from spark_watchd.diagnose.prelude import Prelude, named_reboot
@@ -157,6 +157,8 @@ class Diagnoser:
             usable -= f.cma_free_b or 0
         if held := self.holds.observe(sample.ts, usable, f.cached_b, f.mem_total_b, workloads):
             events.extend(held)
+        if self.holds.holds:
+            findings["G3"] = with_holds(findings["G3"], self.holds.holds)
         self.prelude.observe(sample.ts, usable, events)
         self._prev = f
         return Diagnosis(sample.ts, findings, tuple(events), workloads)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from spark_watchd.sample.findings import Event
+from spark_watchd.sample.findings import Event, Finding
 from spark_watchd.sample.workloads import read_caps
 
 GIB = 1024**3
@@ -170,3 +170,13 @@ class HoldWatch:
             "when": when,
         }
         return Event("hold", "", ts, summary, details=details)
+
+
+def with_holds(finding: Finding, holds: dict) -> Finding:
+    """G3 with each running server's measured hold in its evidence (`serving_holds`; the metric reads it)."""
+    rows = [
+        {"kind": h.kind, "pid": h.pid, "measured_bytes": h.measured_bytes, "declared_bytes": h.declared_bytes,
+         "nvml_bytes": h.nvml_bytes, "undeclared_bytes": h.undeclared_bytes}
+        for h in holds.values()
+    ]  # fmt: skip
+    return finding.reworded(lambda summary, evidence: (summary, dict(evidence, serving_holds=rows)))

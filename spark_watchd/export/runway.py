@@ -12,10 +12,12 @@ from spark_watchd.diagnose.exits import EXIT_CAUSES
 from spark_watchd.export.families import counter, gauge
 from spark_watchd.sample.workloads import KINDS as WORKLOAD_KINDS
 
+HOLD_KINDS = ("vllm", "sglang")  # the servers whose hold is measured (diagnose/hold.py)
+
 
 def families(snapshot):
-    """sparkwatchd_memory_runway_seconds, _memory_cma_free_bytes, _workload_growth_bytes_per_second and
-    _workload_exits_total."""
+    """sparkwatchd_memory_runway_seconds, _memory_cma_free_bytes, _workload_growth_bytes_per_second,
+    _workload_hold_bytes and _workload_exits_total."""
     diag = getattr(snapshot, "diagnosis", None)
     g3 = diag.findings.get("G3") if diag is not None else None
     ev = g3.evidence if g3 is not None else {}
@@ -52,6 +54,20 @@ def families(snapshot):
     for key, rate in rates.items():
         growth.add_metric(list(key), rate)
     yield growth
+    holds = gauge(
+        "workload_hold_bytes",
+        "Serving engines' hold by the usable-memory step (measured), by their flags (declared) and by NVML's "
+        "per-process sum (nvml), summed per kind; 0 without a measured hold.",
+        ["kind", "source"],
+    )
+    held = {(k, src): 0.0 for k in HOLD_KINDS for src in ("measured", "declared", "nvml")}
+    for h in ev.get("serving_holds") or ():
+        if h.get("kind") in HOLD_KINDS:
+            for src in ("measured", "declared", "nvml"):
+                held[(h["kind"], src)] += float(h.get(f"{src}_bytes") or 0)
+    for key, value in held.items():
+        holds.add_metric(list(key), value)
+    yield holds
     exits = counter(
         "workload_exits",
         "Workloads that left the table, by kind and cause (kernel OOM killer global or at a cgroup's limit, "

@@ -80,3 +80,24 @@ def test_the_true_hold_is_the_usable_memory_step_and_the_gap_to_the_declared_is_
         stopped.details["when"] == "when it stopped"
         and abs(stopped.details["measured_bytes"] - 109 * GIB) < GIB
     )
+
+
+def test_the_measured_hold_is_in_g3s_evidence_and_on_metrics_beside_the_declared_and_nvml():
+    from types import SimpleNamespace
+
+    from spark_watchd.export import runway
+
+    flags = ["--gpu-memory-utilization", "0.583"]
+    steps = [([], 118.6, 3.0)] * 3 + [(_vllm(flags, 40.0 + 10 * i), 118.6 - 25 * i, 3.0) for i in range(1, 5)]
+    steps += [(_vllm(flags, 99.0), 9.6, 3.0)] * 12
+    h, d = Host(), Diagnoser(Thresholds())
+    for procs, avail, cached in steps:
+        last = d.observe(h.sample(processes=procs, avail_gib=avail, cached_gib=cached))
+    (row,) = last.findings["G3"].evidence["serving_holds"]
+    assert abs(row["measured_bytes"] - 109 * GIB) < GIB / 4 and row["undeclared_bytes"] > 38 * GIB
+    fams = {f.name: f for f in runway.families(SimpleNamespace(diagnosis=last, extras={}))}
+    got = {tuple(s.labels.values()): s.value for s in fams["sparkwatchd_workload_hold_bytes"].samples}
+    assert abs(got[("vllm", "measured")] - 109 * GIB) < GIB / 4
+    assert got[("vllm", "declared")] == row["declared_bytes"] == int(0.583 * 127600748 * 1024)
+    assert got[("vllm", "nvml")] == row["nvml_bytes"]
+    assert got[("sglang", "measured")] == 0.0

@@ -187,6 +187,9 @@ class Sample:
         check=check_platform,
         doc="the boot's kernel, driver and firmware, on a boot's first sample",
     )
+    kernel: str | None = key(
+        STR, optional=True, doc="the running kernel's release (/proc/sys/kernel/osrelease)"
+    )
 
     def to_dict(self) -> dict[str, Any]:
         """The trace-v1 object: every key present, null where not supported; the optional keys only when there

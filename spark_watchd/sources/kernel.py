@@ -89,7 +89,7 @@ class VmstatSource(_ProcFiles):
 
 
 class BootSource(_ProcFiles):
-    """`boot_id`, `uptime_s` and `host`: what reboot detection needs."""
+    """`boot_id`, `uptime_s` and `host`: what reboot detection needs; `kernel`, the running release."""
 
     name = "boot"
 
@@ -103,4 +103,8 @@ class BootSource(_ProcFiles):
         uptime = parsed(parse_uptime, read_proc(root, "uptime"), os.path.join(root, "uptime"))
         host_text = read_optional(root, "sys/kernel/hostname")
         host = host_text.strip() if host_text and host_text.strip() else socket.gethostname()
-        return {"boot_id": boot_id, "uptime_s": uptime, "host": host}
+        release = read_optional(
+            root, "sys/kernel/osrelease"
+        )  # which kernel: CMA and driver faults differ by it
+        kernel = release.strip()[:128] if release and release.strip().isprintable() else None
+        return {"boot_id": boot_id, "uptime_s": uptime, "host": host, "kernel": kernel}

@@ -206,3 +206,14 @@ def test_a_clocks_event_counter_the_driver_does_not_give_is_null_and_accepted():
     # NvmlSource writes hw_slowdown null (no NVML field counts it alone): every recorded trace has it.
     good = _set(BASE, ("gpus", 0, "clocks_event_counters_us"), {"sw_thermal": 5, "hw_slowdown": None})
     assert parse_line(json.dumps(good))["gpus"][0]["clocks_event_counters_us"]["hw_slowdown"] is None
+
+
+def test_the_kernel_key_round_trips_and_a_wrong_type_names_it(tmp_path):
+    t = tmp_path / "k.jsonl"
+    t.write_text(json.dumps(dict(BASE, kernel="7.0.0-1019-nvidia")) + "\n" + json.dumps(BASE) + "\n")
+    with_k, without = read_trace(t)
+    assert with_k.kernel == "7.0.0-1019-nvidia" and with_k.to_dict()["kernel"] == "7.0.0-1019-nvidia"
+    assert without.kernel is None and "kernel" not in without.to_dict()
+    t.write_text(json.dumps(dict(BASE, kernel=7)) + "\n")
+    with pytest.raises(TraceError, match="kernel"):
+        list(read_trace(t))

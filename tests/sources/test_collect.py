@@ -121,6 +121,7 @@ def test_every_sample_field_is_built_from_the_samples_own_declaration():
         driver_events=(DriverEvent(rich.ts - 1, 0, 79, "nvml", "Xid 79"),),
         oom_kills=(KillReport(rich.ts - 1, "kernel", 4121, "python3", "global", anon_rss_kb=1024),),
         platform=PlatformReading(kernel="6.17.0-1031-nvidia", nic_firmware={"rocep1s0f0": "28.45.4028"}),
+        kernel="7.0.0-1019-nvidia",
     )
     # What the sources hand the collector is each field's trace-v1 form: every one reaches the Sample.
     parts = {k: v for k, v in rich.to_dict().items() if k not in ("v", "ts")}

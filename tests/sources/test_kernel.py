@@ -28,6 +28,7 @@ def test_sources_on_gb10_fixture_root():
         "boot_id": "b8a1abcd-1a69-16c7-4da4-f9fc3c6da5d7",
         "uptime_s": 22740.0,
         "host": "spark-01",
+        "kernel": None,  # the capture has no sys/kernel/osrelease
     }
 
 
@@ -85,3 +86,22 @@ def test_meminfo_source_reports_watch_window_minimum_and_stops_its_thread(tmp_pa
     src.close()
     assert not src.watch.running
     assert threading.active_count() == before
+
+
+def test_the_running_kernels_release_is_read_for_the_sample(tmp_path):
+    """vllm-project/vllm#56824: 7.0.0-1019-nvidia reports CmaTotal 0; what usable memory is differs by kernel."""
+    import shutil
+
+    from spark_watchd.sources.collect import build_sample
+    from spark_watchd.sources.kernel import BootSource
+    from tests.conftest import REPO
+
+    root = tmp_path / "proc"
+    shutil.copytree(REPO / "tests" / "fixtures" / "hosts" / "gb10-eviction" / "proc", root)
+    (root / "sys" / "kernel" / "osrelease").write_text("7.0.0-1019-nvidia\n")
+    out = BootSource(str(root)).collect({})
+    assert out["kernel"] == "7.0.0-1019-nvidia"
+    s = build_sample(1.0, out)
+    assert s.kernel == "7.0.0-1019-nvidia" and s.to_dict()["kernel"] == "7.0.0-1019-nvidia"
+    (root / "sys" / "kernel" / "osrelease").write_text("bad\x1b[2Jname\n")  # not printable: not a release
+    assert BootSource(str(root)).collect({})["kernel"] is None

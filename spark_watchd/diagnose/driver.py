@@ -102,6 +102,20 @@ def _event(ev: DriverEvent, prev_boot: bool, flavour: str | None = None) -> Even
     return None
 
 
+def _nomem_words(evidence: dict, line: int, kernel: str | None) -> str:
+    """Why a live NV_ERR_NO_MEMORY line is not paged: on a kernel without a CMA region (CmaTotal 0, as
+    7.0.0-1019-nvidia) with the pool roomy it is a kernel/driver fault (owners see such lines at NCCL
+    rendezvous with ~90 GiB usable), else a line without exhaustion signals."""
+    usable = evidence.get("usable_bytes")
+    if usable is not None and usable > line and "CmaTotal 0" in str(evidence.get("usable_basis", "")):
+        where = kernel or "this kernel"
+        return (
+            f"with {usable / 2**30:.1f} GiB usable on {where} (CmaTotal 0, no CMA region): a kernel/driver "
+            "fault, not pool pressure (recorded, not paged)"
+        )
+    return "without exhaustion signals (recorded, not paged)"
+
+
 class DriverTracker:
     """Remembers this boot's faults: the reboot cause, the G3 hold, the Xid a hung engine names."""
 
@@ -170,7 +184,7 @@ class DriverTracker:
                 self.last_fault = (ev.ts, text, ev.xid in LOST_XIDS)
         return out
 
-    def g3(self, finding: Finding, ts: float) -> Finding:
+    def g3(self, finding: Finding, ts: float, kernel: str | None = None) -> Finding:
         """Name a recent live NV_ERR_NO_MEMORY on G3: evidence always, never a severity of its own.
 
         G3 is critical only on the memory signals its written meaning requires (the pool close to exhaustion
@@ -186,10 +200,11 @@ class DriverTracker:
         age, oom_ts = max(0.0, ts - self.last_oom_ts), self.last_oom_ts
         # The words are built on first read (Finding.reworded): a deferred G3 stays deferred.
         if finding.severity != "critical":
+            line = self.th.budget_warn_bytes + self.th.os_reserve_bytes
             return finding.reworded(
                 lambda summary, evidence: (
-                    f"{summary}; NV_ERR_NO_MEMORY logged {age:.0f} s ago without exhaustion signals "
-                    "(recorded, not paged)",
+                    f"{summary}; NV_ERR_NO_MEMORY logged {age:.0f} s ago "
+                    + _nomem_words(evidence, line, kernel),
                     dict(evidence, driver_oom_ts=oom_ts),
                 )
             )

@@ -148,7 +148,7 @@ class Diagnoser:
         g3 = with_growth(findings["G3"], self.drift.update(sample.ts, workloads), self.th)
         driver = self.driver  # its annotations touch a finding only after a fault: skipped until there is one
         if driver.last_oom_ts is not None:
-            g3 = driver.g3(g3, sample.ts)
+            g3 = driver.g3(g3, sample.ts, sample.kernel)
         findings["G3"] = g3
         if driver.recent:
             findings["G4"] = driver.g4(findings["G4"], sample.ts)

@@ -18,12 +18,15 @@ import threading
 import time
 from pathlib import Path
 
+from spark_watchd.logs import get_logger
+from spark_watchd.sample.files import StateFileError, check_regular, open_regular
 from spark_watchd.sample.model import Sample
 from spark_watchd.sample.trace import iter_trace_dicts, repair_torn_tail
 from spark_watchd.sources.parsers import parse_meminfo, parse_psi, parse_vmstat
 
 SEGMENTS = ("fast-0.jsonl", "fast-1.jsonl")
 _VMSTAT_KEYS = ("pgmajfault", "pswpin", "pswpout", "oom_kill")
+log = get_logger("postmortem")
 
 
 def _read(path: str) -> str | None:
@@ -32,6 +35,11 @@ def _read(path: str) -> str | None:
             return fh.read()
     except OSError:
         return None
+
+
+def _open(path: Path, how: int):
+    """A segment for writing, never through a link (a state file: sample/files.py), private to the daemon."""
+    return os.fdopen(open_regular(path, os.O_WRONLY | os.O_CREAT | how, 0o600), "ab")
 
 
 class FastRing:
@@ -93,6 +101,9 @@ class FastRing:
                 self.read_once()
             except OSError:
                 pass  # a full disk: the next second tries again; the daemon goes on
+            except StateFileError as exc:  # a link or a FIFO planted as a segment: stop writing, say so once
+                log.warning("fast ring stopped", error=str(exc))
+                return
             if self._stop.wait(self.interval_s):
                 return
 
@@ -128,15 +139,16 @@ class FastRing:
         with self._lock:
             ts = obj["ts"]
             if self._fh is None:
-                self.dir.mkdir(parents=True, exist_ok=True)
+                self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
                 path = self.dir / SEGMENTS[self._cur]
+                check_regular(path)
                 repair_torn_tail(path)
-                self._fh = open(path, "ab")  # noqa: SIM115
+                self._fh = _open(path, os.O_APPEND)
                 self._seg_start = ts
             elif ts - self._seg_start >= self.segment_s:
                 self._fh.close()
                 self._cur = 1 - self._cur
-                self._fh = open(self.dir / SEGMENTS[self._cur], "wb")  # noqa: SIM115
+                self._fh = _open(self.dir / SEGMENTS[self._cur], os.O_TRUNC)
                 self._seg_start = ts
             self._fh.write(data)
             self._fh.flush()

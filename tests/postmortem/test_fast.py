@@ -63,3 +63,18 @@ def test_a_torn_last_line_from_a_hard_reset_is_cut_and_the_rest_kept(tmp_path):
     again.read_once()
     again.close()
     assert [s.ts for s in again.samples()] == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+def test_a_link_planted_as_a_segment_is_never_written_through(tmp_path):
+    (tmp_path / "fast").mkdir()
+    target = tmp_path / "elsewhere"
+    target.write_text("keep\n")
+    (tmp_path / "fast" / SEGMENTS[0]).symlink_to(target)
+    ring = FastRing(tmp_path / "fast", proc_root=str(HOST), interval_s=0.01)
+    ring.arm()
+    deadline = time.monotonic() + 5
+    while ring.armed and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not ring.armed and ring.readings == 0  # it stopped, saying so once
+    assert target.read_text() == "keep\n"
+    ring.close()

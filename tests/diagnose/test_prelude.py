@@ -90,3 +90,11 @@ def test_a_kill_at_a_containers_own_limit_says_the_limit_is_the_fix():
     runway = WEDGE.parent / "runway" / "container_memcg_kill_30s.jsonl"
     (e,) = [e for d in Diagnoser().run(read_trace(runway)) for e in d.events if e.kind == "oom_kill"]
     assert "at its cgroup's own limit" in e.summary and "raise its memory limit" in e.summary
+
+
+def test_a_wedge_after_a_thin_pool_without_kills_names_the_driver_fault_and_the_thin_pool():
+    runway = WEDGE.parent / "runway" / "wedge_power_cycle_30s.jsonl"
+    (reboot,) = [e for d in Diagnoser().run(read_trace(runway)) for e in d.events if e.kind == "reboot"]
+    assert "NV_ERR_NO_MEMORY" in reboot.details["driver_cause"]  # the pool was thin: the line stays the cause
+    assert reboot.summary.endswith("; it ended with usable memory 3.1 GiB (thin)")
+    assert reboot.details["before_gap"]["usable_bytes"] < 4 * 1024**3 and is_critical(reboot)

@@ -101,3 +101,9 @@ def test_the_measured_hold_is_in_g3s_evidence_and_on_metrics_beside_the_declared
     assert got[("vllm", "declared")] == row["declared_bytes"] == int(0.583 * 127600748 * 1024)
     assert got[("vllm", "nvml")] == row["nvml_bytes"]
     assert got[("sglang", "measured")] == 0.0
+    # The status page and the terminal show G3's evidence by the same rules: the hold is on the G3 card.
+    from spark_watchd.commands.term import evidence_lines
+
+    (line,) = [x for x in evidence_lines(last.findings["G3"].evidence) if x.startswith("serving holds")]
+    assert "vllm pid 4100" in line and "measured 109" in line and "declared 70.9 GiB" in line
+    assert "nvml 99.0 GiB" in line and "undeclared 38.1 GiB" in line

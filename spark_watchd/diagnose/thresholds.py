@@ -2,7 +2,6 @@
 
 from pydantic import ConfigDict, Field, model_validator
 
-from spark_watchd.diagnose.fabric_thresholds import FabricThresholds
 from spark_watchd.diagnose.wedge_thresholds import WedgeThresholds
 from spark_watchd.sample.quantities import Bytes, Count, Delay, Level, Positive, Seconds, Share
 
@@ -15,7 +14,7 @@ RETIRED = {
 }
 
 
-class Thresholds(FabricThresholds, WedgeThresholds):
+class Thresholds(WedgeThresholds):  # + fabric_thresholds + serving_thresholds, chained
     """Classifier thresholds; windows are in seconds of sample time so 30 s and 60 s intervals behave alike."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

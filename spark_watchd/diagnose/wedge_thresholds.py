@@ -5,14 +5,15 @@ Judged on the traces in tests/fixtures/traces/wedge/, rebuilt from owners' incid
 docs/spark-incidents.md, NVIDIA/open-gpu-kernel-modules#1358, vllm-project/vllm#56824).
 """
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from spark_watchd.diagnose.fabric_thresholds import FabricThresholds
 from spark_watchd.sample.quantities import Bytes, Count, Delay, Seconds
 
 GIB = 1024**3
 
 
-class WedgeThresholds(BaseModel):
+class WedgeThresholds(FabricThresholds):
     """Mixed into Thresholds (flat keys of [thresholds]); alone, the defaults for tests and tools."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

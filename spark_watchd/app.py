@@ -175,6 +175,7 @@ def build(
             notifier,
             acks.observe,
             fast,
+            fleet.observe if fleet is not None else None,  # a peer read at once after the first sample
         ),
         # After the tick stops and the sources close (the tracker closes with them, ledger last).
         closers=_present(

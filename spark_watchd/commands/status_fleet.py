@@ -41,11 +41,12 @@ def render(doc: dict[str, Any], cols: int | None = None) -> str:
         term.Column("TOKENS/S", ">"),
         term.Column("LINK", flex=True, min_width=8),
     )
-    body = []
+    body, down = [], []
     for m in view.get("members") or ():
         name = m.get("name", "?") + (" (this)" if m.get("self") else "")
-        if not m.get("up"):
-            body.append((name, "DOWN", "-", "-", "-", "-", "-", "-", m.get("error") or ""))
+        if not m.get("up"):  # why it is down goes under the table, never in the LINK column
+            body.append((name, "DOWN", "-", "-", "-", "-", "-", "-", "-"))
+            down.append(f"{m.get('name', '?')} down: {m.get('error') or 'no answer'}")
             continue
         link = (m.get("link") or {}).get("summary") or "-"
         budget = m.get("budget_bytes")
@@ -54,6 +55,8 @@ def render(doc: dict[str, Any], cols: int | None = None) -> str:
                      _cell(m.get("util_pct"), "{:.0f}%"), term.human_bytes(budget) if budget is not None else "-",
                      _cell(m.get("tokens_per_second"), "{:,.0f}"), link))  # fmt: skip
     out = term.table(columns, body, cols)
+    for line in down:
+        out += term.wrap(line, "    ", cols=cols)
     out.append("")
     out += term.wrap(f"pair: {view.get('summary', '')}", "      ", cols=cols)
     return "\n".join(out) + "\n"

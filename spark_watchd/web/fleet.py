@@ -29,6 +29,8 @@ from spark_watchd.web.peers import FleetSettings, PeerClient, parse_peer, timed_
 
 FLEET_PATH = "/api/v1/fleet"
 _DIGITS = re.compile(r"\d+")  # a reason that differs only by a number is the same reason
+SELF = "\x00self"  # the history key of this Spark (never a peer's name: names are printable)
+FIRST_RETRY_S = 2.0
 
 
 def _point(doc: Mapping[str, Any] | None, t: float) -> dict[str, Any]:
@@ -89,7 +91,10 @@ class FleetWatch:
         self._failed: str | None = None
         self._view: dict[str, Any] | None = None
         self._stop = threading.Event()
+        self._wake = threading.Event()  # a poll now: the first sample, or this Spark back from stale
         self._thread: threading.Thread | None = None
+        self._seen: set[str] = set()  # peers that answered at least once
+        self._me = "this Spark"  # this Spark's name as last shown (its history is kept under SELF)
 
     # ---- the worker ----
     def start(self) -> None:
@@ -98,6 +103,7 @@ class FleetWatch:
             self._thread.start()
 
     def _run(self) -> None:
+        retry = FIRST_RETRY_S
         while not self._stop.is_set():
             try:
                 self.poll_once()
@@ -107,10 +113,27 @@ class FleetWatch:
                 if why != self._failed:
                     self.log.exception("fleet poll failed", error=why)
                 self._failed = why
-            self._stop.wait(self.s.interval_s)
+            # A peer not seen yet (both Sparks starting together) is read again soon, 2, 4, 8 s..., not a
+            # whole interval later; once every peer has answered, at the interval.
+            unseen = any(c.peer.name not in self._seen for c in self.clients)
+            pause = min(retry, self.s.interval_s) if unseen else self.s.interval_s
+            retry = retry * 2 if unseen else FIRST_RETRY_S
+            self._wake.wait(pause)
+            self._wake.clear()
+
+    def observe(self, snapshot) -> None:
+        """Subscriber: a poll at once when this Spark has a sample the view does not show yet (the first
+        one after start, or back from stale), so it never reads "stale" beside a fresh sample for long."""
+        if getattr(snapshot, "sample", None) is None:
+            return
+        rows = (self._view or {}).get("members") or ()
+        own = next((r for r in rows if r.get("self")), None)
+        if own is None or own.get("fresh") is not True:
+            self._wake.set()
 
     def close(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=self.s.timeout_s * 2 + 1)
         if self._pool is not None:
@@ -120,6 +143,8 @@ class FleetWatch:
         """Log a peer going down, down for another reason, or back, once per change, never every poll."""
         before = self._down.get(name, "unseen")
         self._down[name] = error
+        if error is None:
+            self._seen.add(name)
         if error is not None and (
             before in (None, "unseen") or _DIGITS.sub("#", before) != _DIGITS.sub("#", error)
         ):
@@ -164,7 +189,8 @@ class FleetWatch:
     def poll_once(self) -> dict[str, Any]:
         """Read every peer and ourselves once, judge, keep the history point, publish the view."""
         own, own_err, own_ts = self._own()
-        me = self.s.name or (own or {}).get("host") or "this Spark"
+        me = self.s.name or (own or {}).get("host") or self._me
+        self._me = me
         docs: list[tuple[str, Mapping[str, Any] | None, str | None, bool]] = [(me, own, own_err, True)]
         for c, (doc, err) in zip(self.clients, self._read_peers(), strict=True):
             self._note(c.peer.name, err)
@@ -181,7 +207,9 @@ class FleetWatch:
         rows = []
         for m, (n, d, _, own_flag) in zip(members, docs, strict=True):
             rows.append(_row(m, d, own_flag))
-            h = self.history.setdefault(n, deque(maxlen=self.s.history_points))
+            # This Spark's points under one key whatever its name (its host name is known only after its
+            # first sample): one series, not "this Spark" and then its host name.
+            h = self.history.setdefault(SELF if own_flag else n, deque(maxlen=self.s.history_points))
             h.append(_point(d, float(ts)))  # one axis: this daemon's sample clock (the page's own charts)
         self._view = self._compose(me, rows, verdicts, now)
         return self._view
@@ -214,6 +242,7 @@ class FleetWatch:
             "reasons": list((straggler or pending or (None, 0, st.Judgement("", ())))[2].reasons),
             "link_problem": bool(links),
             "members": rows,
+            "interval_s": self.s.interval_s,  # the page joins chart points this far apart
             "thresholds": {
                 "load_ratio": st.LOAD_RATIO,
                 "clock_shortfall": st.CLOCK_SHORTFALL,
@@ -230,7 +259,7 @@ class FleetWatch:
 
     def history_json(self) -> dict[str, list]:
         """Each member's chart points, oldest first, on one wall-clock axis."""
-        return {name: list(points) for name, points in self.history.items()}
+        return {(self._me if name == SELF else name): list(points) for name, points in self.history.items()}
 
 
 def routes(watch: FleetWatch | None) -> list[Route]:

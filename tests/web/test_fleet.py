@@ -201,3 +201,68 @@ def test_a_slow_peer_because_of_the_link_is_told_from_a_hot_one():
     )
     row = next(m for m in view["members"] if m["self"])
     assert row["link"]["problem"] == "down"
+
+
+def _wait(cond, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_this_spark_is_one_series_whatever_its_name_and_the_view_says_its_read_interval():
+    """Issue 34: before its first sample this Spark has no host name; the legend then listed it twice."""
+    docs = iter([{"fresh": False, "findings": {}, "gpus": [], "extras": {}}, _own(), _own(ts=1030.0)])
+    w = FleetWatch(
+        FleetSettings(peers=["spark-b=127.0.0.1:9"], timeout_s=1, interval_s=30), lambda: next(docs)
+    )
+    w.clients[0].status = lambda: {**_own(), "host": "spark-b"}
+    for _ in range(3):
+        view = w.poll_once()
+    history = w.history_json()
+    assert sorted(history) == ["spark-a", "spark-b"] and len(history["spark-a"]) == 3
+    assert view["interval_s"] == 30 and view["self"] == "spark-a"
+
+
+def test_a_peer_not_seen_yet_is_read_again_within_seconds_not_a_whole_interval(tmp_path):
+    """Issue 34: two Sparks started together showed each other DOWN for a whole 30 s interval."""
+    up = threading.Event()
+    w = FleetWatch(FleetSettings(peers=["spark-b=127.0.0.1:9"], timeout_s=1, interval_s=30), lambda: _own())
+
+    def status():
+        if not up.is_set():
+            raise PeerError("Connection refused")
+        return {**_own(), "host": "spark-b"}
+
+    w.clients[0].status = status
+    w.start()
+    try:
+        assert _wait(lambda: w.view() is not None, 5)
+        assert not next(m for m in w.view()["members"] if m["name"] == "spark-b")["up"]
+        up.set()  # the peer's daemon is up a second later
+        assert _wait(lambda: next(m for m in w.view()["members"] if m["name"] == "spark-b")["up"], 8)
+    finally:
+        w.close()
+
+
+def test_the_first_sample_of_this_spark_brings_a_poll_at_once():
+    """Issue 34: the first poll runs before this daemon's first sample ("stale"); the sample wakes the next."""
+    from types import SimpleNamespace
+
+    fresh = threading.Event()
+    w = FleetWatch(
+        FleetSettings(peers=["spark-b=127.0.0.1:9"], timeout_s=1, interval_s=30),
+        lambda: {**_own(), "fresh": fresh.is_set()},
+    )
+    w.clients[0].status = lambda: {**_own(), "host": "spark-b"}
+    w.start()
+    try:
+        assert _wait(lambda: w.view() is not None, 5)
+        assert w.view()["members"][0]["fresh"] is False
+        fresh.set()
+        w.observe(SimpleNamespace(sample=object()))
+        assert _wait(lambda: w.view()["members"][0]["fresh"] is True, 3)
+    finally:
+        w.close()

@@ -8,6 +8,7 @@ stopped, its row reads down.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -84,9 +85,33 @@ def test_the_waiting_spark_shows_both_side_by_side_and_names_the_hot_one(pair):
         )
         for chart in ("fleet-temp", "fleet-clock", "fleet-budget", "fleet-tokens"):
             expect(page.locator(f"#{chart} svg")).to_have_count(1)
+        # Issue 34: one series per Spark, legend values rounded to their unit, lines unbroken between reads.
+        page.wait_for_selector("#fleet-temp path.line")
+        legend = page.locator("#fleet-temp .legend li").all_inner_texts()
+        assert len(legend) == 2 and sorted(t.split()[0] for t in legend) == ["spark-a", "spark-b"], legend
+        assert all(re.search(r"\b\d+ °C$", t) for t in legend), legend  # never 58.10824680328369
+        for d in page.locator("#fleet-temp path.line").evaluate_all("ps => ps.map(p => p.getAttribute('d'))"):
+            assert d.count("M") == 1, d  # one unbroken line per Spark across its peer reads
         procs["a"].terminate()
         procs["a"].wait(10)
         expect(rows.nth(1)).to_contain_text("down", timeout=20000)
         expect(page.locator("#fleet-verdict")).to_contain_text("peer spark-a down")
+        # Why it is down is in its State cell, never under Link.
+        expect(rows.nth(1).locator("td.state")).to_contain_text("down: ")
+        assert rows.nth(1).locator("td").last.inner_text() == "–"
         assert not log.errors, log.errors
         assert not log.off_origin
+
+
+def test_the_pair_table_is_cards_that_fit_a_phone(pair):
+    bases, _ = pair
+    with launch() as browser, open_page(browser, bases["b"], width=390) as (page, log):
+        expect(page.locator("#fleet")).to_be_visible(timeout=15000)
+        row = page.locator("#fleet-members tr").nth(0)
+        expect(row).to_contain_text("spark-b (this Spark)")
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        for cell in row.locator("td").all():
+            box = cell.bounding_box()
+            assert box["x"] >= 0 and box["x"] + box["width"] <= 391, cell.inner_text()
+        assert row.locator("td").nth(2).get_attribute("data-label") == "Temperature"
+        assert not log.errors, log.errors

@@ -25,10 +25,10 @@
       tr.dataset.member = m.name;
       tr.appendChild(h("th", null, m.name + (m.self ? " (this Spark)" : ""))).setAttribute("scope", "row");
       if (!m.up) {
-        tr.appendChild(h("td", "state", "down"));
-        const td = h("td", "error", m.error || "no answer");
-        td.colSpan = 6;
-        tr.appendChild(td);
+        // Why it is down in its State cell ("down: Connection refused"), never under Link (a cable fault).
+        tr.appendChild(h("td", "state error", "down: " + (m.error || "no answer")));
+        for (let i = 0; i < 6; i++) tr.appendChild(h("td", i < 5 && i > 0 ? "num" : null, "–"));
+        label(tr);
         tbody.appendChild(tr);
         continue;
       }
@@ -41,6 +41,7 @@
       tr.appendChild(h("td", "num", m.budget_bytes === null || m.budget_bytes === undefined ? "–" : num(m.budget_bytes / GIB, 1) + " GiB"));
       tr.appendChild(h("td", "num", num(m.tokens_per_second)));
       tr.appendChild(h("td", "link", m.link && m.link.problem ? m.link.summary : "–"));
+      label(tr);
       tbody.appendChild(tr);
     }
     const v = $("fleet-verdict");
@@ -48,21 +49,35 @@
     v.className = "fleet-verdict" + (view.straggler ? " sev-warning" : view.pending ? " pending" : "");
   }
 
-  function renderCharts(history) {
+  /* Each cell carries its column's name, so a phone shows a row as a small card ("Temperature 81 °C"). */
+  function label(tr) {
+    const heads = Array.from(document.querySelectorAll("table.fleet thead th")).map((th) => th.textContent);
+    Array.from(tr.children).forEach((c, i) => { if (heads[i]) c.dataset.label = heads[i]; });
+  }
+
+  function renderCharts(history, intervalS) {
     if (!window.SparkChart) return;
     const names = Object.keys(history);
     let t0 = Infinity, t1 = -Infinity;
     for (const n of names) for (const p of history[n]) { if (p.t < t0) t0 = p.t; if (p.t > t1) t1 = p.t; }
     if (!isFinite(t0)) return;
     if (t1 - t0 < 60) t0 = t1 - 60;
-    const series = (key, scale) => names.map((n, i) => ({
-      label: n, k: i % 7, points: history[n].map((p) => [p.t, p.up && p[key] !== null && p[key] !== undefined ? p[key] * (scale || 1) : null]),
+    // One series per Spark, its legend value rounded to the unit it is drawn in.
+    const series = (key, fmt, scale) => names.map((n, i) => ({
+      label: n, k: i % 7, fmt: fmt, points: history[n].map((p) => [p.t, p.up && p[key] !== null && p[key] !== undefined ? p[key] * (scale || 1) : null]),
     }));
-    const base = { t0: t0, t1: t1, gap: Math.max(5, (t1 - t0) / 20) };
-    SparkChart.draw($("fleet-temp"), Object.assign({}, base, { left: { fmt: (v) => num(v) + " °C" }, series: series("temp_c") }));
-    SparkChart.draw($("fleet-clock"), Object.assign({}, base, { left: { fmt: (v) => num(v) }, series: series("sm_clock_mhz") }));
-    SparkChart.draw($("fleet-budget"), Object.assign({}, base, { left: { fmt: (v) => num(v, 1), zero: true }, series: series("budget_bytes", 1 / GIB) }));
-    SparkChart.draw($("fleet-tokens"), Object.assign({}, base, { left: { fmt: (v) => num(v), zero: true }, series: series("tokens_per_second") }));
+    // Points are one peer read apart (interval_s live; a replay's sample clock runs faster): a line breaks
+    // only where more than two reads in a row are missing, judged on the points' own median spacing.
+    const steps = [];
+    for (const n of names) for (let i = 1; i < history[n].length; i++) steps.push(history[n][i].t - history[n][i - 1].t);
+    steps.sort((a, b) => a - b);
+    const every = steps.length ? steps[steps.length >> 1] : intervalS > 0 ? intervalS : 30;
+    const base = { t0: t0, t1: t1, gap: Math.max(2.5 * every, (t1 - t0) / 20) };
+    const C = (v) => num(v) + " °C", MHZ = (v) => num(v) + " MHz", G = (v) => num(v, 1) + " GiB", TPS = (v) => num(v) + "/s";
+    SparkChart.draw($("fleet-temp"), Object.assign({}, base, { left: { fmt: C }, series: series("temp_c", C) }));
+    SparkChart.draw($("fleet-clock"), Object.assign({}, base, { left: { fmt: (v) => num(v) }, series: series("sm_clock_mhz", MHZ) }));
+    SparkChart.draw($("fleet-budget"), Object.assign({}, base, { left: { fmt: (v) => num(v, 1), zero: true }, series: series("budget_bytes", G, 1 / GIB) }));
+    SparkChart.draw($("fleet-tokens"), Object.assign({}, base, { left: { fmt: (v) => num(v), zero: true }, series: series("tokens_per_second", TPS) }));
   }
 
   async function linkLine() {
@@ -101,7 +116,7 @@
       section.hidden = !doc.configured;
       if (!doc.configured || !doc.view) return;
       renderTable(doc.view);
-      renderCharts(doc.history || {});
+      renderCharts(doc.history || {}, doc.view.interval_s);
     } catch (e) {
       /* the main view reports the daemon unreachable */
     }

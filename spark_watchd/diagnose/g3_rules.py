@@ -27,8 +27,11 @@ ADVICE_LADDER = (
     "Then shrink the job: smaller batch, sequence packing, gradient checkpointing.",
     "Then bf16 LoRA before QLoRA.",
 )
+# The flag that caps a server depends on how it runs (a vLLM under --kv-cache-memory-bytes is capped and still
+# too big, an Ollama has no cap): G6's card names each tenant and its remedy (diagnose/advice.py), so G3's
+# line points there instead of naming a flag that can contradict it.
 ADVICE_TENANT = (
-    "Stop or cap other GPU tenants (vLLM --gpu-memory-utilization 0.5, stop Ollama) while training.",
+    "Stop or cap the other GPU tenants while training: the G6 card names each one and how to cap it.",
 )
 ADVICE_THIN = (
     "Little headroom left: fine for a capped server that is already loaded, risky before starting another job.",

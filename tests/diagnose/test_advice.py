@@ -57,3 +57,13 @@ def test_a_kv_capped_vllm_holding_past_its_budget_is_told_the_weights_sit_on_top
         r"cache, the weights sit on top of it; lower the budget",
         last[1],
     ), last
+
+
+def test_g3_names_no_cap_flag_that_g6_could_contradict():
+    """Issue 34: G3 said "cap the vLLM with --gpu-memory-utilization 0.5" beside G6 saying that vLLM is capped
+    by --kv-cache-memory-bytes; G3's tenant line now points at G6's card, which reads the real launch flags."""
+    from spark_watchd.diagnose import g3_rules
+
+    tenant = g3_rules.ADVICE_TENANT  # the line G3 gives about the other tenants, beside G6's card
+    assert tenant and not [a for a in tenant if "--gpu-memory-utilization" in a or "--kv-cache" in a]
+    assert any("G6 card" in a for a in tenant)

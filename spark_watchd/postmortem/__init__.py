@@ -27,6 +27,7 @@ from spark_watchd.postmortem.bundle import (
     prune,
     write_bundle,
 )
+from spark_watchd.postmortem.fast import read_fast
 from spark_watchd.postmortem.ring import SampleRing
 from spark_watchd.sample.files import StateFileError
 from spark_watchd.sample.findings import Event
@@ -34,6 +35,9 @@ from spark_watchd.sample.findings import Event
 STORAGE_PARTS = ("ring", "bundles")
 
 __all__ = ["BundleInfo", "PostMortem", "is_critical", "list_bundles"]
+
+
+FINAL_SPAN_S = 300.0  # 1 s readings this close before a trigger go into its bundle (the ring keeps 120 s)
 
 
 class PostMortem:
@@ -50,6 +54,7 @@ class PostMortem:
         min_gap_s: float = 60.0,
     ):
         self.root = Path(state_dir) / "bundles"
+        self.fast_dir = Path(state_dir) / "fast"  # where the 1 s FastRing writes (app.py)
         self.ring = SampleRing(Path(state_dir) / "ring", span_s)
         self.thresholds = thresholds
         self.keep, self.max_bytes, self.min_gap_s = keep, max_bytes, min_gap_s
@@ -115,9 +120,14 @@ class PostMortem:
             except StateFileError as exc:  # the ring's segment was swapped for a link: bundle without it
                 self._stored("ring", exc)
                 samples = [sample]
+            # The 1 s readings of the minutes before (postmortem/fast.py, armed while memory was thin): the
+            # final seconds a 30 s ring misses before a freeze, read back after the reboot too.
+            final = [f for f in read_fast(self.fast_dir) if trigger.ts - FINAL_SPAN_S <= f.ts <= trigger.ts]
             if shift := snapshot.wall_shift():
                 trigger, samples, events = on_wall_clock(shift, trigger, samples, events)
-            path = write_bundle(self.root, trigger, samples, events, snapshot.workloads, self.thresholds)
+            path = write_bundle(
+                self.root, trigger, samples, events, snapshot.workloads, self.thresholds, final_seconds=final
+            )
             gone = prune(self.root, self.keep, self.max_bytes, self.log)
         except (OSError, StateFileError) as exc:  # a full disk, or a link swapped in for bundles/
             self._stored("bundles", exc)

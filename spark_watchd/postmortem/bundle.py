@@ -30,6 +30,7 @@ from spark_watchd.sample.model import Sample
 from spark_watchd.sample.redact import redact_argv, redact_command_line, redact_sample_dict
 
 FILES = ("trace.jsonl", "timeline.json", "workloads.json", "report.html", "manifest.json")
+FAST = "fast.jsonl"  # the 1 s readings before the trigger, when there are any
 # What ends or endangers a run: a bundle each (reboot only when it followed a throttle or a driver fault, an
 # engine stall only while memory is thin).
 CRITICAL_KINDS = (
@@ -135,8 +136,12 @@ def write_bundle(
     events: Sequence[Event],
     workloads: Sequence[Any],
     thresholds,
+    final_seconds: Sequence[Sample] = (),
 ) -> Path:
-    """Write one bundle under root, private to the daemon's user, argv secrets redacted; returns its directory."""
+    """Write one bundle under root, private to the daemon's user, argv secrets redacted; returns its directory.
+
+    `final_seconds`: the 1 s memory readings of the minutes before (postmortem/fast.py), kept as fast.jsonl
+    (replayable) and drawn by the report, when memory was thin enough to arm them."""
     root = Path(root)
     private_dir(root)
     stamp = dt.datetime.fromtimestamp(trigger.ts, dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -150,7 +155,7 @@ def write_bundle(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(mode=0o700)
     try:
-        _fill(tmp, trigger, samples, events, workloads, thresholds)
+        _fill(tmp, trigger, samples, events, workloads, thresholds, final_seconds)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)  # a full disk: nothing half-written left behind
         raise
@@ -158,7 +163,7 @@ def write_bundle(
     return final
 
 
-def _fill(tmp: Path, trigger: Event, samples, events, workloads, thresholds) -> None:
+def _fill(tmp: Path, trigger: Event, samples, events, workloads, thresholds, final_seconds=()) -> None:
     """The bundle's files, written into its temporary directory."""
     if samples and not workloads:
         workloads = Grouper(thresholds.capped_utilization_max).group(samples[-1].processes)
@@ -176,7 +181,11 @@ def _fill(tmp: Path, trigger: Event, samples, events, workloads, thresholds) -> 
     from spark_watchd.postmortem.html import render_report  # only when a bundle is written, not at start
 
     # The report shows argv only in the workload table (rows, redacted above).
-    _write_private(tmp / "report.html", render_report(samples, timeline, evs, rows, trigger.to_dict()))
+    if final_seconds:
+        lines = (dumps_strict(s.to_dict(), separators=(",", ":")) + "\n" for s in final_seconds)
+        _write_private(tmp / FAST, "".join(lines))
+    report = render_report(samples, timeline, evs, rows, trigger.to_dict(), final_seconds)
+    _write_private(tmp / "report.html", report)
     size = sum(p.stat().st_size for p in tmp.iterdir())
     manifest = {
         "version": 1,
@@ -185,7 +194,7 @@ def _fill(tmp: Path, trigger: Event, samples, events, workloads, thresholds) -> 
         "first_ts": t0,
         "last_ts": samples[-1].ts if samples else trigger.ts,
         "bytes": size,
-        "files": list(FILES),
+        "files": list(FILES) + ([FAST] if final_seconds else []),
     }
     _write_private(tmp / "manifest.json", dumps_strict(manifest, default=str))
 

@@ -158,12 +158,7 @@ class FastRing:
 
     def samples(self) -> list[Sample]:
         """What the two segments hold, oldest first (the final seconds before a freeze, after it)."""
-        out = []
-        for name in SEGMENTS:
-            path = self.dir / name
-            if path.exists():
-                out += [Sample.from_dict(o) for o in iter_trace_dicts(path, skip_bad=True)]
-        return sorted(out, key=lambda s: s.ts)
+        return read_fast(self.dir)
 
     def close(self) -> None:
         self.disarm()
@@ -171,3 +166,19 @@ class FastRing:
             if self._fh is not None:
                 self._fh.close()
                 self._fh = None
+
+
+def read_fast(directory) -> list[Sample]:
+    """The 1 s readings the two segments under `directory` hold, oldest first; [] when there are none or a
+    segment is not a regular file (a link or FIFO planted there is never followed)."""
+    out = []
+    for name in SEGMENTS:
+        path = Path(directory) / name
+        try:
+            if not path.exists():
+                continue
+            check_regular(path)
+            out += [Sample.from_dict(o) for o in iter_trace_dicts(path, skip_bad=True)]
+        except (OSError, StateFileError, ValueError) as exc:
+            log.warning("fast ring not read", path=str(path), error=str(exc))
+    return sorted(out, key=lambda s: s.ts)

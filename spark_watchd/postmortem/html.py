@@ -198,8 +198,9 @@ def render_report(
     events: Sequence[dict[str, Any]],
     workloads: Sequence[dict[str, Any]],
     trigger: dict[str, Any],
+    final_seconds: Sequence[Sample] = (),
 ) -> str:
-    """The report's HTML (UTF-8 text, self-contained)."""
+    """The report's HTML (UTF-8 text, self-contained); `final_seconds` (1 s readings) get a chart of their own."""
     if samples:
         t0, t1 = samples[0].ts, samples[-1].ts
     else:
@@ -289,6 +290,7 @@ def render_report(
 {advice}
 <h2>The minutes before</h2>
 {"".join(charts)}
+{_final(final_seconds)}
 <h2>Events</h2>
 <table><tr><th>#</th><th>time</th><th>kind</th><th>what happened</th></tr>{ev_rows}</table>
 <h2>Findings as they changed</h2>
@@ -321,3 +323,29 @@ def _advice(timeline: Sequence[dict[str, Any]]) -> str:
             f'<ul class="advice">{items}</ul>'
         )
     return "<h2>What to do</h2>" + "".join(blocks) if blocks else ""
+
+
+def _final(samples: Sequence[Sample]) -> str:
+    """The final seconds at 1 s: usable memory (MemAvailable - CmaFree), MemAvailable, PSI some and full."""
+    if not samples:
+        return ""
+    t0, t1 = samples[0].ts, samples[-1].ts
+
+    def usable(s: Sample) -> float | None:
+        avail = s.meminfo.get("MemAvailable")
+        return None if avail is None else (avail - (s.meminfo.get("CmaFree") or 0)) / (1024 * 1024)
+
+    mem = [
+        ("usable (MemAvailable - CmaFree)", [(s.ts, usable(s)) for s in samples]),
+        ("MemAvailable", [(s.ts, _kb_gib(s.meminfo.get("MemAvailable"))) for s in samples]),
+    ]
+    psi = [
+        ("some avg10", [(s.ts, _psi(s, "some")) for s in samples]),
+        ("full avg10", [(s.ts, _psi(s, "full")) for s in samples]),
+    ]
+    last = _utc(t1, "%H:%M:%S")
+    return (
+        f"<h2>The final seconds (1 s readings, {len(samples)} to {last} UTC)</h2>"
+        + chart("Memory, every second", "GiB", mem, t0, t1, (), [(0.0, "gone")])
+        + chart("Memory pressure (PSI), every second", "%", psi, t0, t1, ())
+    )

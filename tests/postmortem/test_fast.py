@@ -3,11 +3,13 @@ on disk as trace-v1 lines that replay reads; nothing while the pool is roomy (is
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
+from spark_watchd.diagnose.thresholds import Thresholds
 from spark_watchd.postmortem.fast import SEGMENTS, FastRing
 from spark_watchd.sample.trace import read_trace
 
@@ -78,3 +80,27 @@ def test_a_link_planted_as_a_segment_is_never_written_through(tmp_path):
     assert not ring.armed and ring.readings == 0  # it stopped, saying so once
     assert target.read_text() == "keep\n"
     ring.close()
+
+
+def test_a_bundle_keeps_the_final_seconds_replayable_and_its_report_draws_them(tmp_path):
+    """Issue 31 item 4: after a freeze `report` and `replay` show the final seconds the 30 s ring missed."""
+    from spark_watchd.postmortem import PostMortem, list_bundles
+    from tests.conftest import run_cli
+    from tests.postmortem.helpers import feed, scenario
+
+    samples = scenario("vllm_creep_oom_30s")
+    kill = next(s for s in samples if s.oom_kills)
+    clock = iter([kill.ts - 90 + i for i in range(200)])
+    ring = FastRing(tmp_path / "fast", proc_root=str(HOST), clock=lambda: next(clock))
+    for _ in range(90):  # the 90 s before the kill, one reading a second (armed by a G3 warning)
+        ring.read_once()
+    ring.close()
+    feed(tmp_path, samples, postmortem=PostMortem(tmp_path, Thresholds()))
+    (b,) = [x for x in list_bundles(tmp_path / "bundles") if x.kind == "oom_kill"]
+    fast = (b.path / "fast.jsonl").read_text().splitlines()
+    assert len(fast) == 90 and json.loads(fast[-1])["ts"] <= kill.ts
+    assert "fast.jsonl" in json.loads((b.path / "manifest.json").read_text())["files"]
+    html = (b.path / "report.html").read_text()
+    assert "The final seconds (1 s readings, 90 to " in html and "Memory, every second" in html
+    res = run_cli("replay", str(b.path / "fast.jsonl"), "--format", "jsonl")
+    assert res.returncode == 0 and len(res.stdout.splitlines()) == 90, res.stderr

@@ -3,10 +3,14 @@
 A rule is `rule(s: G3Signals, now: G3Now, th) -> Ruling | None`: pure, no state, no events (those are
 `G3Tracker.advance`'s). A ruling's summary is a template (`words` fills it when the finding is first read,
 most never are): {avail} the pool, {stall} the stall rates, {tte} the seconds to exhaustion, {runway} the
-runway sentence. The first rule in `RULES` that does not pass gives the finding; the last never
-passes. A new rule: read what it needs from `G3Signals` (add a field there, computed in `g3.signals`)
-or, for a latch or window, from `G3Now` (moved in `G3Tracker._now`), put its thresholds in
-`diagnose/thresholds.py` with why they have their value, and insert it in `RULES` where its priority lies.
+runway sentence. The first rule in `RULES` that does not pass gives the finding; the last never passes. A
+new rule: read what it needs from `G3Signals` (add a field there, computed in `g3.signals`) or, for a latch
+or window, from `G3Now` (moved in `G3Tracker._now`), put its thresholds in `diagnose/thresholds.py` with why
+they have their value, and insert it in `RULES` where its priority lies, and declare with
+`@fires_when("...")` what must hold for it to rule (expressions over `s` and `now`, one true whenever it
+rules): the quiet shortcut (`tracker.shortcut`) skips a rule only when all of its conditions fail, and a
+rule that declares none always runs (tests/diagnose/test_rule_declarations.py checks every declaration
+against every value of every field).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from spark_watchd.diagnose.collateral import ADVICE_COLLATERAL, ADVICE_LIMIT
 from spark_watchd.diagnose.runway import ADVICE_RUNWAY, Runway
-from spark_watchd.diagnose.tracker import Ruling, judge
+from spark_watchd.diagnose.tracker import Ruling, Shortcut, fires_when
 
 if TYPE_CHECKING:
     from spark_watchd.diagnose.g3 import G3Signals
@@ -141,10 +145,11 @@ def _runway(now: G3Now) -> str:
     return f"{sentence[0].upper()}{sentence[1:]}"
 
 
-# The common case's ruling, built once.
+# The common case's ruling (the last rule's), built once.
 _OK = Ruling("ok", "Memory OK: {avail}, no reclaim stalls")
 
 
+@fires_when("s.avail_b is None")
 def unreadable(s: G3Signals, now: G3Now, th) -> Ruling | None:
     """No MemAvailable: unknown."""
     if s.avail_b is None:
@@ -152,24 +157,7 @@ def unreadable(s: G3Signals, now: G3Now, th) -> Ruling | None:
     return None
 
 
-def quiet(s: G3Signals, now: G3Now, th) -> Ruling | None:
-    """No stalls, swapping, OOM, load, fall or thin budget (the common case, first): ok."""
-    if (
-        now.stalls
-        or now.swapping
-        or now.full_sustained
-        or now.oom_hold
-        or now.tte is not None
-        or now.thin
-        or now.exhausted
-        or now.runway_warn
-        or now.gone
-        or now.engine_stalled
-    ):
-        return None
-    return _OK
-
-
+@fires_when("now.oom_hold")
 def oom_killed(s: G3Signals, now: G3Now, th) -> Ruling | None:
     """The OOM killer ran within oom_critical_hold_s: critical (warning when the pool was roomy through it)."""
     if now.oom_hold and now.oom_roomy:
@@ -190,6 +178,7 @@ def oom_killed(s: G3Signals, now: G3Now, th) -> Ruling | None:
     return None
 
 
+@fires_when("now.exhausted")
 def exhausted_stalling(s: G3Signals, now: G3Now, th) -> Ruling | None:
     """The lowest budget under budget_critical_bytes while reclaim stalls or swaps: critical."""
     if now.exhausted and (now.stalls or now.swapping):
@@ -201,6 +190,7 @@ def exhausted_stalling(s: G3Signals, now: G3Now, th) -> Ruling | None:
     return None
 
 
+@fires_when("now.full_sustained")
 def full_stalls(s: G3Signals, now: G3Now, th) -> Ruling | None:
     """PSI full over psi_full_critical_pct for psi_full_sustain_s: critical."""
     if now.full_sustained:
@@ -212,6 +202,7 @@ def full_stalls(s: G3Signals, now: G3Now, th) -> Ruling | None:
     return None
 
 
+@fires_when("now.engine_stalled")
 def engine_stall_thin(s: G3Signals, now: G3Now, th) -> Ruling | None:
     """A serving engine stalled (requests running, no progress) while the budget is thin: critical."""
     if now.engine_stalled and (now.w_thin or now.gone):
@@ -224,6 +215,7 @@ def engine_stall_thin(s: G3Signals, now: G3Now, th) -> Ruling | None:
     return None
 
 
+@fires_when("now.gone")
 def usable_gone(s: G3Signals, now: G3Now, th) -> Ruling | None:
     """Usable memory (MemAvailable - CmaFree) nearly gone over consecutive samples, whatever PSI says: critical."""
     if now.gone:
@@ -235,6 +227,7 @@ def usable_gone(s: G3Signals, now: G3Now, th) -> Ruling | None:
     return None
 
 
+@fires_when("now.w_stalls", "now.w_swapping")
 def reclaim(s: G3Signals, now: G3Now, th) -> Ruling | None:
     """Reclaim stalls or swap-out past their warning levels: warning."""
     if now.w_stalls or now.w_swapping:
@@ -242,6 +235,7 @@ def reclaim(s: G3Signals, now: G3Now, th) -> Ruling | None:
     return None
 
 
+@fires_when("now.tte is not None")
 def load_transient(s: G3Signals, now: G3Now, th) -> Ruling | None:
     """A model load (cache and anon climbing together) heading for the limit within transient_horizon_s: warning."""
     if now.tte is None or now.falling:
@@ -253,6 +247,7 @@ def load_transient(s: G3Signals, now: G3Now, th) -> Ruling | None:
     )
 
 
+@fires_when("now.tte is not None")
 def falling_fast(s: G3Signals, now: G3Now, th) -> Ruling | None:
     """MemAvailable falling fast enough to empty the budget before the next sample or two: warning."""
     if now.tte is None or not now.falling:
@@ -264,6 +259,7 @@ def falling_fast(s: G3Signals, now: G3Now, th) -> Ruling | None:
     )
 
 
+@fires_when("now.runway_warn")
 def runway_short(s: G3Signals, now: G3Now, th) -> Ruling | None:
     """The budget on a sustained fall (never a settling load) runs out within runway_warn_s: warning."""
     if not now.runway_warn:
@@ -271,6 +267,7 @@ def runway_short(s: G3Signals, now: G3Now, th) -> Ruling | None:
     return Ruling("warning", "Memory runway short: {runway}: {avail}", ADVICE_RUNWAY)
 
 
+@fires_when("now.w_thin")
 def thin_budget(s: G3Signals, now: G3Now, th) -> Ruling | None:
     """The budget under budget_warn_bytes without stalls: warning."""
     if now.w_thin:
@@ -287,16 +284,8 @@ def ok(s: G3Signals, now: G3Now, th) -> Ruling:
     return _OK
 
 
-def ruling(s: G3Signals, now: G3Now, th) -> Ruling:
-    """The first of RULES that rules (`judge`); a quiet readable sample, most of them, without walking RULES."""
-    if s.avail_b is not None and (r := quiet(s, now, th)) is not None:
-        return r
-    return judge(RULES, s, now, th)
-
-
 RULES = (
     unreadable,
-    quiet,
     oom_killed,
     exhausted_stalling,
     full_stalls,
@@ -309,3 +298,10 @@ RULES = (
     thin_budget,
     ok,
 )
+
+_SHORTCUT = Shortcut()
+
+
+def ruling(s: G3Signals, now: G3Now, th) -> Ruling:
+    """The first of RULES that rules: a quiet sample (most are) walks only what its declarations cannot skip."""
+    return _SHORTCUT.of(RULES)(s, now, th)

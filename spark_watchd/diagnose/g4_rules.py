@@ -3,9 +3,12 @@
 A rule is `rule(s: G4Signals, now: G4Now, th) -> Ruling | None`: pure, no state, no events (those are
 `G4Tracker.advance`'s). The first rule in `RULES` that does not pass gives the finding; the last never
 passes. A ruling's summary is its words function (`words(s, now, th) -> str`, or a plain string): the
-finding writes it only when read. A new rule: read what it needs from `G4Signals` (add a field there, computed in `g4.signals`),
-put its thresholds in `diagnose/thresholds.py` with why they have their value, and insert it in `RULES`
-where its priority lies.
+finding writes it only when read. A new rule: read what it needs from `G4Signals` (add a field there,
+computed in `g4.signals`), put its thresholds in `diagnose/thresholds.py` with why they have their value,
+and insert it in `RULES` where its priority lies, and declare with `@fires_when("...")` what must hold for
+it to rule (expressions over `s` and `now`, one true whenever it rules): the quiet shortcut
+(`tracker.shortcut`) skips a rule only when all of its conditions fail, and a rule that declares none always
+runs (tests/diagnose/test_rule_declarations.py checks every declaration against every value of every field).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from spark_watchd.diagnose.anomaly import ADVICE_HUNG, ADVICE_LIMIT, ADVICE_POWER, ADVICE_RECURRING
 from spark_watchd.diagnose.board import ADVICE_PROCHOT_COOL
 from spark_watchd.diagnose.clockcap import ADVICE_LOST, CapStatus
-from spark_watchd.diagnose.tracker import Ruling, judge
+from spark_watchd.diagnose.tracker import Ruling, Shortcut, fires_when
 from spark_watchd.diagnose.verdicts import StepRatio
 
 if TYPE_CHECKING:
@@ -64,11 +67,13 @@ _REBOOTED = Ruling("critical", "Rebooted after a thermal throttle", ADVICE_REBOO
 _BLIND = Ruling("unknown", "No GPU readings: thermal state cannot be judged")
 
 
+@fires_when("not s.has_gpu")
 def blind_after_reboot(s: G4Signals, now: G4Now, th) -> Ruling | None:
     """No GPU readings within the hold after a reboot that followed a throttle: still critical."""
     return _REBOOTED if not s.has_gpu and now.hold else None
 
 
+@fires_when("not s.has_gpu")
 def blind(s: G4Signals, now: G4Now, th) -> Ruling | None:
     """No GPU readings: unknown."""
     return _BLIND if not s.has_gpu else None
@@ -81,6 +86,7 @@ def _at_shutdown_words(s: G4Signals, now: G4Now, th) -> str:
 _AT_SHUTDOWN = Ruling("critical", _at_shutdown_words, ADVICE_THROTTLE)
 
 
+@fires_when("now.throttling")
 def at_shutdown(s: G4Signals, now: G4Now, th) -> Ruling | None:
     """Throttling at the shutdown threshold: critical."""
     return _AT_SHUTDOWN if now.throttling and s.at_shutdown else None
@@ -97,6 +103,7 @@ def _slowing_training_words(s: G4Signals, now: G4Now, th) -> str:
 _SLOWING_TRAINING = Ruling("critical", _slowing_training_words, ADVICE_DAMAGE + ADVICE_THROTTLE)
 
 
+@fires_when("now.throttling")
 def slowing_training(s: G4Signals, now: G4Now, th) -> Ruling | None:
     """Throttling while a job's step time is step_slowdown_ratio over its baseline (until step_recover_ratio): critical."""
     return _SLOWING_TRAINING if now.throttling and now.damaged else None
@@ -114,11 +121,13 @@ def _slowing_serving_words(s: G4Signals, now: G4Now, th) -> str:
 _SLOWING_SERVING = Ruling("critical", _slowing_serving_words, ADVICE_SERVING + ADVICE_THROTTLE)
 
 
+@fires_when("now.throttling")
 def slowing_serving(s: G4Signals, now: G4Now, th) -> Ruling | None:
     """Throttling while a server's decode rate per request is well under its own baseline at the same load: critical."""
     return _SLOWING_SERVING if now.throttling and now.serving_cut else None
 
 
+@fires_when("now.throttling")
 def throttle_after_reboot(s: G4Signals, now: G4Now, th) -> Ruling | None:
     """Throttling again within the hold after a reboot that followed a throttle: critical."""
     return _REBOOTED if now.throttling and now.hold else None
@@ -138,11 +147,13 @@ def _throttle_words(s: G4Signals, now: G4Now, th) -> str:
 _THROTTLE = Ruling("warning", _throttle_words, ADVICE_THROTTLE)
 
 
+@fires_when("now.throttling")
 def throttle(s: G4Signals, now: G4Now, th) -> Ruling | None:
     """Throttling, training not (measurably) slower: warning."""
     return _THROTTLE if now.throttling else None
 
 
+@fires_when("now.hold")
 def after_reboot(s: G4Signals, now: G4Now, th) -> Ruling | None:
     """Within the hold after a reboot that followed a throttle: critical."""
     return _REBOOTED if now.hold else None
@@ -152,6 +163,7 @@ def _cap_words(s: G4Signals, now: G4Now, th) -> str:
     return now.cap.sentence()
 
 
+@fires_when("now.cap is not None and now.cap.lost")
 def clock_cap_lost(s: G4Signals, now: G4Now, th) -> Ruling | None:
     """The owner's SM clock cap is gone this boot (the loaded clock runs above it): warning, never a throttle."""
     c = now.cap
@@ -189,11 +201,13 @@ def _recurring_stall_words(s: G4Signals, now: G4Now, th) -> str:
 _RECURRING_STALL = Ruling("ok", _recurring_stall_words, ADVICE_RECURRING, "recurring_stall")
 
 
+@fires_when('now.anomaly == "power_delivery"')
 def recurring_stall(s: G4Signals, now: G4Now, th) -> Ruling | None:
     """The power-delivery pattern again after stall_recur_min stalls that healed on their own: ok, recurring."""
     return _RECURRING_STALL if now.anomaly == "power_delivery" and now.stall is not None else None
 
 
+@fires_when('now.anomaly == "power_delivery"')
 def power_delivery(s: G4Signals, now: G4Now, th) -> Ruling | None:
     """Clocks pinned low, cool, no reason bit, for anomaly_min_s: ok, a power-delivery anomaly."""
     return _POWER_DELIVERY if now.anomaly == "power_delivery" else None
@@ -206,6 +220,7 @@ def _hung_engine_words(s: G4Signals, now: G4Now, th) -> str:
 _HUNG_ENGINE = Ruling("ok", _hung_engine_words, ADVICE_HUNG, "hung_engine")
 
 
+@fires_when('now.anomaly == "hung_engine"')
 def hung_engine(s: G4Signals, now: G4Now, th) -> Ruling | None:
     """Full utilisation at idle power while cooling, for anomaly_min_s: ok, a hung-engine anomaly."""
     return _HUNG_ENGINE if now.anomaly == "hung_engine" else None
@@ -221,6 +236,7 @@ def _prochot_cool_words(s: G4Signals, now: G4Now, th) -> str:
 _PROCHOT_COOL = Ruling("ok", _prochot_cool_words, ADVICE_PROCHOT_COOL, "power_limit")
 
 
+@fires_when("s.board is not None and s.board.prochot_cool")
 def prochot_cool(s: G4Signals, now: G4Now, th) -> Ruling | None:
     """Board PROCHOT asserted well under the slowdown line while loaded: ok, a power_limit anomaly."""
     b = s.board
@@ -239,6 +255,7 @@ def _power_limit_slowdown_words(s: G4Signals, now: G4Now, th) -> str:
 _POWER_LIMIT_SLOWDOWN = Ruling("ok", _power_limit_slowdown_words, ADVICE_LIMIT, "power_limit")
 
 
+@fires_when("s.board is not None and s.board.limit is not None")
 def power_limit_slowdown(s: G4Signals, now: G4Now, th) -> Ruling | None:
     """Step time over step_slowdown_ratio while a firmware power limit holds the board: ok, a power_limit anomaly."""
     b, w = s.board, now.step
@@ -257,6 +274,7 @@ def _power_limit_words(s: G4Signals, now: G4Now, th) -> str:
 _POWER_LIMIT = Ruling("ok", _power_limit_words)
 
 
+@fires_when("s.board is not None and s.board.limit is not None")
 def power_limit(s: G4Signals, now: G4Now, th) -> Ruling | None:
     """A firmware power limit holds the board: ok, the platform cap."""
     b = s.board
@@ -279,6 +297,7 @@ def _clock_capped_words(s: G4Signals, now: G4Now, th) -> str:
 _CLOCK_CAPPED = Ruling("ok", _clock_capped_words)
 
 
+@fires_when("now.cap is not None and now.cap.cap_mhz is not None")
 def clock_capped(s: G4Signals, now: G4Now, th) -> Ruling | None:
     """The SM clock held at a ceiling under load while cool, no reason bit: ok, a cap with its value (and cost)."""
     c = now.cap
@@ -288,6 +307,7 @@ def clock_capped(s: G4Signals, now: G4Now, th) -> Ruling | None:
 _NO_TEMPERATURE = Ruling("ok", "No throttle signature (temperature not reported)")
 
 
+@fires_when("s.temp_c is None")
 def no_temperature(s: G4Signals, now: G4Now, th) -> Ruling | None:
     """No temperature reported: ok, said so."""
     return _NO_TEMPERATURE if s.temp_c is None else None
@@ -323,22 +343,12 @@ RULES = (
 )
 
 
+_SHORTCUT = Shortcut()
+
+
 def ruling(s: G4Signals, now: G4Now, th) -> Ruling:
-    """The first of RULES that rules (`judge`). A quiet sample (most are) passes every rule above `cool`, so
-    is cool's at once: the GPU read with a temperature; no episode, reboot hold, anomaly, board PROCHOT or
-    power limit, nor a clock cap seen or lost (tests/diagnose/test_g4_fast_paths.py checks it against RULES)."""
-    b, c = s.board, now.cap
-    if (
-        s.has_gpu
-        and not now.throttling
-        and not now.hold
-        and now.anomaly is None
-        and s.temp_c is not None
-        and (b is None or (b.limit is None and not b.prochot))
-        and (c is None or (c.cap_mhz is None and not c.lost))
-    ):
-        return _COOL
-    return judge(RULES, s, now, th)
+    """The first of RULES that rules: a quiet sample (most are) walks only what its declarations cannot skip."""
+    return _SHORTCUT.of(RULES)(s, now, th)
 
 
 def words(r: Ruling, s: G4Signals, now: G4Now, th) -> str:

@@ -3,10 +3,13 @@
 A rule is `rule(s: G6Signals, now: G6Now, th) -> Ruling | None`: pure, no state, no events (those are
 `G6Tracker.advance`'s). The first rule in `RULES` that does not pass gives the finding; the last never
 passes. A ruling's summary is its words function (`words(s, now, th) -> str`, or a plain string): the
-finding writes it only when read (most never are). A new rule: read what it needs from `G6Signals` (add a field there, computed in `g6.signals`)
-or, for what depends on the workloads or a latch, from `G6Now` (built in `G6Tracker._now`), put its
-thresholds in `diagnose/thresholds.py` with why they have their value, and insert it in `RULES` where
-its priority lies.
+finding writes it only when read (most never are). A new rule: read what it needs from `G6Signals` (add a
+field there, computed in `g6.signals`) or, for what depends on the workloads or a latch, from `G6Now` (built
+in `G6Tracker._now`), put its thresholds in `diagnose/thresholds.py` with why they have their value, and
+insert it in `RULES` where its priority lies, and declare with `@fires_when("...")` what must hold for it to
+rule (expressions over `s` and `now`, one true whenever it rules): the quiet shortcut (`tracker.shortcut`)
+skips a rule only when all of its conditions fail, and a rule that declares none always runs
+(tests/diagnose/test_rule_declarations.py checks every declaration against every value of every field).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 
 from spark_watchd.diagnose.advice import g6_advice
-from spark_watchd.diagnose.tracker import Ruling, judge
+from spark_watchd.diagnose.tracker import Ruling, Shortcut, fires_when
 from spark_watchd.sample.groups import Workload
 from spark_watchd.sample.workloads import SERVER_KINDS
 
@@ -43,6 +46,7 @@ def _evicted_words(s: G6Signals, now: G6Now, th) -> str:
     return f"Eviction: {now.evicted}"
 
 
+@fires_when("now.evicted is not None")
 def evicted(s: G6Signals, now: G6Now, th) -> Ruling | None:
     """An eviction within eviction_hold_s: critical."""
     if now.evicted is not None:
@@ -57,6 +61,7 @@ def _storm_words(s: G6Signals, now: G6Now, th) -> str:
     )
 
 
+@fires_when("len(now.heavy) >= 2")
 def fault_storm(s: G6Signals, now: G6Now, th) -> Ruling | None:
     """Two heavy workloads sharing during a major-fault storm with memory stalls: critical."""
     if len(now.heavy) >= 2 and now.storm and now.stalls:
@@ -74,6 +79,7 @@ def _uncapped_words(s: G6Signals, now: G6Now, th) -> str:
     )
 
 
+@fires_when("len(now.heavy) >= 2")
 def uncapped_sharing(s: G6Signals, now: G6Now, th) -> Ruling | None:
     """Two heavy workloads sharing with one uncapped or large, or together near capacity: warning."""
     if len(now.heavy) < 2 or not (now.uncapped or now.large or now.near_capacity):
@@ -88,6 +94,7 @@ def _capped_words(s: G6Signals, now: G6Now, th) -> str:
 _CAPPED = Ruling("ok", _capped_words)
 
 
+@fires_when("len(now.heavy) >= 2")
 def capped_sharing(s: G6Signals, now: G6Now, th) -> Ruling | None:
     """Heavy workloads sharing, all capped: ok."""
     return _CAPPED if len(now.heavy) >= 2 else None
@@ -104,10 +111,12 @@ def alone(s: G6Signals, now: G6Now, th) -> Ruling:
 RULES = (evicted, fault_storm, uncapped_sharing, capped_sharing, alone)
 
 
+_SHORTCUT = Shortcut()
+
+
 def ruling(s: G6Signals, now: G6Now, th) -> Ruling:
-    """The first of RULES that rules (`judge`); at most one heavy workload and no eviction held (every rule
-    but alone passes), most samples, is alone's without walking RULES."""
-    return _ALONE if now.evicted is None and len(now.heavy) < 2 else judge(RULES, s, now, th)
+    """The first of RULES that rules: a quiet sample (most are) walks only what its declarations cannot skip."""
+    return _SHORTCUT.of(RULES)(s, now, th)
 
 
 def words(r: Ruling, s: G6Signals, now: G6Now, th) -> str:

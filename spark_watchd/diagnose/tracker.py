@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, NamedTuple, Protocol
 
 from spark_watchd.diagnose.features import Features
@@ -29,6 +30,56 @@ def judge(rules: tuple[Callable[..., Ruling | None], ...], s: Any, now: Any, th:
         if r is not None:
             return r
     raise AssertionError(f"no rule ruled (the last of {rules!r} must)")
+
+
+def fires_when(*conditions: str) -> Callable[[Callable], Callable]:
+    """Declare when a rule can rule: Python expressions over the rule's `s` and `now`, one of which holds
+    whenever it returns a ruling (it may still pass when one holds). `Shortcut` skips a declared rule while
+    all of its conditions fail; a rule declaring none is always run."""
+
+    def declare(rule: Callable) -> Callable:
+        rule.fires_when = conditions
+        return rule
+
+    return declare
+
+
+class Shortcut:
+    """`judge` for one gotcha's RULES that skips the rules whose declared conditions (`fires_when`) all fail.
+
+    Most samples are quiet: every declared condition fails, so only the undeclared rules and the last one
+    are walked. The quiet test is made from the declarations, never written by hand, so a new rule is
+    either declared (and skipped only when its conditions say it cannot rule) or always run. The rules
+    module calls `Shortcut.of(RULES)`, which derives the test again whenever RULES is another tuple.
+    """
+
+    __slots__ = ("rules", "decide")
+
+    def __init__(self) -> None:
+        self.rules: tuple | None = None
+        self.decide: Callable[..., Ruling] = judge
+
+    def of(self, rules: tuple[Callable[..., Ruling | None], ...]) -> Callable[..., Ruling]:
+        """decide(s, now, th): the first ruling of `rules`, as `judge(rules, s, now, th)` gives."""
+        if rules is not self.rules:
+            self.decide, self.rules = shortcut(rules), rules
+        return self.decide
+
+
+def shortcut(rules: tuple[Callable[..., Ruling | None], ...]) -> Callable[..., Ruling]:
+    """decide(s, now, th) for `rules`: when every condition rules[:-1] declare fails, only the undeclared
+    rules and the last are walked; otherwise all of them, in order.
+
+    The conditions are joined into one compiled expression, so a quiet sample costs the comparisons
+    themselves and one call of the last rule (a call per rule would cost G4 about 1 us a sample)."""
+    conditions = list(dict.fromkeys(c for r in rules[:-1] for c in getattr(r, "fires_when", ())))
+    rest = tuple(r for r in rules[:-1] if not hasattr(r, "fires_when")) + tuple(rules[-1:])
+    if not conditions:
+        return partial(judge, rules)
+    scope = {"__builtins__": {"len": len}, "judge": judge, "rules": rules, "rest": rest, "last": rules[-1]}
+    quiet = "last(s, now, th)" if len(rest) == 1 else "judge(rest, s, now, th)"
+    source = f"lambda s, now, th: judge(rules, s, now, th) if {' or '.join(f'({c})' for c in conditions)} else {quiet}"
+    return eval(source, scope)  # noqa: S307 (the rules' own declarations)
 
 
 class Verdict(NamedTuple):

@@ -1,79 +1,23 @@
-"""G4's per-sample shortcuts decide exactly what the full path would: the quiet state skips RULES, words
-are written only when read (and say what they said at their sample), the step ratio and the clock cap's
+"""G4's per-sample shortcuts decide exactly what the full path would (the quiet state's shortcut over RULES:
+tests/diagnose/test_rule_declarations.py): words are written only when read (and say what they said at their sample), the step ratio and the clock cap's
 status, and a serving baseline's rate are kept while their inputs stand still (issue 24)."""
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 
 from spark_watchd.diagnose import features as feat
-from spark_watchd.diagnose import g4, g4_rules
-from spark_watchd.diagnose.board import BoardEvidence
-from spark_watchd.diagnose.clockcap import CapStatus
+from spark_watchd.diagnose import g4
 from spark_watchd.diagnose.serving import Baseline, point
 from spark_watchd.diagnose.serving_thresholds import ServingThresholds
 from spark_watchd.diagnose.steady import Dwell
 from spark_watchd.diagnose.steps import step_ratio
 from spark_watchd.diagnose.thresholds import Thresholds
-from spark_watchd.diagnose.tracker import judge
-from spark_watchd.diagnose.verdicts import StepRatio
 from spark_watchd.sample.findings import Finding
 from spark_watchd.sample.model import Sample, ThroughputReading
 from tests.diagnose.diag_builders import Host
 
 TH = Thresholds()
-
-
-def _board(**kw) -> BoardEvidence:
-    base = dict(prochot=False, prochot_hot=False, tj_max_c=70.0, tj_headroom_c=20.0, tj_at_limit=False,
-                limit=None, limit_ewma_w=None, limit_w=None, dc_input_w=180.0, dc_input_low=False,
-                pl_level=None)  # fmt: skip
-    return BoardEvidence(**{**base, **kw})
-
-
-BOARDS = (None, _board(), _board(prochot=True), _board(limit="pl1", limit_ewma_w=99.0, limit_w=100.0))
-CAPS = (
-    None,
-    CapStatus(None, None, False, None, None),
-    CapStatus(2100, None, False, None, None),
-    CapStatus(None, 2100, True, 2400.0, None),
-    CapStatus(None, 2100, False, None, None),
-)
-CUT = ({"server": "vllm", "decode_ratio": 2.0, "tokens_per_s": 10.0, "baseline_tokens_per_s": 20.0,
-        "running_requests": 2.0},)  # fmt: skip
-
-
-def _states():
-    """G4Signals x G4Now over every value each rule tests."""
-    for gpu, temp, board, loaded in itertools.product((True, False), (None, 70.0), BOARDS, (True, False)):
-        s = g4.G4Signals(
-            ts=1.0, dt=30.0, has_gpu=gpu, temp_c=temp, util_pct=97.0, power_w=95.0, sm_clock_mhz=2100,
-            app_clock_mhz=2418, slowdown_c=86.0, shutdown_c=90.0, thermal_bits=False, counter_share=0.0,
-            loaded=loaded, near=False, at_shutdown=temp is not None and loaded, moving=False,
-            thermal_now=False, signature=False, reason=None, board=board,
-        )  # fmt: skip
-        for throttling, hold, damaged, step, anomaly, cut, cap in itertools.product(
-            (True, False), (True, False), (True, False), (None, StepRatio(1.5, "sft", 1.5, 1.0)),
-            (None, "power_delivery", "hung_engine"), ((), CUT), CAPS,
-        ):  # fmt: skip
-            yield s, g4_rules.G4Now(throttling, hold, damaged, step, anomaly, 60.0, cut, cap)
-
-
-def test_the_quiet_shortcut_rules_as_walking_every_rule_would(monkeypatch):
-    walked = []
-    monkeypatch.setattr(g4_rules, "judge", lambda *a: walked.append(1) or judge(*a))
-    states = quiet = 0
-    for s, now in _states():
-        full = judge(g4_rules.RULES, s, now, TH)
-        before = len(walked)
-        assert g4_rules.ruling(s, now, TH) == full, (s, now)
-        states += 1
-        if len(walked) == before:  # decided without walking RULES: cool's
-            quiet += 1
-            assert full is g4_rules.cool(s, now, TH)
-    assert 0 < quiet < states  # the shortcut is taken, and not always
 
 
 def _window():

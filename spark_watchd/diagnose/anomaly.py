@@ -81,8 +81,7 @@ class AnomalyWatch:
             and pinned
             and power is not None
             and power <= th.pinned_power_max_w
-            and temp is not None
-            and temp < f.slowdown_c - th.cool_margin_c
+            and feat.well_under_slowdown(temp, f.slowdown_c, th)
             and not f.thermal_bits
         ):
             if self.pd_since is None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from spark_watchd.diagnose.features import near_slowdown
 from spark_watchd.sample.board import BoardReading
 
 ADVICE_PROCHOT_COOL = (
@@ -98,7 +99,7 @@ def evidence(
             limit, ewma, cap = name, avg, lim
             break
     dc = board.power_w.get("dc_input")
-    hot = any(t is not None and t >= slowdown_c - th.slowdown_margin_c for t in (temp_c, tj))
+    hot = near_slowdown(temp_c, slowdown_c, th) or near_slowdown(tj, slowdown_c, th)
     return BoardEvidence(
         prochot=bool(board.prochot),
         prochot_hot=hot,

@@ -21,6 +21,7 @@ from collections import deque
 from statistics import median
 from typing import Any
 
+from spark_watchd.diagnose.features import near_slowdown, well_under_slowdown
 from spark_watchd.sample.model import Sample
 
 WINDOW_S = 1800.0  # loaded, cool, clean clocks kept to find a ceiling
@@ -180,7 +181,7 @@ class ClockCapWatch:
         th = self.th
         clk, temp, util = f.sm_clock_mhz, f.temp_c, f.util_pct
         loaded = clk is not None and util is not None and util >= th.load_util_pct
-        cool = temp is not None and temp < f.slowdown_c - th.cool_margin_c
+        cool = well_under_slowdown(temp, f.slowdown_c, th)
         clean = self._clean
         if loaded and cool and not f.thermal_bits and clk > th.pinned_clock_max_mhz:
             clean.append((f.ts, float(clk)))
@@ -211,7 +212,7 @@ class ClockCapWatch:
         elif self._loaded_since is None:
             self._loaded_since = f.ts
         if loaded and ceiling is not None and f.ts - self._loaded_since >= SETTLE_S:
-            hot = f.thermal_bits or (temp is not None and temp >= f.slowdown_c - th.slowdown_margin_c)
+            hot = f.thermal_bits or near_slowdown(temp, f.slowdown_c, th)
             if not hot:
                 side = "capped" if clk <= ceiling + th.clock_cap_above_mhz else "uncapped"
                 sides = self._sides.get(sig := _load(sample))

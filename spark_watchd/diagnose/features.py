@@ -21,6 +21,16 @@ THERMAL_MASK = 0x08 | 0x20 | 0x40
 PURE_THERMAL_MASK = 0x20 | 0x40
 
 
+def near_slowdown(temp_c: float | None, slowdown_c: float, th) -> bool:
+    """Within slowdown_margin_c of the slowdown threshold: where GB10's thermal counters start moving."""
+    return temp_c is not None and temp_c >= slowdown_c - th.slowdown_margin_c
+
+
+def well_under_slowdown(temp_c: float | None, slowdown_c: float, th) -> bool:
+    """Cooler than the slowdown threshold by more than cool_margin_c: heat is not behind what is seen."""
+    return temp_c is not None and temp_c < slowdown_c - th.cool_margin_c
+
+
 class Features:
     """Readings of one sample plus rates against the previous one (None where not computable)."""
 

@@ -20,7 +20,6 @@ from spark_watchd.diagnose.runway import BudgetRunway
 from spark_watchd.diagnose.serving import ServingWatch
 from spark_watchd.diagnose.stall import Stall, StallWatch
 from spark_watchd.diagnose.steady import Dwell, Latch
-from spark_watchd.diagnose.thresholds import Plain
 from spark_watchd.diagnose.tracker import Ruling, Unpersisted, Verdict
 from spark_watchd.diagnose.usable import ThinSpell, basis
 from spark_watchd.diagnose.verdicts import G3State
@@ -90,7 +89,7 @@ class G3Tracker(Unpersisted):
     gotcha = "G3"
 
     def __init__(self, th):
-        self.th = th = Plain(th)
+        self.th = th
         self.hist = deque()  # (ts, avail_b, cached_b, anon_b) over the transient window
         self.avail = deque(maxlen=3)  # (ts, avail_b) of the last three samples, for the fall rate
         self.oom_hold_until = None
@@ -129,7 +128,7 @@ class G3Tracker(Unpersisted):
 
     def set_thresholds(self, th) -> None:
         """Thresholds were reloaded: judge the next sample afresh against them (no level or dwell held)."""
-        self.th = th = Plain(th)
+        self.th = th
         self.serving.th = th
         self.engines.th = th
         self.stalls, self.swapping, self.full = Latch(), Latch(), Latch()

@@ -22,7 +22,6 @@ from spark_watchd.diagnose.g4_rules import G4Now, ruling, words
 from spark_watchd.diagnose.serving import ServingWatch
 from spark_watchd.diagnose.steady import Dwell
 from spark_watchd.diagnose.steps import Job, step_ratio
-from spark_watchd.diagnose.thresholds import Plain
 from spark_watchd.diagnose.tracker import Ruling, Verdict
 from spark_watchd.diagnose.verdicts import G4State
 from spark_watchd.sample.findings import Event, Finding
@@ -71,7 +70,7 @@ def signals(sample: Sample, f: feat.Features, th) -> G4Signals:
     clk = f.sm_clock_mhz
     slowdown = f.slowdown_c
     loaded = util >= th.load_util_pct if util is not None else (power or 0) >= 0.5 * th.sustained_power_w
-    near = temp is not None and temp >= slowdown - th.slowdown_margin_c
+    near = feat.near_slowdown(temp, slowdown, th)
     at_shutdown = temp is not None and temp >= f.shutdown_c
     clock_low = loaded and clk is not None and clk < f.app_clock_mhz * th.clock_drop_ratio
     rate = f.thermal_rate
@@ -110,7 +109,7 @@ class G4Tracker:
     gotcha = "G4"
 
     def __init__(self, th):
-        self.th = th = Plain(th)
+        self.th = th
         self.episode = False
         self.episode_start = None
         self.last_thermal_ts = None  # last sample showing thermal activity
@@ -148,7 +147,7 @@ class G4Tracker:
 
     def set_thresholds(self, th) -> None:
         """Judge with new thresholds from the next sample on (the anomaly watch included)."""
-        self.th = self.anomalies.th = th = Plain(th)
+        self.th = self.anomalies.th = th
         self.serving.th = th
         self.cap.set_thresholds(th)
 

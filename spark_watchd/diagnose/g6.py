@@ -19,7 +19,6 @@ from spark_watchd.diagnose.g6_levels import LEVELS, Level, Reference, folded, wi
 from spark_watchd.diagnose.g6_rules import GIB, G6Now, _over_share, ruling, words
 from spark_watchd.diagnose.serving import ServingWatch
 from spark_watchd.diagnose.steady import Dwell, Latch
-from spark_watchd.diagnose.thresholds import Plain
 from spark_watchd.diagnose.tracker import Ruling, Unpersisted, Verdict
 from spark_watchd.diagnose.verdicts import G6State
 from spark_watchd.sample.findings import Event, Finding
@@ -57,16 +56,6 @@ def signals(f: feat.Features, th) -> G6Signals:
     return _new(G6Signals, (f.ts, some, f.psi_some_now, f.majfault_per_s, total, share_max, pressure))
 
 
-class _Limits(Plain):
-    """The thresholds as plain attributes (thresholds.Plain, as G3's and G4's), and what G6 derives from them."""
-
-    def __init__(self, th):
-        super().__init__(th)
-        self.fold_s = (
-            th.eviction_window_s / LEVELS
-        )  # a sample this close to a process's latest level folds into it
-
-
 class G6Tracker(Unpersisted):
     """Incremental G6 classifier: feed samples oldest first."""
 
@@ -74,7 +63,8 @@ class G6Tracker(Unpersisted):
 
     def __init__(self, th):
         self.th = th
-        self.lim = _Limits(th)
+        # A sample this close to a process's latest level folds into it (diagnose/g6_levels.py).
+        self.fold_s = th.eviction_window_s / LEVELS
         self.grouper = Grouper(th.capped_utilization_max)
         self.workloads: tuple[Workload, ...] = ()  # the latest sample's workload table
         self._members_of: tuple[Workload, ...] | None = None  # the table _member was built from
@@ -120,7 +110,7 @@ class G6Tracker(Unpersisted):
     def set_thresholds(self, th) -> None:
         """Thresholds were reloaded: judge the next sample afresh against them (no level or dwell held)."""
         self.th = th
-        self.lim = _Limits(th)
+        self.fold_s = th.eviction_window_s / LEVELS
         if self.grouper.capped_max != th.capped_utilization_max:
             self.grouper = Grouper(th.capped_utilization_max)
         self.serving.th = th
@@ -145,20 +135,20 @@ class G6Tracker(Unpersisted):
         # The words (summary, a row per heavy workload) are written when someone reads them, from this
         # sample's records only (s, now and the rows in it are immutable).
         found = Finding.deferred("G6", r.severity, partial(_words, r, s, now, th), r.advice, None, state)
-        out = self.dwell.apply(found, s.ts, self.lim.min_dwell_s)
+        out = self.dwell.apply(found, s.ts, self.th.min_dwell_s)
         if out.severity != "critical":  # the storm latches hold a critical, never start one
             self.stalls.on = self.storm.on = False
         return _new(Verdict, (out, events, self.workloads))
 
     def _evictions(self, sample: Sample, f: feat.Features, s: G6Signals) -> list[Event]:
         """Group the processes and follow each one's level under pressure: the eviction events."""
-        lim = self.lim
+        th = self.th
         ts = s.ts
         events: list[Event] = []
         pressure = s.pressure
         hists = self.rss
         refs = self.ref
-        win, hold, fold = lim.eviction_window_s, lim.eviction_level_hold_s, lim.fold_s
+        win, hold, fold = th.eviction_window_s, th.eviction_level_hold_s, self.fold_s
         procs = sample.processes
         avail = f.avail_b
         self.workloads = self.grouper.group(procs)
@@ -170,7 +160,7 @@ class G6Tracker(Unpersisted):
                 self._unloaded(procs)
         if pressure:
             last = self.pressure_last
-            if last is None or ts - last > lim.eviction_episode_gap_s:
+            if last is None or ts - last > th.eviction_episode_gap_s:
                 refs.clear()  # a new pressure episode: references start from the window
             self.pressure_last = ts
         for p in procs:
@@ -237,16 +227,16 @@ class G6Tracker(Unpersisted):
 
     def _now(self, s: G6Signals) -> G6Now:
         """Who is heavy (with hysteresis), the latches and the eviction hold: what the rules read."""
-        lim = self.lim
+        th = self.th
         wls = self.workloads
         if wls is not self._heavy_of or self._heavy_share != s.share_max:
             self._heavy_of, self._heavy_share = wls, s.share_max
             self._heavy = self._pick_heavy(wls, s.share_max)
         heavy, n_uncapped, n_large, total_foot = self._heavy
-        stalls = self.stalls.above(s.some, lim.psi_some_warn_pct, lim.psi_some_leave_pct, s.psi_some_now)
-        storm = self.storm.above(s.majfault_per_s, lim.majfault_storm_per_s, lim.majfault_storm_leave_per_s)
+        stalls = self.stalls.above(s.some, th.psi_some_warn_pct, th.psi_some_leave_pct, s.psi_some_now)
+        storm = self.storm.above(s.majfault_per_s, th.majfault_storm_per_s, th.majfault_storm_leave_per_s)
         total = s.mem_total_b
-        near_cap = total is not None and total_foot >= lim.near_capacity_ratio * total
+        near_cap = total is not None and total_foot >= th.near_capacity_ratio * total
         hold = self.hold_until
         evicted = self.last_eviction if hold is not None and s.ts < hold else None
         # The servers' own view of the sharing (none without their readings).
@@ -255,11 +245,11 @@ class G6Tracker(Unpersisted):
 
     def _pick_heavy(self, wls: tuple[Workload, ...], share_max) -> tuple:
         """(heavy workloads, how many uncapped, how many large, their footprint together)."""
-        lim = self.lim
+        th = self.th
         # Heavy means heavy, whatever the kind: an Ollama with no model loaded (0.5 GiB) is no co-tenant.
         # A footprint wandering at the line stays heavy until it is clearly under it.
-        was, enter, leave = self.heavy_keys, lim.heavy_workload_bytes, lim.heavy_leave_bytes
-        large = lim.large_trainer_bytes
+        was, enter, leave = self.heavy_keys, th.heavy_workload_bytes, th.heavy_leave_bytes
+        large = th.large_trainer_bytes
         heavy, keys = [], set()
         n_uncapped = n_large = total_foot = 0
         for w in wls:

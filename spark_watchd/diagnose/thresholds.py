@@ -389,12 +389,3 @@ class Thresholds(WedgeThresholds):  # + fabric_thresholds + serving_thresholds, 
             moved = ev + (d_leave - d_enter) if side > 0 else ev * (d_leave / d_enter if d_enter else 1.0)
             object.__setattr__(self, leave, type(d_leave)(moved))
         return self
-
-
-class Plain:
-    """A Thresholds' values as plain attributes, for the classifiers' per-sample reads (G3, G4 and their
-    watches read some 25-30 a sample): pydantic's BaseModel defines __getattr__, which takes every attribute
-    read off CPython's fast path (about 3.5 times a plain attribute's cost). Built once per Thresholds."""
-
-    def __init__(self, th: "Thresholds | Plain") -> None:
-        self.__dict__.update(vars(th))  # a model's fields (or another Plain's values)

@@ -28,6 +28,10 @@ from spark_watchd.web.settings import WebSettings
 
 DEFAULT_CONFIG_PATH = "/etc/spark-watchd/config.toml"
 ENV_PREFIX = "SPARK_WATCHD_"
+# Seconds between samples: the daemon samples at least once an hour (windows, holds and rates are minutes
+# long) and at most once a second; a recording (`record --interval`) may go under the second, never over the hour.
+INTERVAL_MIN_S = 1
+INTERVAL_MAX_S = 3600
 CONFIG_ENV = "SPARK_WATCHD_CONFIG"
 # SPARK_WATCHD_* variables that are read by name and are not settings: everything else must map to a key.
 OTHER_ENV = frozenset(
@@ -61,7 +65,9 @@ class DaemonSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     listen: str = Field("127.0.0.1:9761", description="HOST:PORT for HTTP; loopback by default.")
-    interval: float = Field(30.0, ge=1, le=3600, description="Seconds between samples.")
+    interval: float = Field(
+        30.0, ge=INTERVAL_MIN_S, le=INTERVAL_MAX_S, description="Seconds between samples."
+    )
     state_dir: str = Field(
         "/var/lib/spark-watchd", description="State file, event journal, ledger, captures."
     )

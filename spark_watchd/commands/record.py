@@ -9,6 +9,7 @@ import threading
 import time
 
 from spark_watchd.commands.run import add_common_arguments, load_or_report
+from spark_watchd.config import INTERVAL_MAX_S, INTERVAL_MIN_S
 from spark_watchd.errors import EX_CONFIG
 from spark_watchd.logs import get_logger
 
@@ -28,11 +29,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.interval is not None and not 0 < args.interval <= 3600:
-        print("spark-watchd: --interval must be in (0, 3600]", file=sys.stderr)
+    if args.interval is not None and not 0 < args.interval <= INTERVAL_MAX_S:
+        print(f"spark-watchd: --interval must be in (0, {INTERVAL_MAX_S}]", file=sys.stderr)
         return 2
     # The recording's interval may be sub-second; daemon.interval (which load_or_report would set from the same
-    # flag) starts at 1 s, so the flag stays out of the settings.
+    # flag) starts at INTERVAL_MIN_S, so the flag stays out of the settings.
     settings = load_or_report(argparse.Namespace(**{**vars(args), "interval": None}))
     if settings is None:
         return EX_CONFIG
@@ -56,9 +57,11 @@ def main(args: argparse.Namespace) -> int:
             dropped_bytes=writer.repaired_bytes,
         )
     # The servers' scrapers follow the daemon interval: here that is the recording's, floored at the daemon's
-    # 1 s minimum (a sub-second recording still scrapes each server at most once a second).
+    # minimum (a sub-second recording still scrapes each server at most once a second).
     settings = settings.model_copy(
-        update={"daemon": settings.daemon.model_copy(update={"interval": max(interval, 1.0)})}
+        update={
+            "daemon": settings.daemon.model_copy(update={"interval": float(max(interval, INTERVAL_MIN_S))})
+        }
     )
     daemon = app.build(settings, state_dir=None, serve=False)  # its collector only: a trace holds samples
     collector = daemon.collector

@@ -7,7 +7,7 @@ import os
 
 from spark_watchd import __version__
 from spark_watchd.commands.statedir import is_explicit, resolve_state_dir
-from spark_watchd.config import Settings
+from spark_watchd.config import INTERVAL_MAX_S, INTERVAL_MIN_S, Settings
 from spark_watchd.errors import EX_CONFIG, EX_DATAERR, EX_SOFTWARE, EX_TEMPFAIL, EX_USAGE, ConfigError
 from spark_watchd.logs import configure_logging, get_logger, report
 
@@ -15,7 +15,12 @@ from spark_watchd.logs import configure_logging, get_logger, report
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common_arguments(parser)
     parser.add_argument("--listen", metavar="HOST:PORT", help="HTTP address (default 127.0.0.1:9761)")
-    parser.add_argument("--interval", type=float, metavar="SECONDS", help="seconds between samples (1-3600)")
+    parser.add_argument(
+        "--interval",
+        type=float,
+        metavar="SECONDS",
+        help=f"seconds between samples ({INTERVAL_MIN_S}-{INTERVAL_MAX_S})",
+    )
     parser.add_argument(
         "--replay", metavar="TRACE", help="serve a recorded trace-v1 file instead of live sources"
     )

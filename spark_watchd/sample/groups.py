@@ -84,6 +84,17 @@ class Workload(NamedTuple):
         }
 
 
+def who_and_memory(processes: Sequence[ProcessInfo]) -> tuple[list[tuple], list[tuple]]:
+    """(who each process is, its memory), as grouping reads them: a workload table's rows change only when
+    the first list does (someone came, went, was renamed, reparented or became GPU-resident), and only
+    their figures when the second does. Whoever caches what follows from the grouping compares the first."""
+    who, mem = [], []  # one loop, not two comprehensions: this runs every sample
+    for p in processes:
+        who.append((p.pid, p.create_time, p.ppid, p.cmdline, p.name, p.gpu_resident))
+        mem.append((p.rss_bytes, p.gpu_mem_bytes))
+    return who, mem
+
+
 def _is_trainer_launcher(argv: Sequence[str]) -> bool:
     return any(a.endswith(name) for a in argv[:4] for name in _TRAINER_LAUNCHERS)
 
@@ -125,10 +136,7 @@ class Grouper:
         in case it starts loading a model) is not a workload yet and is left out. The same tuple is
         handed back while nothing moved.
         """
-        who, mem = [], []  # one loop, not two comprehensions: this runs every sample
-        for p in processes:
-            who.append((p.pid, p.create_time, p.ppid, p.cmdline, p.name, p.gpu_resident))
-            mem.append((p.rss_bytes, p.gpu_mem_bytes))
+        who, mem = who_and_memory(processes)
         if who != self._who:  # someone came, went or changed: every row is built afresh
             self._replan(processes)
             rows = [self._workload([processes[i] for i in idx], static) for idx, static in self._plan]

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from spark_watchd.logs import get_logger
-from spark_watchd.sample.groups import group_workloads
+from spark_watchd.sample.groups import group_workloads, who_and_memory
 from spark_watchd.sample.serving import SERVING_KINDS, ServingReading, counter_rate, quantiles
 from spark_watchd.sources.serving_endpoints import Endpoint, endpoint_for, parse_environ
 from spark_watchd.sources.serving_energy import EnergyAttribution
@@ -266,7 +266,7 @@ class ServingSource:
 
     def targets(self, processes) -> list[Endpoint]:
         """The endpoints to scrape now, by priority: configured ones, then discovered ones (overrides applied)."""
-        who = [(p.pid, p.create_time, p.ppid, p.cmdline, p.name, p.gpu_resident) for p in processes]
+        who, _ = who_and_memory(processes)
         if who != self._who:
             self._who, self._targets = who, self._discover(processes)
         return list(self._targets)

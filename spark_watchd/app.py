@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from spark_watchd.config import Settings, load_settings
@@ -74,6 +74,7 @@ def build(
     sources: tuple | None = None,
     runtime: Any = None,
     state_dir: str | None = FROM_SETTINGS,
+    expected_down: Iterable[str] = (),
     clock: Callable[[], float] = time.time,
     systemd: SystemdNotifier | None = None,
     demo: str | None = None,
@@ -82,7 +83,8 @@ def build(
     """A daemon with every part wired; serve=False builds only sources and diagnosis (once, record).
 
     `sources` replaces the live tuple (tests hand in fakes), `runtime` the diagnosis
-    runtime; `demo` names the bundled scenario the page's DEMO badge shows.
+    runtime; `demo` names the bundled scenario the page's DEMO badge shows; `expected_down` the
+    sources the start-up lines already named as missing (their first "down" is not logged again).
     """
     from spark_watchd.daemon import Daemon
     from spark_watchd.export.prometheus import build_registry
@@ -117,6 +119,7 @@ def build(
         # On reload, new [sources] / [thresholds] sections rebuild what this root built.
         make_sources=live_sources if sources is None else None,
         make_runtime=(lambda s: runtime_for(s, state)) if runtime is None else None,
+        expected_down=expected_down,
         clock=clock,
         systemd=systemd,
         state_dir=state,
@@ -157,9 +160,8 @@ def build(
     if postmortem is not None:  # the page's link to the latest post-mortem
         extras += (("postmortem", lambda: postmortem_web.latest_info(postmortem.root)),)
         extras += (("postmortem_storage", postmortem.storage_status),)  # ring and bundle write failures
-    # The pair view ([fleet] peers): its own worker reads the peers and this daemon's status document.
-    owner: list[Daemon] = []
-    fleet = FleetWatch(settings.fleet, lambda: api.status_dict(owner[0])) if settings.fleet.peers else None
+    # The pair view ([fleet] peers): its own worker reads the peers and, once started, this daemon's status.
+    fleet = FleetWatch(settings.fleet) if settings.fleet.peers else None
     if fleet is not None:
         extras += (("fleet", fleet.view),)
     daemon = Daemon(
@@ -185,24 +187,24 @@ def build(
             (lambda: notifier.close(timeout=10)) if notifier is not None else None,
             fleet.close if fleet is not None else None,
         ),
-    )
-    owner.append(daemon)
-    daemon.routes = (
-        *api.routes(daemon, build_registry(daemon, own_process=True)),
-        *page.routes(daemon, charts, settings.web),
-        *(progress.routes(throughput.tracker) if throughput is not None else ()),
-        *(postmortem_web.routes(postmortem.root) if postmortem is not None else ()),
-        *fleet_routes(fleet),
-        *acks_web.routes(acks, daemon.republish),
-        # The peer side of `spark-watchd fabric-test`: refuses unless [fleet] fabric_test is on.
-        *fabric_test.routes(
-            fabric_test.FabricSink(settings.fleet, parse_listen(settings.daemon.listen)[0])
-            if settings.fleet.peers
-            else None
+        # The HTTP routes, made over the daemon once it is whole.
+        routes=lambda d: (
+            *api.routes(d, build_registry(d, own_process=True)),
+            *page.routes(d, charts, settings.web),
+            *(progress.routes(throughput.tracker) if throughput is not None else ()),
+            *(postmortem_web.routes(postmortem.root) if postmortem is not None else ()),
+            *fleet_routes(fleet),
+            *acks_web.routes(acks, d.republish),
+            # The peer side of `spark-watchd fabric-test`: refuses unless [fleet] fabric_test is on.
+            *fabric_test.routes(
+                fabric_test.FabricSink(settings.fleet, parse_listen(settings.daemon.listen)[0])
+                if settings.fleet.peers
+                else None
+            ),
         ),
     )
     if fleet is not None:
-        fleet.start()
+        fleet.start(own_status=lambda: api.status_dict(daemon))
     if throughput is not None:
         throughput.start()  # follow the configured logs
     return daemon

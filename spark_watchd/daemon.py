@@ -7,7 +7,7 @@ import datetime as dt
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from spark_watchd import __version__
@@ -41,6 +41,8 @@ class Daemon:
         extras: tuple[tuple[str, Callable[[], Any]], ...] = (),
         subscribers: tuple[Subscriber, ...] = (),
         closers: tuple[Callable[[], Any], ...] = (),
+        routes: Callable[[Daemon], Iterable[Any]] | None = None,
+        expected_down: Iterable[str] = (),
         clock: Callable[[], float] = time.time,
         systemd: SystemdNotifier | None = None,
         state_dir: str | None = None,
@@ -57,12 +59,15 @@ class Daemon:
         self.make_runtime = make_runtime
         if replay is None and sources is None:
             raise ValueError("a live daemon needs its sources (spark_watchd.app.build makes them)")
-        self.collector = Collector(sources, clock) if replay is None else None
+        # Sources the start-up lines already named as missing: their first "down" is not news.
+        self.expected_down = frozenset(expected_down)
+        self.collector = (
+            Collector(sources, clock, expected_down=self.expected_down) if replay is None else None
+        )
         # Parts that report like a source beside the sample (the throughput tracker), guarded the same way.
         self.contributors = Collector(contributors, clock) if contributors else None
         self.extras = tuple(extras)
         self.closers = tuple(closers)
-        self.routes: tuple = ()  # the HTTP routes over this daemon, set by spark_watchd.app.build
         self.version = __version__
         self.ticks = 0
         self.overruns = 0
@@ -84,6 +89,8 @@ class Daemon:
         )
         self.stopping = False
         self._notify_lock = threading.Lock()
+        # The HTTP routes over this daemon, made once it is whole (spark_watchd.app.build names them).
+        self.routes: tuple = tuple(routes(self)) if routes is not None else ()
 
     # Public API for other areas.
     def snapshot(self) -> Snapshot:
@@ -236,8 +243,7 @@ class Daemon:
                 and self.make_sources is not None
                 and (new.sources != old.sources or new.serving != old.serving)
             ):
-                fresh = Collector(self.make_sources(new), self.clock)
-                fresh.expected_down = self.collector.expected_down
+                fresh = Collector(self.make_sources(new), self.clock, expected_down=self.expected_down)
                 self.collector.close()
                 self.collector = fresh
             if self.make_runtime is not None and new.thresholds != old.thresholds:

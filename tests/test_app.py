@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import structlog
+
 from spark_watchd.app import build
 from spark_watchd.config import load_settings
 from spark_watchd.sources.replay import ReplayFeed
@@ -82,3 +84,37 @@ def test_serve_false_builds_only_sources_and_diagnosis(tmp_path):
     snap = daemon.tick()
     assert set(snap.sources) == {"meminfo"} and snap.diagnosis is not None
     daemon.close()
+
+
+class _Down:
+    name = "nvml"
+
+    def collect(self, partial):
+        raise OSError("libnvidia-ml.so.1: cannot open shared object file")
+
+    def close(self):
+        pass
+
+
+def test_a_source_named_missing_at_start_up_is_expected_down_from_the_build(tmp_path):
+    daemon = build(_settings(tmp_path), sources=(_Down(), _Mem()), expected_down={"nvml"}, state_dir=None)
+    try:
+        with structlog.testing.capture_logs() as logs:
+            assert not daemon.tick().sources["nvml"].up
+        # Said once at start-up: its first "down" is no warning (debug lines may be filtered: judge warnings).
+        assert [e["event"] for e in logs if e["log_level"] not in ("debug", "info")] == []
+        assert daemon.collector.expected_down == {"nvml"}
+    finally:
+        daemon.close()
+
+
+def test_the_pair_view_reads_this_daemons_own_status_once_started(tmp_path):
+    settings = _settings(tmp_path, SPARK_WATCHD_FLEET__PEERS='["spark-b=127.0.0.1:9"]')
+    daemon = build(settings, sources=(_Mem(),), state_dir=None)
+    try:
+        daemon.tick()
+        fleet = dict(daemon.extras)["fleet"].__self__
+        assert fleet.own_status()["interval_seconds"] == daemon.expected_period()
+        assert "/api/v1/fleet" in {r.path for r in daemon.routes}
+    finally:
+        daemon.close()

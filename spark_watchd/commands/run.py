@@ -146,13 +146,20 @@ def _serve_locked(settings: Settings, args, feed, state_dir, log, announce: bool
 
     # The demo verb: the status page shows a DEMO badge naming the scenario.
     demo = os.path.splitext(os.path.basename(args.replay))[0] if announce else None
+    # What this machine cannot provide: its sources' first "down" is no news (said once below, after the build).
+    missing = _missing_sources(settings, log) if feed is None else []
     try:
-        daemon = app.build(settings, replay=feed, state_dir=state_dir, demo=demo)
+        daemon = app.build(
+            settings,
+            replay=feed,
+            state_dir=state_dir,
+            demo=demo,
+            expected_down={name for name, _ in missing if name != "sensors"},
+        )
     except ConfigError as exc:  # e.g. --record /var/lib/... as an unprivileged user: say so, no traceback
         report(f"spark-watchd: bad configuration: {exc}")
         return EX_CONFIG
-    if daemon.collector is not None:
-        daemon.collector.expected_down = _log_missing_sources(settings, log)
+    _log_missing_sources(missing, log)
     # The HTTP server, its web config and the runner come from the composition root like every other part.
     try:
         server, runner = app.serving_parts(
@@ -189,23 +196,24 @@ def _serve_locked(settings: Settings, args, feed, state_dir, log, announce: bool
     return 0
 
 
-def _log_missing_sources(settings: Settings, log) -> set[str]:
-    """One line per source this machine cannot provide, and why (what a user on a non-Spark machine sees)."""
+def _missing_sources(settings: Settings, log) -> list[tuple[str, str]]:
+    """(source, reason) for each source this machine cannot provide (none when the check itself fails)."""
     from spark_watchd.app import missing_live_sources
 
-    names = set()
     try:
-        for name, reason in missing_live_sources(settings):
-            if (
-                name == "sensors"
-            ):  # up with nothing to read (not down): "missing" would contradict source_up 1
-                log.info(f"sensors: {reason}; the source stays up with no readings", source=name)
-                continue
-            log.warning(f"{name} missing: {reason}", source=name)
-            names.add(name)
+        return missing_live_sources(settings)
     except Exception as exc:  # the check is advisory; the first tick reports real state anyway
         log.debug("missing-source check failed", error=str(exc))
-    return names
+        return []
+
+
+def _log_missing_sources(missing: list[tuple[str, str]], log) -> None:
+    """One line per source this machine cannot provide, and why (what a user on a non-Spark machine sees)."""
+    for name, reason in missing:
+        if name == "sensors":  # up with nothing to read (not down): "missing" would contradict source_up 1
+            log.info(f"sensors: {reason}; the source stays up with no readings", source=name)
+            continue
+        log.warning(f"{name} missing: {reason}", source=name)
 
 
 def _bad_line_logger(log):

@@ -67,14 +67,20 @@ def stray_keys(out: Mapping[str, Any]) -> list[str]:
 class Collector:
     """Collects a tuple of sources; a source that raises is marked down and the others go on."""
 
-    def __init__(self, sources: Iterable[Any], clock: Callable[[], float] = time.time, log=None):
+    def __init__(
+        self,
+        sources: Iterable[Any],
+        clock: Callable[[], float] = time.time,
+        log=None,
+        expected_down: Iterable[str] = (),
+    ):
         self.sources = tuple(sources)
         self.clock = clock
         self.log = log or get_logger("collector")
         self._errors: dict[str, int] = {}
         self._state: dict[str, str | None] = {}  # name -> last error (None when up); absent before first tick
         # Sources already reported missing at start-up: their first "down" is not news.
-        self.expected_down: set[str] = set()
+        self.expected_down: set[str] = set(expected_down)
 
     def collect(self) -> tuple[Sample, dict[str, SourceStatus]]:
         """Sample every source once; returns the Sample and each source's status."""

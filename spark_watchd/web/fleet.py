@@ -75,7 +75,7 @@ class FleetWatch:
     def __init__(
         self,
         settings: FleetSettings,
-        own_status: Callable[[], Mapping[str, Any]],
+        own_status: Callable[[], Mapping[str, Any]] | None = None,
         clock: Callable[[], float] = time.time,
     ):
         self.s = settings
@@ -97,7 +97,10 @@ class FleetWatch:
         self._me = "this Spark"  # this Spark's name as last shown (its history is kept under SELF)
 
     # ---- the worker ----
-    def start(self) -> None:
+    def start(self, own_status: Callable[[], Mapping[str, Any]] | None = None) -> None:
+        """Start polling; own_status (this daemon's status document) when the daemon was built after the watch."""
+        if own_status is not None:
+            self.own_status = own_status
         if self._thread is None and self.clients:
             self._thread = threading.Thread(target=self._run, name="fleet", daemon=True)
             self._thread.start()

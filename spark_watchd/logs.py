@@ -163,8 +163,13 @@ class _Handler(logging.StreamHandler):
             import json
 
             exc = traceback.format_exc(limit=5)
-            line = {"event": "log record could not be written", "level": "error", "logger": record.name,
-                    "message": str(getattr(record, "msg", ""))[:500], "exception": exc}  # fmt: skip
+            line = {
+                "event": "log record could not be written",
+                "level": "error",
+                "logger": record.name,
+                "message": str(getattr(record, "msg", ""))[:500],
+                "exception": exc,
+            }
             text = (
                 json.dumps(line) if self.json_mode else f"log record could not be written: {line['message']}"
             )

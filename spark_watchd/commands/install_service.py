@@ -261,8 +261,10 @@ def plan_clock_cap(args: argparse.Namespace, cap: int | None) -> list[Action]:
     path = _in_root(root, os.path.join(args.unit_dir, clockcap.UNIT_NAME))
     if cap is None:
         stop = ("disable",) if offline else ("disable", "--now")
-        out = [Action("run", argv=_systemctl(root, *stop, clockcap.UNIT_NAME), may_fail=True),
-               Action("remove", path=path)]  # fmt: skip
+        out = [
+            Action("run", argv=_systemctl(root, *stop, clockcap.UNIT_NAME), may_fail=True),
+            Action("remove", path=path),
+        ]
         if not offline:
             out.append(Action("run", argv=("systemctl", "daemon-reload")))
         out.append(Action("note", text="clock cap off: the unit's stop ran nvidia-smi -rgc (clocks reset)"))

@@ -118,8 +118,10 @@ def main(args: argparse.Namespace) -> int:
         params = planner.parse_params(args.params)
         trainable = planner.parse_params(args.trainable_params) if args.trainable_params else None
         if args.method is None:
-            print("spark-watchd plan: no --method given: planning qlora (pass --method full, lora or qlora)",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                "spark-watchd plan: no --method given: planning qlora (pass --method full, lora or qlora)",
+                file=sys.stderr,
+            )
         # Job fields with a flag of the same name take it; params, method and trainable_params are parsed first.
         flags = {
             f.name: getattr(args, f.name) for f in dataclasses.fields(planner.Job) if hasattr(args, f.name)

@@ -79,25 +79,27 @@ def format_table(runs: list[dict], cols: int | None = None) -> str:
             float(thr.get(k) or 0) for k in ("hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
         )
         start = str(r.get("start") or "-").replace("T", " ").rstrip("Z")
-        rows.append((
-            start[:16],  # to the minute
-            r.get("job"),
-            term.human_seconds(r.get("duration_s")),
-            _fmt(r.get("steps")),
-            term.human_count(r.get("tokens")),
-            _fmt(r.get("mean_tokens_per_second"), ",.0f"),
-            _fmt(r.get("mean_step_seconds"), ".3g"),
-            "-" if r.get("max_slowdown_ratio") is None else f"x{r['max_slowdown_ratio']:.2f}",
-            term.human_seconds(thermal),
-            term.human_seconds(thr.get("power_cap")),
-            _energy(r.get("energy_j")),
-            _fmt(_jpt(r), ".3g"),
-            _fmt(r.get("peak_temp_c"), ".0f"),
-            term.human_bytes(r.get("mem_available_min_bytes")),
-            _fmt(r.get("evictions")),
-            _fmt(r.get("oom_kills")),
-            r.get("end_reason"),
-        ))  # fmt: skip
+        rows.append(
+            (
+                start[:16],  # to the minute
+                r.get("job"),
+                term.human_seconds(r.get("duration_s")),
+                _fmt(r.get("steps")),
+                term.human_count(r.get("tokens")),
+                _fmt(r.get("mean_tokens_per_second"), ",.0f"),
+                _fmt(r.get("mean_step_seconds"), ".3g"),
+                "-" if r.get("max_slowdown_ratio") is None else f"x{r['max_slowdown_ratio']:.2f}",
+                term.human_seconds(thermal),
+                term.human_seconds(thr.get("power_cap")),
+                _energy(r.get("energy_j")),
+                _fmt(_jpt(r), ".3g"),
+                _fmt(r.get("peak_temp_c"), ".0f"),
+                term.human_bytes(r.get("mem_available_min_bytes")),
+                _fmt(r.get("evictions")),
+                _fmt(r.get("oom_kills")),
+                r.get("end_reason"),
+            )
+        )
     return "\n".join(term.table(COLUMNS, rows, cols))
 
 

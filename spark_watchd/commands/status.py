@@ -161,8 +161,15 @@ def _workloads(rows: list[dict[str, Any]], cols: int) -> list[str]:
             cap = w.get("cap") or "capped"
         else:
             cap = "uncapped" + (f" {w['cap']}" if w.get("cap") else "")
-        body.append((w.get("kind", "?"), who, term.human_bytes(w.get("footprint_bytes") or 0), cap,
-                     w.get("cmdline") or ""))  # fmt: skip
+        body.append(
+            (
+                w.get("kind", "?"),
+                who,
+                term.human_bytes(w.get("footprint_bytes") or 0),
+                cap,
+                w.get("cmdline") or "",
+            )
+        )
     return ["", "workloads:", *term.table(columns, body, cols)]
 
 

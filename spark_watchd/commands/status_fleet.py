@@ -50,10 +50,19 @@ def render(doc: dict[str, Any], cols: int | None = None) -> str:
             continue
         link = (m.get("link") or {}).get("summary") or "-"
         budget = m.get("budget_bytes")
-        body.append((name, "up" if m.get("fresh", True) else "stale", m.get("worst") or "unknown",
-                     _cell(m.get("temp_c"), "{:.0f} C"), _cell(m.get("sm_clock_mhz"), "{:.0f} MHz"),
-                     _cell(m.get("util_pct"), "{:.0f}%"), term.human_bytes(budget) if budget is not None else "-",
-                     _cell(m.get("tokens_per_second"), "{:,.0f}"), link))  # fmt: skip
+        body.append(
+            (
+                name,
+                "up" if m.get("fresh", True) else "stale",
+                m.get("worst") or "unknown",
+                _cell(m.get("temp_c"), "{:.0f} C"),
+                _cell(m.get("sm_clock_mhz"), "{:.0f} MHz"),
+                _cell(m.get("util_pct"), "{:.0f}%"),
+                term.human_bytes(budget) if budget is not None else "-",
+                _cell(m.get("tokens_per_second"), "{:,.0f}"),
+                link,
+            )
+        )
     out = term.table(columns, body, cols)
     for line in down:
         out += term.wrap(line, "    ", cols=cols)

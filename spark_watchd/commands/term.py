@@ -97,13 +97,32 @@ _UNITS = (
 # Identifiers, not quantities: printed as they are (never "5,120").
 IDS = frozenset(("pid", "pids", "members", "gpu", "index", "xid"))
 # Keys whose values are counts, names or flags: no unit to show.
-UNITLESS = frozenset((
-    "heavy_workloads", "uncapped_workloads", "large_workloads", "kind", "name", "cap", "capped",
-    "thermal_reasons_active", "board_prochot", "board_pl_level", "board_power_limit", "workloads", "kinds",
-    # the servers' own telemetry (serving_damage, serving_contention, serving_kv_budget): counts
-    "running_requests", "baseline_points", "preemptions", "preemptions_before", "kv_capacity_tokens",
-    "kv_capacity_tokens_before", "server", "signal",
-))  # fmt: skip
+UNITLESS = frozenset(
+    (
+        "heavy_workloads",
+        "uncapped_workloads",
+        "large_workloads",
+        "kind",
+        "name",
+        "cap",
+        "capped",
+        "thermal_reasons_active",
+        "board_prochot",
+        "board_pl_level",
+        "board_power_limit",
+        "workloads",
+        "kinds",
+        # the servers' own telemetry (serving_damage, serving_contention, serving_kv_budget): counts
+        "running_requests",
+        "baseline_points",
+        "preemptions",
+        "preemptions_before",
+        "kv_capacity_tokens",
+        "kv_capacity_tokens_before",
+        "server",
+        "signal",
+    )
+)
 
 
 def unit_of(key: str):

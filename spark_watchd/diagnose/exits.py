@@ -266,14 +266,22 @@ def _unload(g: _Gone) -> bool:
 
 
 def _unload_event(g: _Gone, victim: ProcessInfo, ts: float) -> Event:
-    who = ", ".join(f"{p.name} runner (pid {p.pid}, {max(p.rss_bytes, p.gpu_mem_bytes or 0) / GIB:.1f} GiB)"
-                    for p in g.procs)  # fmt: skip
+    who = ", ".join(
+        f"{p.name} runner (pid {p.pid}, {max(p.rss_bytes, p.gpu_mem_bytes or 0) / GIB:.1f} GiB)"
+        for p in g.procs
+    )
     summary = (
         f"Ollama unloaded a model: {who} ended with its server still running (keep-alive or a new model)"
     )
-    details = {"cause": "unload", "workload_kind": g.kind, "workload": g.workload, "pid": victim.pid,
-               "name": victim.name, "pids": [p.pid for p in g.procs],
-               "resident_bytes": max(victim.rss_bytes, victim.gpu_mem_bytes or 0)}  # fmt: skip
+    details = {
+        "cause": "unload",
+        "workload_kind": g.kind,
+        "workload": g.workload,
+        "pid": victim.pid,
+        "name": victim.name,
+        "pids": [p.pid for p in g.procs],
+        "resident_bytes": max(victim.rss_bytes, victim.gpu_mem_bytes or 0),
+    }
     return Event("unload", "", ts, summary, details=details)
 
 

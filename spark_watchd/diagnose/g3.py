@@ -71,16 +71,36 @@ def signals(f: feat.Features, th) -> G3Signals:
     cma = (f.cma_free_b or 0) if th.budget_subtracts_cma_free else 0
     off = th.os_reserve_bytes + cma
     avail = f.avail_b
-    return _new(G3Signals, (
-        f.ts, f.dt, avail, f.avail_min_b,
-        None if avail is None else avail - off, None if avail is None else f.avail_min_b - off,
-        f.cma_free_b, cma,
-        f.psi_some_pct or 0.0, f.psi_full_pct or 0.0, f.psi_some_now, f.psi_full_now,
-        f.swapout_per_s or 0.0, f.swapout_per_s, f.majfault_per_s, f.psi_some_pct, f.psi_full_pct,
-        f.cached_b, f.anon_b, f.oom_delta, f.oom_memcg,
-        None if avail is None else avail - cma, None if avail is None else f.avail_min_b - cma, f.cma_total_b,
-        f.oom_collateral,
-    ))  # fmt: skip
+    return _new(
+        G3Signals,
+        (
+            f.ts,
+            f.dt,
+            avail,
+            f.avail_min_b,
+            None if avail is None else avail - off,
+            None if avail is None else f.avail_min_b - off,
+            f.cma_free_b,
+            cma,
+            f.psi_some_pct or 0.0,
+            f.psi_full_pct or 0.0,
+            f.psi_some_now,
+            f.psi_full_now,
+            f.swapout_per_s or 0.0,
+            f.swapout_per_s,
+            f.majfault_per_s,
+            f.psi_some_pct,
+            f.psi_full_pct,
+            f.cached_b,
+            f.anon_b,
+            f.oom_delta,
+            f.oom_memcg,
+            None if avail is None else avail - cma,
+            None if avail is None else f.avail_min_b - cma,
+            f.cma_total_b,
+            f.oom_collateral,
+        ),
+    )
 
 
 class G3Tracker(Unpersisted):
@@ -308,11 +328,28 @@ class G3Tracker(Unpersisted):
             w_stalls = (some if s.psi_some_now is None else s.psi_some_now) >= th.psi_some_warn_pct
             w_swapping = swo >= th.swapout_warn_pages_s
             w_thin = budget <= th.budget_warn_bytes or budget_min <= th.budget_critical_bytes
-        return _new(G3Now, (
-            stalls, swapping, thin, exhausted, full_sustained, oom_hold,
-            tte if tte is not None else fall_tte, tte is None and fall_tte is not None,
-            w_stalls, w_swapping, w_thin, rw, rw_warn, gone, self._stalled, collateral, roomy_kill,
-        ))  # fmt: skip
+        return _new(
+            G3Now,
+            (
+                stalls,
+                swapping,
+                thin,
+                exhausted,
+                full_sustained,
+                oom_hold,
+                tte if tte is not None else fall_tte,
+                tte is None and fall_tte is not None,
+                w_stalls,
+                w_swapping,
+                w_thin,
+                rw,
+                rw_warn,
+                gone,
+                self._stalled,
+                collateral,
+                roomy_kill,
+            ),
+        )
 
 
 def stall_event(st: Stall, s: G3Signals, now: G3Now) -> Event:

@@ -61,9 +61,20 @@ _new = tuple.__new__
 def signals(sample: Sample, f: feat.Features, th) -> G4Signals:
     """Read one sample and its features into the signature G4 judges; pure."""
     if not f.has_gpu:
-        return G4Signals(**{**_BLIND, "ts": f.ts, "dt": f.dt, "has_gpu": False, "loaded": False,
-                            "near": False, "at_shutdown": False, "moving": False, "thermal_now": False,
-                            "signature": False})  # fmt: skip
+        return G4Signals(
+            **{
+                **_BLIND,
+                "ts": f.ts,
+                "dt": f.dt,
+                "has_gpu": False,
+                "loaded": False,
+                "near": False,
+                "at_shutdown": False,
+                "moving": False,
+                "thermal_now": False,
+                "signature": False,
+            }
+        )
     temp = f.temp_c
     util = f.util_pct
     power = f.power_w
@@ -97,10 +108,31 @@ def signals(sample: Sample, f: feat.Features, th) -> G4Signals:
         if not thermal_now:
             reason = "board"
         signature = thermal_now = True
-    return _new(G4Signals, (
-        f.ts, f.dt, True, temp, util, power, clk, f.app_clock_mhz, slowdown, f.shutdown_c, bits,
-        rate, loaded, near, at_shutdown, moving, thermal_now, signature, reason, b,
-    ))  # fmt: skip
+    return _new(
+        G4Signals,
+        (
+            f.ts,
+            f.dt,
+            True,
+            temp,
+            util,
+            power,
+            clk,
+            f.app_clock_mhz,
+            slowdown,
+            f.shutdown_c,
+            bits,
+            rate,
+            loaded,
+            near,
+            at_shutdown,
+            moving,
+            thermal_now,
+            signature,
+            reason,
+            b,
+        ),
+    )
 
 
 class G4Tracker:

@@ -175,8 +175,14 @@ class HoldWatch:
 def with_holds(finding: Finding, holds: dict) -> Finding:
     """G3 with each running server's measured hold in its evidence (`serving_holds`; the metric reads it)."""
     rows = [
-        {"kind": h.kind, "pid": h.pid, "measured_bytes": h.measured_bytes, "declared_bytes": h.declared_bytes,
-         "nvml_bytes": h.nvml_bytes, "undeclared_bytes": h.undeclared_bytes}
+        {
+            "kind": h.kind,
+            "pid": h.pid,
+            "measured_bytes": h.measured_bytes,
+            "declared_bytes": h.declared_bytes,
+            "nvml_bytes": h.nvml_bytes,
+            "undeclared_bytes": h.undeclared_bytes,
+        }
         for h in holds.values()
-    ]  # fmt: skip
+    ]
     return finding.reworded(lambda summary, evidence: (summary, dict(evidence, serving_holds=rows)))

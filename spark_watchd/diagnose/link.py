@@ -177,10 +177,18 @@ class LinkWatch:
                 problem = fab["problem"]  # clean counters, busy for the sustained window
             verdicts.append(
                 PortVerdict(
-                    p.device, p.port, p.netdev, p.up, used, p.rate_gbps, problem, rising or (held or (0, {}))[1],
-                    retrans, fabric.get(p.device) if problem in ("capped", "one_half") else None,
+                    p.device,
+                    p.port,
+                    p.netdev,
+                    p.up,
+                    used,
+                    p.rate_gbps,
+                    problem,
+                    rising or (held or (0, {}))[1],
+                    retrans,
+                    fabric.get(p.device) if problem in ("capped", "one_half") else None,
                 )
-            )  # fmt: skip
+            )
         ports = tuple(verdicts)
         worst = max((v for v in ports if v.problem), key=lambda v: _RANK[v.problem], default=None)
         self.status = LinkStatus(

@@ -49,8 +49,14 @@ class Prelude:
                 victims = e.details.get("victims") or ()
                 names = tuple(v.get("name") or "?" for v in victims)
                 at = min((v["ts"] for v in victims if isinstance(v.get("ts"), (int, float))), default=e.ts)
-                self.kills.append((at, int(e.details.get("oom_kills") or len(names) or 1), names,
-                                   tuple(e.details.get("collateral") or ())))  # fmt: skip
+                self.kills.append(
+                    (
+                        at,
+                        int(e.details.get("oom_kills") or len(names) or 1),
+                        names,
+                        tuple(e.details.get("collateral") or ()),
+                    )
+                )
             elif k == "engine_stall":
                 since = e.details.get("stalled_since")
                 self.stalls.append(

@@ -17,25 +17,53 @@ from spark_watchd.snapshot import Snapshot
 LABELS = ["device", "port"]
 # family name (without _total) -> (help, counters summed; a multiplier for octets/4)
 _COUNTERS = {
-    "link_downed": ("Times the port training state machine failed link error recovery and downed the link.",
-                    ("link_downed",), 1),
-    "link_symbol_errors": ("Minor link errors on one or more physical lanes (counters/symbol_error).",
-                           ("symbol_error",), 1),
-    "link_receive_errors": ("Packets with an error received on the port (counters/port_rcv_errors).",
-                            ("port_rcv_errors",), 1),
-    "link_retransmits": ("RoCE retransmission signs: local ACK timeouts, packet sequence errors, out-of-sequence "
-                         "and implied-NAK sequence errors (mlx5 hw_counters), summed.", RETRANSMIT_COUNTERS, 1),
-    "link_carrier_changes": ("Carrier changes of the port's netdev (/sys/class/net/*/carrier_changes).",
-                             ("carrier_changes",), 1),
-    "link_netdev_errors": ("Receive and transmit errors of the port's netdev (statistics/rx_errors + tx_errors).",
-                           ("rx_errors", "tx_errors"), 1),
-    "link_netdev_drops": ("Receive and transmit drops of the port's netdev (statistics/rx_dropped + tx_dropped).",
-                          ("rx_dropped", "tx_dropped"), 1),
-    "link_transmit_bytes": ("Data transmitted on the port (counters/port_xmit_data, octets/4, times 4).",
-                            ("port_xmit_data",), 4),
-    "link_receive_bytes": ("Data received on the port (counters/port_rcv_data, octets/4, times 4).",
-                           ("port_rcv_data",), 4),
-}  # fmt: skip
+    "link_downed": (
+        "Times the port training state machine failed link error recovery and downed the link.",
+        ("link_downed",),
+        1,
+    ),
+    "link_symbol_errors": (
+        "Minor link errors on one or more physical lanes (counters/symbol_error).",
+        ("symbol_error",),
+        1,
+    ),
+    "link_receive_errors": (
+        "Packets with an error received on the port (counters/port_rcv_errors).",
+        ("port_rcv_errors",),
+        1,
+    ),
+    "link_retransmits": (
+        "RoCE retransmission signs: local ACK timeouts, packet sequence errors, out-of-sequence "
+        "and implied-NAK sequence errors (mlx5 hw_counters), summed.",
+        RETRANSMIT_COUNTERS,
+        1,
+    ),
+    "link_carrier_changes": (
+        "Carrier changes of the port's netdev (/sys/class/net/*/carrier_changes).",
+        ("carrier_changes",),
+        1,
+    ),
+    "link_netdev_errors": (
+        "Receive and transmit errors of the port's netdev (statistics/rx_errors + tx_errors).",
+        ("rx_errors", "tx_errors"),
+        1,
+    ),
+    "link_netdev_drops": (
+        "Receive and transmit drops of the port's netdev (statistics/rx_dropped + tx_dropped).",
+        ("rx_dropped", "tx_dropped"),
+        1,
+    ),
+    "link_transmit_bytes": (
+        "Data transmitted on the port (counters/port_xmit_data, octets/4, times 4).",
+        ("port_xmit_data",),
+        4,
+    ),
+    "link_receive_bytes": (
+        "Data received on the port (counters/port_rcv_data, octets/4, times 4).",
+        ("port_rcv_data",),
+        4,
+    ),
+}
 
 
 def families(snapshot: Snapshot) -> Iterator[Metric]:

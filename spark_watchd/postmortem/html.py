@@ -174,18 +174,26 @@ def series_of(samples: Sequence[Sample], timeline: Sequence[dict[str, Any]]) -> 
             pts.append((s.ts, None if r is None else (r.tokens_per_second or r.step_seconds)))
     return {
         "memory": [
-            ("MemAvailable", list(zip(ts, [_kb_gib(s.meminfo.get("MemAvailable")) for s in samples], strict=True))),
-            ("lowest between samples", list(zip(ts, [_kb_gib(s.mem_available_min_kb) for s in samples], strict=True))),
+            (
+                "MemAvailable",
+                list(zip(ts, [_kb_gib(s.meminfo.get("MemAvailable")) for s in samples], strict=True)),
+            ),
+            (
+                "lowest between samples",
+                list(zip(ts, [_kb_gib(s.mem_available_min_kb) for s in samples], strict=True)),
+            ),
             ("budget", list(zip(ts, budget, strict=True))),
         ],
         "runway": [("runway", list(zip(ts, runway, strict=True)))],
-        "psi": [("some avg10", [(s.ts, _psi(s, "some")) for s in samples]),
-                ("full avg10", [(s.ts, _psi(s, "full")) for s in samples])],
+        "psi": [
+            ("some avg10", [(s.ts, _psi(s, "some")) for s in samples]),
+            ("full avg10", [(s.ts, _psi(s, "full")) for s in samples]),
+        ],
         "temp": [("GPU", [(s.ts, _gpu(s, "temp_c")) for s in samples])],
         "power": [("GPU power", [(s.ts, _gpu(s, "power_w")) for s in samples])],
         "clock": [("SM clock", [(s.ts, _gpu(s, "sm_clock_mhz")) for s in samples])],
         "throughput": [(job, pts) for job, pts in jobs.items()],
-    }  # fmt: skip
+    }
 
 
 def _rows(cells: Iterable[Sequence[str]]) -> str:
@@ -255,10 +263,14 @@ def render_report(
         ),
     ]
     ev_rows = _rows(
-        (str(i + 1), _utc(float(e["ts"]), "%Y-%m-%d %H:%M:%SZ"), escape(str(e.get("kind", ""))),
-         escape(str(e.get("summary", ""))))
+        (
+            str(i + 1),
+            _utc(float(e["ts"]), "%Y-%m-%d %H:%M:%SZ"),
+            escape(str(e.get("kind", ""))),
+            escape(str(e.get("summary", ""))),
+        )
         for i, e in enumerate(events)
-    )  # fmt: skip
+    )
     changes = []
     last: dict[str, str] = {}
     for row in timeline:
@@ -267,14 +279,24 @@ def render_report(
             sev = f.get("severity")
             if sev and sev != last.get(g):
                 last[g] = sev
-                changes.append((_utc(float(row["ts"])), g, f'<span class="sev-{sev}">{sev}</span>',
-                                escape(str(f.get("summary", ""))[:300])))  # fmt: skip
+                changes.append(
+                    (
+                        _utc(float(row["ts"])),
+                        g,
+                        f'<span class="sev-{sev}">{sev}</span>',
+                        escape(str(f.get("summary", ""))[:300]),
+                    )
+                )
     wl_rows = _rows(
-        (escape(str(w.get("kind"))), escape(str(w.get("pid"))), f"{(w.get('footprint_bytes') or 0) / GIB:.1f} GiB",
-         escape(str(w.get("cap") or ("uncapped" if w.get("capped") is False else "-"))),
-         escape(str(w.get("cmdline", ""))[:200]))
+        (
+            escape(str(w.get("kind"))),
+            escape(str(w.get("pid"))),
+            f"{(w.get('footprint_bytes') or 0) / GIB:.1f} GiB",
+            escape(str(w.get("cap") or ("uncapped" if w.get("capped") is False else "-"))),
+            escape(str(w.get("cmdline", ""))[:200]),
+        )
         for w in workloads
-    )  # fmt: skip
+    )
     advice = _advice(timeline)
     when = _utc(float(trigger.get("ts") or t1), "%Y-%m-%d %H:%M:%SZ")
     span = f"{_utc(t0, '%Y-%m-%d %H:%M:%S')} to {_utc(t1)} UTC, {len(samples)} samples"

@@ -123,8 +123,13 @@ class Finding:
         if not isinstance(other, Finding):
             return NotImplemented
         return (self.gotcha, self.severity, self.summary, self.evidence, self.advice, self.anomaly) == (
-            other.gotcha, other.severity, other.summary, other.evidence, other.advice, other.anomaly,
-        )  # fmt: skip
+            other.gotcha,
+            other.severity,
+            other.summary,
+            other.evidence,
+            other.advice,
+            other.anomaly,
+        )
 
     __hash__ = None  # type: ignore[assignment]  # evidence is a dict: findings were never hashable
 

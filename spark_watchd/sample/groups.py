@@ -216,11 +216,22 @@ class Grouper:
             return tuple.__new__(
                 Workload,
                 (
-                    root.pid, root.create_time, kind, root.name, tuple(root.cmdline), (root.pid,),
-                    0 + max(rss or 0, gpu or 0), None if gpu is None else 0 + gpu, 0 + (rss or 0),
-                    bool(root.gpu_resident), capped, flag, value, caps,
+                    root.pid,
+                    root.create_time,
+                    kind,
+                    root.name,
+                    tuple(root.cmdline),
+                    (root.pid,),
+                    0 + max(rss or 0, gpu or 0),
+                    None if gpu is None else 0 + gpu,
+                    0 + (rss or 0),
+                    bool(root.gpu_resident),
+                    capped,
+                    flag,
+                    value,
+                    caps,
                 ),
-            )  # fmt: skip
+            )
         gpu_known = [m.gpu_mem_bytes for m in members if m.gpu_mem_bytes is not None]
         # tuple.__new__: the row without NamedTuple's Python-level __new__ (field order as declared).
         return tuple.__new__(

@@ -294,11 +294,19 @@ ARGV_HEAD_BYTES = 512
 # reads them), so a cap or a port written after a megabyte of padding still counts.
 LAUNCHER_FLAGS = frozenset(
     (
-        "--gpu-memory-utilization", "--gpu_memory_utilization", "--kv-cache-memory-bytes",
-        "--kv_cache_memory_bytes", "--kv-cache-memory", "--mem-fraction-static", "--mem_fraction_static",
-        "--kv_cache_free_gpu_memory_fraction", "--kv-cache-free-gpu-memory-fraction", "--host", "--port",
+        "--gpu-memory-utilization",
+        "--gpu_memory_utilization",
+        "--kv-cache-memory-bytes",
+        "--kv_cache_memory_bytes",
+        "--kv-cache-memory",
+        "--mem-fraction-static",
+        "--mem_fraction_static",
+        "--kv_cache_free_gpu_memory_fraction",
+        "--kv-cache-free-gpu-memory-fraction",
+        "--host",
+        "--port",
     )
-)  # fmt: skip
+)
 _MORE = re.compile(r"^\.\.\. \((\d+) more bytes\)$")
 
 

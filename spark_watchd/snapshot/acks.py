@@ -52,9 +52,13 @@ class Ack:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Ack:
         ack = cls(
-            str(d["gotcha"]), str(d["severity"]), str(d["subject"]), float(d["at"]), float(d["until"]),
+            str(d["gotcha"]),
+            str(d["severity"]),
+            str(d["subject"]),
+            float(d["at"]),
+            float(d["until"]),
             str(d.get("note") or "")[:MAX_NOTE],
-        )  # fmt: skip
+        )
         if ack.gotcha not in GOTCHAS or ack.severity not in ("warning", "critical"):
             raise ValueError(f"not an acknowledgement: {ack.gotcha} {ack.severity}")
         return ack

@@ -98,9 +98,13 @@ class JournalRead:
 def _relevant(line: str) -> bool:
     # Cheap test first: a week's boot is mostly lines that name neither (a byte-list MESSAGE has "[").
     return (
-        "NVRM" in line or "Fatal" in line or "[" in line or "Out of memory" in line or "oom-kill:" in line
+        "NVRM" in line
+        or "Fatal" in line
+        or "[" in line
+        or "Out of memory" in line
+        or "oom-kill:" in line
         or "cgroup out of memory" in line
-    )  # fmt: skip
+    )
 
 
 def journal_objects(

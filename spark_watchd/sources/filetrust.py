@@ -102,6 +102,10 @@ def file_trust(path: str) -> Trust:
         if (who := _writable_by_others(st)) is not None:
             return Trust(None, f"{p} is writable by {who} (mode {stat.S_IMODE(st.st_mode):04o})", ident)
     if len(users) > 1:
-        return Trust(None, f"{path} and the directories above it belong to more than one user "
-                           f"(uids {', '.join(map(str, sorted(users)))})", ident)  # fmt: skip
+        return Trust(
+            None,
+            f"{path} and the directories above it belong to more than one user "
+            f"(uids {', '.join(map(str, sorted(users)))})",
+            ident,
+        )
     return Trust(users.pop() if users else 0, None, ident)

@@ -123,9 +123,24 @@ class _Job:
     """Mutable state of one job's current run; only touched under the tracker lock."""
 
     __slots__ = (
-        "name", "run_id", "start", "anchor", "last", "seen", "reports", "step_s", "tokens", "samples",
-        "warm", "baseline", "slowdown", "max_slowdown", "ended", "end_reason", "collected",
-    )  # fmt: skip
+        "name",
+        "run_id",
+        "start",
+        "anchor",
+        "last",
+        "seen",
+        "reports",
+        "step_s",
+        "tokens",
+        "samples",
+        "warm",
+        "baseline",
+        "slowdown",
+        "max_slowdown",
+        "ended",
+        "end_reason",
+        "collected",
+    )
 
     def __init__(self, name: str, p: _Point, r: ProgressReport, seen: float, s: ProgressSettings) -> None:
         self.name = name

@@ -76,8 +76,12 @@ class FabricSink:
             target=self._receive, args=(srv, client, token, limit), daemon=True, name="fabric-sink"
         )
         t.start()
-        return 200, {"port": srv.getsockname()[1], "token": token.hex(), "bytes": limit,
-                     "seconds": self.s.fabric_test_seconds}  # fmt: skip
+        return 200, {
+            "port": srv.getsockname()[1],
+            "token": token.hex(),
+            "bytes": limit,
+            "seconds": self.s.fabric_test_seconds,
+        }
 
     def _receive(self, srv: socket.socket, client: str, token: bytes, limit: int) -> None:
         deadline = self.clock() + self.s.fabric_test_seconds + 2.0  # the sender's budget and a connect's

@@ -138,9 +138,13 @@ def _reduce(doc: Any) -> dict[str, Any]:
         for i, g in enumerate(_rows(doc.get("gpus"), "gpus", MAX_GPUS))
     ]
     throughput = [
-        {"tokens_per_second": _number(t.get("tokens_per_second"), "tokens_per_second", f"throughput[{i}].tokens_per_second")}
+        {
+            "tokens_per_second": _number(
+                t.get("tokens_per_second"), "tokens_per_second", f"throughput[{i}].tokens_per_second"
+            )
+        }
         for i, t in enumerate(_rows(doc.get("throughput"), "throughput", MAX_ROWS))
-    ]  # fmt: skip
+    ]
     findings_in = _object(doc.get("findings"), "findings")
     if len(findings_in) > MAX_FINDINGS:
         raise _Bad(f"findings: {len(findings_in)} entries, at most {MAX_FINDINGS}")

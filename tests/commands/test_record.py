@@ -92,3 +92,13 @@ def test_record_writes_the_previous_boots_driver_faults_into_the_first_sample(tm
     assert [(e.xid, e.source) for e in first][-1] == (79, "journal")
     assert "fallen off the bus" in first[-1].text
     assert all(not s.driver_events for s in samples[1:])  # handed over once, not every tick
+
+
+def test_record_and_the_daemon_share_one_upper_bound_on_the_interval(tmp_path):
+    from spark_watchd.config import INTERVAL_MAX_S, DaemonSettings
+
+    over = str(INTERVAL_MAX_S + 1)
+    res = run_cli("record", str(tmp_path / "t.jsonl"), "--interval", over, "--duration", "1", env=ENV)
+    assert res.returncode == 2 and f"--interval must be in (0, {INTERVAL_MAX_S}]" in res.stderr
+    assert DaemonSettings.model_fields["interval"].metadata[-1].le == INTERVAL_MAX_S
+    assert run_cli("run", "--help").stdout.count(f"(1-{INTERVAL_MAX_S})") == 1

@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from spark_watchd.diagnose import features as feat
+from spark_watchd.diagnose.board import evidence
+from spark_watchd.diagnose.features import near_slowdown, well_under_slowdown
 from spark_watchd.diagnose.thresholds import Thresholds
+from spark_watchd.sample.board import BoardReading
 from spark_watchd.sample.model import GpuReading, Sample
 from tests.diagnose.diag_builders import Host
 
@@ -127,3 +130,13 @@ def test_thermal_counter_share_is_a_share_of_the_real_elapsed_time():
     late = Sample(ts=half.ts + 10.0, gpus=half.gpus)  # stamped 10 s late: the same µs over a longer span
     g = feat.compute(feat.compute(None, b, th), late, th)
     assert g.pure_thermal_rate == pytest.approx(0.5 * host.interval / (host.interval + 10.0))
+
+
+def test_near_the_slowdown_and_well_under_it_are_one_comparison_each_for_every_reader():
+    th = Thresholds(slowdown_margin_c=3.0, cool_margin_c=15.0)
+    assert [near_slowdown(t, 86.0, th) for t in (None, 82.9, 83.0, 90.0)] == [False, False, True, True]
+    assert [well_under_slowdown(t, 86.0, th) for t in (None, 70.9, 71.0)] == [False, True, False]
+    # The board's PROCHOT is heat exactly where G4 calls the GPU near the slowdown (the GPU or the package).
+    prochot = BoardReading(prochot=1, temps_c={"tj_max": 60.0})
+    assert evidence(prochot, th, 86.0, True, 83.0).prochot_hot is near_slowdown(83.0, 86.0, th) is True
+    assert evidence(prochot, th, 86.0, True, 82.9).prochot_hot is near_slowdown(82.9, 86.0, th) is False

@@ -11,6 +11,7 @@ line below.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -213,6 +214,15 @@ def build(
 def settings_for(args: Any, overrides: dict | None = None) -> Settings:
     """The settings every verb runs on: --config (or its default path) < environment < flags; ConfigError."""
     return load_settings(getattr(args, "config", None), overrides)
+
+
+def settings_or_say(args: Any, verb: str) -> Settings | None:
+    """settings_for(args), or None once a bad configuration is said on stderr, named for the verb."""
+    try:
+        return settings_for(args)
+    except ConfigError as exc:
+        print(f"spark-watchd {verb}: bad configuration: {exc}", file=sys.stderr)
+        return None
 
 
 def diagnoser(settings: Settings) -> Diagnoser:

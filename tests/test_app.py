@@ -118,3 +118,15 @@ def test_the_pair_view_reads_this_daemons_own_status_once_started(tmp_path):
         assert "/api/v1/fleet" in {r.path for r in daemon.routes}
     finally:
         daemon.close()
+
+
+def test_a_verb_says_a_bad_configuration_under_its_own_name(tmp_path, capsys):
+    import argparse
+
+    from spark_watchd.app import settings_or_say
+
+    bad = tmp_path / "config.toml"
+    bad.write_text("[daemon]\ninterval = 0\n", encoding="utf-8")
+    assert settings_or_say(argparse.Namespace(config=str(bad)), "plan") is None
+    err = capsys.readouterr().err
+    assert err.startswith("spark-watchd plan: bad configuration: ") and "daemon.interval" in err

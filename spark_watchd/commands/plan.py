@@ -106,13 +106,11 @@ def render(plan: planner.Plan, cols: int | None = None) -> str:
 
 def main(args: argparse.Namespace) -> int:
     """Run the worksheet and print it."""
-    from spark_watchd.app import settings_for
-    from spark_watchd.errors import EX_CONFIG, ConfigError
+    from spark_watchd.app import settings_or_say
+    from spark_watchd.errors import EX_CONFIG
 
-    try:
-        settings = settings_for(args)
-    except ConfigError as exc:
-        print(f"spark-watchd plan: bad configuration: {exc}", file=sys.stderr)
+    settings = settings_or_say(args, "plan")
+    if settings is None:
         return EX_CONFIG
     try:
         params = planner.parse_params(args.params)

@@ -81,13 +81,11 @@ def collect(args: argparse.Namespace, launch_text: str | None, settings) -> list
 
 def main(args: argparse.Namespace) -> int:
     """Run the checks, print the lines (or JSON), write the report."""
-    from spark_watchd.app import settings_for
-    from spark_watchd.errors import EX_CONFIG, ConfigError
+    from spark_watchd.app import settings_or_say
+    from spark_watchd.errors import EX_CONFIG
 
-    try:
-        settings = settings_for(args)
-    except ConfigError as exc:
-        print(f"spark-watchd preflight: bad configuration: {exc}", file=sys.stderr)
+    settings = settings_or_say(args, "preflight")
+    if settings is None:
         return EX_CONFIG
     launch_text = None
     if args.launch_config:

@@ -29,24 +29,24 @@ def width() -> int:
     return max(40, shutil.get_terminal_size((80, 24)).columns)
 
 
-def human_bytes(n: float | None) -> str:
-    """1536 -> '1.5 KiB'; GiB with one decimal for the sizes this tool deals in."""
+def _scaled(n: float | None, units: tuple[tuple[str, float], ...], spec: str, bare: str) -> str:
+    """n in the largest of units (largest first) it reaches, formatted by spec; bare (n's own) under them all."""
     if n is None:
         return "-"
-    for unit, size in (("TiB", 1024**4), ("GiB", GIB), ("MiB", 1024**2), ("KiB", 1024)):
+    for unit, size in units:
         if abs(n) >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{round(n)} B"  # round(): a tiny fall reads "0 B", never "-0 B"
+            return f"{n / size:{spec}} {unit}"
+    return f"{round(n)}{bare}"  # round(): a tiny fall reads "0 B", never "-0 B"
+
+
+def human_bytes(n: float | None) -> str:
+    """1536 -> '1.5 KiB'; GiB with one decimal for the sizes this tool deals in."""
+    return _scaled(n, (("TiB", 1024**4), ("GiB", GIB), ("MiB", 1024**2), ("KiB", 1024)), ".1f", " B")
 
 
 def human_count(n: float | None) -> str:
     """7626000 -> '7.63 M', 12400 -> '12.4 k', 950 -> '950' (tokens, steps, requests)."""
-    if n is None:
-        return "-"
-    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(n) >= size:
-            return f"{n / size:.3g} {unit}"
-    return f"{n:.0f}"
+    return _scaled(n, (("G", 1e9), ("M", 1e6), ("k", 1e3)), ".3g", "")
 
 
 def human_seconds(s: float | None) -> str:

@@ -180,28 +180,17 @@ def compute(prev: Features | None, cur: Sample, th) -> Features:
                     f.thermal_rate = r if r < 1.0 else 1.0
 
     mi = cur.meminfo
-    total = mi.get("MemTotal")
-    if total is not None:
-        f.mem_total_b = total * KIB
+    f.mem_total_b = _bytes(mi.get("MemTotal"))
     avail = mi.get("MemAvailable")
     if avail is not None:
         f.avail_b = avail * KIB
         mn = cur.mem_available_min_kb
         f.avail_min_b = (mn if mn is not None and mn < avail else avail) * KIB
-        cma = mi.get("CmaFree")
-        if cma is not None:
-            f.cma_free_b = cma * KIB
-        cma_total = mi.get("CmaTotal")
-        if cma_total is not None:
-            f.cma_total_b = cma_total * KIB
-    c = mi.get("Cached")
-    if c is not None:
-        f.cached_b = c * KIB
+        f.cma_free_b = _bytes(mi.get("CmaFree"))
+        f.cma_total_b = _bytes(mi.get("CmaTotal"))
+    f.cached_b = _bytes(mi.get("Cached"))
     a = mi.get("AnonPages")
-    if a is None:
-        a = mi.get("Active(anon)")
-    if a is not None:
-        f.anon_b = a * KIB
+    f.anon_b = _bytes(a if a is not None else mi.get("Active(anon)"))
 
     psi = cur.psi_memory
     if psi:
@@ -238,6 +227,11 @@ def compute(prev: Features | None, cur: Sample, th) -> Features:
         if oom is not None and b is not None and oom > b:
             f.oom_delta = oom - b
     return f
+
+
+def _bytes(kib: int | None) -> int | None:
+    """A /proc/meminfo reading (kB) in bytes; None when the kernel does not report the key."""
+    return None if kib is None else kib * KIB
 
 
 def _psi(avg60, total, prev_total, dt):

@@ -299,9 +299,5 @@ RULES = (
     ok,
 )
 
-_SHORTCUT = Shortcut()
-
-
-def ruling(s: G3Signals, now: G3Now, th) -> Ruling:
-    """The first of RULES that rules: a quiet sample (most are) walks only what its declarations cannot skip."""
-    return _SHORTCUT.of(RULES)(s, now, th)
+# The first of RULES that rules: a quiet sample (most are) walks only what the declarations cannot skip.
+ruling = Shortcut(__name__).judge

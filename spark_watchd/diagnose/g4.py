@@ -18,11 +18,11 @@ from spark_watchd.diagnose.anomaly import AnomalyWatch
 from spark_watchd.diagnose.board import BoardEvidence
 from spark_watchd.diagnose.board import evidence as board_evidence
 from spark_watchd.diagnose.clockcap import ClockCapWatch
-from spark_watchd.diagnose.g4_rules import G4Now, ruling, words
+from spark_watchd.diagnose.g4_rules import G4Now, ruling
 from spark_watchd.diagnose.serving import ServingWatch
 from spark_watchd.diagnose.steady import Dwell
 from spark_watchd.diagnose.steps import Job, step_ratio
-from spark_watchd.diagnose.tracker import Ruling, Verdict
+from spark_watchd.diagnose.tracker import Ruling, Verdict, words
 from spark_watchd.diagnose.verdicts import G4State
 from spark_watchd.sample.findings import Event, Finding
 from spark_watchd.sample.model import Sample

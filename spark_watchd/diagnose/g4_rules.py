@@ -343,15 +343,5 @@ RULES = (
 )
 
 
-_SHORTCUT = Shortcut()
-
-
-def ruling(s: G4Signals, now: G4Now, th) -> Ruling:
-    """The first of RULES that rules: a quiet sample (most are) walks only what its declarations cannot skip."""
-    return _SHORTCUT.of(RULES)(s, now, th)
-
-
-def words(r: Ruling, s: G4Signals, now: G4Now, th) -> str:
-    """A ruling's summary for this sample (written when the finding is read)."""
-    w = r.summary
-    return w if isinstance(w, str) else w(s, now, th)
+# The first of RULES that rules: a quiet sample (most are) walks only what the declarations cannot skip.
+ruling = Shortcut(__name__).judge

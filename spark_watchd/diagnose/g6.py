@@ -16,10 +16,10 @@ from typing import NamedTuple
 
 from spark_watchd.diagnose import features as feat
 from spark_watchd.diagnose.g6_levels import LEVELS, Level, Reference, folded, window_reference
-from spark_watchd.diagnose.g6_rules import GIB, G6Now, _over_share, ruling, words
+from spark_watchd.diagnose.g6_rules import GIB, G6Now, _over_share, ruling
 from spark_watchd.diagnose.serving import ServingWatch
 from spark_watchd.diagnose.steady import Dwell, Latch
-from spark_watchd.diagnose.tracker import Ruling, Unpersisted, Verdict
+from spark_watchd.diagnose.tracker import Ruling, Unpersisted, Verdict, words
 from spark_watchd.diagnose.verdicts import G6State
 from spark_watchd.sample.findings import Event, Finding
 from spark_watchd.sample.groups import Grouper, Workload

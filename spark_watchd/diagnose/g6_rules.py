@@ -111,18 +111,8 @@ def alone(s: G6Signals, now: G6Now, th) -> Ruling:
 RULES = (evicted, fault_storm, uncapped_sharing, capped_sharing, alone)
 
 
-_SHORTCUT = Shortcut()
-
-
-def ruling(s: G6Signals, now: G6Now, th) -> Ruling:
-    """The first of RULES that rules: a quiet sample (most are) walks only what its declarations cannot skip."""
-    return _SHORTCUT.of(RULES)(s, now, th)
-
-
-def words(r: Ruling, s: G6Signals, now: G6Now, th) -> str:
-    """A ruling's summary for this sample (written when the finding is read)."""
-    w = r.summary
-    return w if isinstance(w, str) else w(s, now, th)
+# The first of RULES that rules: a quiet sample (most are) walks only what the declarations cannot skip.
+ruling = Shortcut(__name__).judge
 
 
 def _inside(inside: tuple) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, NamedTuple, Protocol
@@ -45,25 +46,34 @@ def fires_when(*conditions: str) -> Callable[[Callable], Callable]:
 
 
 class Shortcut:
-    """`judge` for one gotcha's RULES that skips the rules whose declared conditions (`fires_when`) all fail.
+    """`judge` over a rules module's RULES that skips the rules whose declared conditions (`fires_when`) all fail.
 
     Most samples are quiet: every declared condition fails, so only the undeclared rules and the last one
     are walked. The quiet test is made from the declarations, never written by hand, so a new rule is
-    either declared (and skipped only when its conditions say it cannot rule) or always run. The rules
-    module calls `Shortcut.of(RULES)`, which derives the test again whenever RULES is another tuple.
+    either declared (and skipped only when its conditions say it cannot rule) or always run. RULES is
+    read at each call and the test derived again whenever it is another tuple (tests insert rules).
+    A rules module ends with `ruling = Shortcut(__name__).judge`.
     """
 
-    __slots__ = ("rules", "decide")
+    __slots__ = ("module", "rules", "decide")
 
-    def __init__(self) -> None:
+    def __init__(self, module: str) -> None:
+        self.module = sys.modules[module]  # (a module being executed is already there)
         self.rules: tuple | None = None
         self.decide: Callable[..., Ruling] = judge
 
-    def of(self, rules: tuple[Callable[..., Ruling | None], ...]) -> Callable[..., Ruling]:
-        """decide(s, now, th): the first ruling of `rules`, as `judge(rules, s, now, th)` gives."""
+    def judge(self, s: Any, now: Any, th: Any) -> Ruling:
+        """The first of the module's RULES that rules, as `judge(RULES, s, now, th)` gives."""
+        rules = self.module.RULES
         if rules is not self.rules:
             self.decide, self.rules = shortcut(rules), rules
-        return self.decide
+        return self.decide(s, now, th)
+
+
+def words(r: Ruling, s: Any, now: Any, th: Any) -> str:
+    """A ruling's summary for this sample (written when the finding is read): a string, or its words function's."""
+    w = r.summary
+    return w if isinstance(w, str) else w(s, now, th)
 
 
 def shortcut(rules: tuple[Callable[..., Ruling | None], ...]) -> Callable[..., Ruling]:

@@ -213,46 +213,19 @@ class Grouper:
         kind, caps, capped, flag, value = static
         if len(members) == 1:  # most workloads are one process: its own figures, the sums below of one term
             rss, gpu = root.rss_bytes, root.gpu_mem_bytes
-            return tuple.__new__(
-                Workload,
-                (
-                    root.pid,
-                    root.create_time,
-                    kind,
-                    root.name,
-                    tuple(root.cmdline),
-                    (root.pid,),
-                    0 + max(rss or 0, gpu or 0),
-                    None if gpu is None else 0 + gpu,
-                    0 + (rss or 0),
-                    bool(root.gpu_resident),
-                    capped,
-                    flag,
-                    value,
-                    caps,
-                ),
-            )
-        gpu_known = [m.gpu_mem_bytes for m in members if m.gpu_mem_bytes is not None]
+            pids, resident = (root.pid,), bool(root.gpu_resident)
+            foot = 0 + max(rss or 0, gpu or 0)
+            gpus = None if gpu is None else 0 + gpu
+            rss_sum = 0 + (rss or 0)
+        else:
+            gpu_known = [m.gpu_mem_bytes for m in members if m.gpu_mem_bytes is not None]
+            pids, resident = tuple(m.pid for m in members), any(m.gpu_resident for m in members)
+            foot = sum(max(m.rss_bytes or 0, m.gpu_mem_bytes or 0) for m in members)
+            gpus = sum(gpu_known) if gpu_known else None
+            rss_sum = sum(m.rss_bytes or 0 for m in members)
         # tuple.__new__: the row without NamedTuple's Python-level __new__ (field order as declared).
-        return tuple.__new__(
-            Workload,
-            (
-                root.pid,
-                root.create_time,
-                kind,
-                root.name,
-                tuple(root.cmdline),
-                tuple(m.pid for m in members),
-                sum(max(m.rss_bytes or 0, m.gpu_mem_bytes or 0) for m in members),
-                sum(gpu_known) if gpu_known else None,
-                sum(m.rss_bytes or 0 for m in members),
-                any(m.gpu_resident for m in members),
-                capped,
-                flag,
-                value,
-                caps,
-            ),
-        )
+        row = (root.pid, root.create_time, kind, root.name, tuple(root.cmdline), pids, foot, gpus, rss_sum)
+        return tuple.__new__(Workload, row + (resident, capped, flag, value, caps))
 
 
 def _resummed(w: Workload, idx: tuple[int, ...], mem: list) -> Workload:

@@ -38,6 +38,7 @@ LOOSE = {  # a bare `tuple` or a mapping field: what the rules read of it (only 
     "caps": st.sampled_from(({}, {"kv_cache_memory_bytes": 40 * GIB})),
     "cost": st.none(),
     "growth": st.just(()),
+    "stall": st.sampled_from((None, (3, 1800.0, 600.0))),  # G4Now.stall: (stalls, spacing s, length s)
 }
 
 

@@ -39,6 +39,8 @@ LOOSE = {  # a bare `tuple` or a mapping field: what the rules read of it (only 
     "cost": st.none(),
     "growth": st.just(()),
     "stall": st.sampled_from((None, (3, 1800.0, 600.0))),  # G4Now.stall: (stalls, spacing s, length s)
+    "engine_stalled": st.sampled_from(((), ("vllm",))),  # G3Now: the stalled engines (only their presence)
+    "collateral": st.sampled_from(((), ("sshd",))),  # G3Now: the services the held OOM kills took
 }
 
 

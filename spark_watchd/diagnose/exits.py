@@ -244,15 +244,7 @@ class ExitTracker:
             for k in [k for k, t in settled.items() if ts - t > grace]:
                 del settled[k]
         settled[g.key] = ts
-        details: dict[str, Any] = {
-            "cause": cause,
-            "workload_kind": g.kind,
-            "workload": g.workload,
-            "pid": victim.pid,
-            "name": victim.name,
-            "pids": [p.pid for p in g.procs],
-            "resident_bytes": max(victim.rss_bytes, victim.gpu_mem_bytes or 0),
-        }
+        details = _details(cause, g, victim)
         if report is not None:
             details["report"] = report.to_dict()
         summary = _words(cause, victim, report, g)
@@ -273,8 +265,13 @@ def _unload_event(g: _Gone, victim: ProcessInfo, ts: float) -> Event:
     summary = (
         f"Ollama unloaded a model: {who} ended with its server still running (keep-alive or a new model)"
     )
-    details = {
-        "cause": "unload",
+    return Event("unload", "", ts, summary, details=_details("unload", g, victim))
+
+
+def _details(cause: str, g: _Gone, victim: ProcessInfo) -> dict[str, Any]:
+    """An exit or unload event's details: the cause, the workload and the process it is told by."""
+    return {
+        "cause": cause,
         "workload_kind": g.kind,
         "workload": g.workload,
         "pid": victim.pid,
@@ -282,7 +279,6 @@ def _unload_event(g: _Gone, victim: ProcessInfo, ts: float) -> Event:
         "pids": [p.pid for p in g.procs],
         "resident_bytes": max(victim.rss_bytes, victim.gpu_mem_bytes or 0),
     }
-    return Event("unload", "", ts, summary, details=details)
 
 
 def _biggest(g: _Gone) -> ProcessInfo:

@@ -192,4 +192,6 @@ def test_every_anomaly_a_g4_rule_gives_is_a_kind_the_exporter_publishes():
     collect()
     # A new anomaly name needs its row in sparkwatchd_anomaly{kind} (export/diagnosis.py), or it is never seen.
     assert given_anomalies - {None} <= set(ANOMALY_KINDS)
-    assert len(given_anomalies - {None}) >= 3  # the draws reach the anomaly rules
+    # The draws reach the anomaly rules, so the check above is not empty: the kinds reached vary with the
+    # draws hypothesis makes in a whole-suite run (2 or 3 of them), never none.
+    assert len(given_anomalies - {None}) >= 2

@@ -286,9 +286,10 @@ class ServingWatch:
             sts = r.ts if r.ts is not None else ts
             if pts and pts[-1].ts >= sts:
                 continue
-            pt = point(
-                sts, r.generation_tokens_per_s, r.requests_running, r.kv_usage, r.preemptions_total, throttled
-            )
+            # A rate that moves only when requests end (llama.cpp without its slots' progress) says nothing
+            # about decode speed in an interval: 0, 0, 600 while tokens flow steadily. Never judged.
+            tps = r.generation_tokens_per_s if r.live_rate else None
+            pt = point(sts, tps, r.requests_running, r.kv_usage, r.preemptions_total, throttled)
             pts.append(pt)
             if prev is not None and prev.pid != r.pid:
                 self.base.pop(r.server, None)  # a restarted server (another model, other flags) starts over

@@ -23,7 +23,15 @@ _GAUGES = (
     (
         "generation_tokens_per_s",
         "serving_generation_tokens_per_second",
-        "Tokens generated per second over the latest scrape interval.",
+        "Tokens generated per second over the latest scrape interval, from the server's generation token"
+        " counter; llama.cpp: that counter plus its slots' in-flight tokens (/slots n_decoded), since its counter"
+        " moves only when a request ends (without /slots, counter alone: not a live rate).",
+    ),
+    (
+        "generation_tokens_in_flight",
+        "serving_generation_tokens_in_flight",
+        "Tokens generated so far by the requests still running, not yet in the server's counter"
+        " (llama.cpp: next_token.n_decoded summed over its /slots that are processing).",
     ),
     (
         "prompt_tokens_per_s",

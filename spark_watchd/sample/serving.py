@@ -72,6 +72,9 @@ class ServingReading:
     kv_capacity_tokens: float | None = None  # the KV budget the server allocated, in tokens
     prompt_tokens_total: float | None = None
     generation_tokens_total: float | None = None
+    # llama.cpp only (its /slots): tokens generated so far by the requests still running, which its counter
+    # adds only when each ends; None where the server does not say (every other kind: their counters are live).
+    generation_tokens_in_flight: float | None = None
     preemptions_total: float | None = None
     prompt_tokens_per_s: float | None = None
     generation_tokens_per_s: float | None = None
@@ -82,6 +85,12 @@ class ServingReading:
     itl_p95_s: float | None = None
     joules_per_token: float | None = None
     models: tuple[OllamaModel, ...] = ()
+
+    @property
+    def live_rate(self) -> bool:
+        """Whether generation_tokens_per_s follows tokens as they are generated. llama.cpp adds a request's
+        tokens to its counter only when the request ends: its rate is live only with its slots' progress."""
+        return self.kind != "llamacpp" or self.generation_tokens_in_flight is not None
 
     @property
     def busy(self) -> bool:

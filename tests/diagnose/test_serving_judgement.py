@@ -82,3 +82,25 @@ def test_a_server_restarted_into_a_smaller_kv_cache_is_on_the_g3_card(scenarios)
     ev = _run(rows)[-1].findings["G3"].evidence
     (shrunk,) = ev["serving_kv_budget"]
     assert shrunk["kv_capacity_tokens"] == 30600 and shrunk["kv_capacity_tokens_before"] == 61200
+
+
+def _as_llamacpp(rows, in_flight):
+    """The throttle scenario's server as a llama-server: with its slots' progress (a live rate) or without."""
+    rows = copy.deepcopy(rows)
+    for s in rows:
+        for r in s.get("serving", ()):
+            r["kind"], r["server"] = "llamacpp", "llamacpp:8080"
+            r["generation_tokens_in_flight"] = 37.0 if in_flight and r.get("up", True) else None
+    return rows
+
+
+def test_a_llamacpp_rate_that_moves_only_at_request_end_is_never_read_as_a_throughput_collapse(scenarios):
+    """llama-server adds a request's tokens to its counter only when the request ends: without its slots'
+    progress, the rate over an interval is not the decode speed, and G4 never makes damage of it; with the
+    slots' progress (a live rate) the same cut is judged as any server's."""
+    counter_only = _run(_as_llamacpp(scenarios["inference_throttle_30s"], in_flight=False))
+    assert "critical" not in {d.findings["G4"].severity for d in counter_only}
+    assert not any(d.findings["G4"].evidence.get("serving_damage") for d in counter_only)
+    live = _run(_as_llamacpp(scenarios["inference_throttle_30s"], in_flight=True))[-1].findings["G4"]
+    assert live.severity == "critical"
+    assert [c["server"] for c in live.evidence["serving_damage"]] == ["llamacpp:8080"]

@@ -287,7 +287,7 @@ class ServingSource:
         for w in workloads:
             if w.kind not in SERVING_KINDS:
                 continue
-            env = self._env(w.pid, w.create_time) if w.kind == "ollama" else None
+            env = self._env(w.pid, w.create_time)  # OLLAMA_HOST, LLAMA_ARG_HOST/_PORT (serving_endpoints)
             ep = endpoint_for(w.kind, w.cmdline, w.pid, env, self.own)
             if isinstance(ep, str):
                 if w.key not in self._skipped:

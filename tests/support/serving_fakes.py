@@ -338,8 +338,10 @@ def main(kind: str) -> None:
     argv = sys.argv[1:]
     if kind == "ollama":
         port = int(os.environ.get("OLLAMA_HOST", "127.0.0.1:11434").rsplit(":", 1)[1])
-    else:
+    elif "--port" in argv:
         port = int(argv[argv.index("--port") + 1])
+    else:  # llama-server reads its flags from LLAMA_ARG_* too
+        port = int(os.environ["LLAMA_ARG_PORT"])
     engine = FakeEngine(kind)
     with FakeServer(engine, port=port):
         while True:

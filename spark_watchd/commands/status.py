@@ -215,7 +215,8 @@ def _serving(rows: list[dict[str, Any]], cols: int) -> list[str]:
     body = []
     for r in rows:
         if not r.get("up"):
-            body.append((r.get("server", "?"), "DOWN", "", "", "", "", "", r.get("error") or "no answer"))
+            state = "LOADING" if r.get("loading") else "DOWN"
+            body.append((r.get("server", "?"), state, "", "", "", "", "", r.get("error") or "no answer"))
             continue
         models = r.get("models") or ()
         body.append(

@@ -85,6 +85,9 @@ class ServingReading:
     itl_p95_s: float | None = None
     joules_per_token: float | None = None
     models: tuple[OllamaModel, ...] = ()
+    # Not up because it is still loading its model (its young process not listening yet, or it says so):
+    # not down. Written to traces only when true.
+    loading: bool = False
 
     @property
     def live_rate(self) -> bool:
@@ -98,9 +101,15 @@ class ServingReading:
         return bool(self.up and ((self.requests_running or 0) > 0 or (self.generation_tokens_per_s or 0) > 0))
 
     def to_dict(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "models"}
+        d = {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if f.name not in ("models", "loading")
+        }
         if self.models:
             d["models"] = [m.to_dict() for m in self.models]
+        if self.loading:
+            d["loading"] = True
         return d
 
     @classmethod
@@ -116,6 +125,9 @@ class ServingReading:
         up = d.get("up", True)
         if not isinstance(up, bool):
             raise ValueError(f"serving: 'up' must be true or false, got {up!r}")
+        loading = d.get("loading", False)
+        if not isinstance(loading, bool):
+            raise ValueError(f"serving: 'loading' must be true or false, got {loading!r}")
         models = d.get("models") or ()
         if not isinstance(models, (list, tuple)):
             raise ValueError(f"serving: 'models' must be a list, got {type(models).__name__}")
@@ -128,6 +140,7 @@ class ServingReading:
             **{k: _str_or_none(d, k) for k in _TEXTS},
             **{k: _num_or_none(d, k) for k in _NUMBERS},
             models=tuple(OllamaModel.from_dict(m) for m in models),
+            loading=loading,
         )
 
 

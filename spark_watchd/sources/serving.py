@@ -15,8 +15,6 @@ the rest taking turns per uid.
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import os
 import threading
 import time
@@ -25,12 +23,21 @@ from typing import Any
 
 from spark_watchd.logs import get_logger
 from spark_watchd.sample.groups import group_workloads, who_and_memory
-from spark_watchd.sample.serving import SERVING_KINDS, ServingReading, counter_rate, quantiles
+from spark_watchd.sample.serving import SERVING_KINDS, ServingReading
 from spark_watchd.sources.serving_endpoints import Endpoint, endpoint_for, parse_environ
 from spark_watchd.sources.serving_energy import EnergyAttribution
 from spark_watchd.sources.serving_http import Fetch, ScrapeError, http_get
 from spark_watchd.sources.serving_owner import NotOwned, PortOwners, attribute
-from spark_watchd.sources.serving_parse import METRICS_PATH, ExpositionError, parse_metrics, parse_ollama
+from spark_watchd.sources.serving_parse import (
+    METRICS_PATH,
+    ExpositionError,
+    parse_metrics,
+    parse_ollama,
+    parse_slots,
+)
+from spark_watchd.sources.serving_reading import finite, reading
+
+__all__ = ["ScrapeError", "Scraper", "ServingSource", "finite", "http_get", "reading"]
 from spark_watchd.sources.serving_settings import ServingSettings
 
 
@@ -66,45 +73,23 @@ def scrape(
         body = fetch(ep.base_url + METRICS_PATH[ep.kind], timeout, max_bytes, headers)
         parse = lambda: parse_metrics(ep.kind, body.decode("utf-8", "replace"), max_series)  # noqa: E731
     try:
-        return parse()
+        figures = parse()
     except ExpositionError as exc:
         raise ScrapeError(str(exc)) from None
+    if ep.kind == "llamacpp":  # its counters move only when requests end; /slots shows them as they go
+        try:
+            slots = fetch(ep.base_url + "/slots", timeout, max_bytes, headers)
+            figures["in_flight"] = parse_slots(slots.decode("utf-8", "replace"))
+        except (ScrapeError, ExpositionError):
+            pass  # `--no-slots`: the counters alone (docs/serving.md says what that rate is then)
+    return figures
 
 
-def reading(ep: Endpoint, ts: float, cur: dict[str, Any], prev: dict[str, Any] | None, prev_ts: float | None):
-    """The ServingReading of a scrape, with the figures over the interval since the previous one."""
-    dt = ts - prev_ts if prev_ts is not None else 0.0
-    p = prev or {}
-    gen_rate = counter_rate(p.get("generation_tokens"), cur.get("generation_tokens"), dt)
-    if gen_rate is None and "gen_throughput" in cur and "generation_tokens" not in cur:
-        gen_rate = cur["gen_throughput"]  # SGLang's own gauge when its token counters are absent
-    ttft = quantiles(p.get("ttft"), cur.get("ttft"))
-    itl = quantiles(p.get("itl"), cur.get("itl"))
-    return ServingReading(
-        server=ep.server,
-        kind=ep.kind,
-        up=True,
-        ts=ts,
-        pid=ep.pid,
-        endpoint=ep.base_url,
-        model=cur.get("model"),
-        version=cur.get("version"),
-        requests_running=cur.get("running"),
-        requests_waiting=cur.get("waiting"),
-        kv_usage=cur.get("kv_usage"),
-        kv_capacity_tokens=cur.get("kv_capacity"),
-        prompt_tokens_total=cur.get("prompt_tokens"),
-        generation_tokens_total=cur.get("generation_tokens"),
-        preemptions_total=cur.get("preemptions"),
-        prompt_tokens_per_s=counter_rate(p.get("prompt_tokens"), cur.get("prompt_tokens"), dt),
-        generation_tokens_per_s=gen_rate,
-        preemptions_per_s=counter_rate(p.get("preemptions"), cur.get("preemptions"), dt),
-        ttft_p50_s=ttft[0],
-        ttft_p95_s=ttft[1],
-        itl_p50_s=itl[0],
-        itl_p95_s=itl[1],
-        models=tuple(cur.get("models", ())),
-    )
+# A server whose young process refuses connections is loading its model for up to this long (a large model
+# read from a network disk takes minutes); while loading it is read again every LOADING_RETRY_S at most.
+LOADING_S = 900.0
+LOADING_RETRY_S = 5.0
+FIRST_WAIT_S = 2.0
 
 
 class Scraper:
@@ -128,8 +113,11 @@ class Scraper:
         self.vet = vet
         self.claimants: tuple[int, ...] = (ep.pid,) if ep.pid is not None else ()
         self.latest: ServingReading | None = None
+        self.born: float | None = None  # its process's start (Unix s), for a discovered server
+        self.first = threading.Event()  # set once its first scrape is in `latest`
         self._prev: tuple[dict[str, Any], float] | None = None
         self._state: Any = None
+        self._been_up = False
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"spark-watchd-serving-{ep.server}", daemon=True
@@ -155,22 +143,40 @@ class Scraper:
                     ep, state = ep._replace(pid=None), str(exc)  # nobody's reading: not tied to a pid
                     raise ScrapeError(str(exc)) from None
                 if pid is None:
-                    raise ScrapeError(f"nothing listens on {ep.base_url.split('://', 1)[-1]}")
+                    where = ep.base_url.split("://", 1)[-1]
+                    raise ScrapeError(f"nothing listens on {where}", refused=True)
                 ep, auth = ep._replace(pid=pid), auth if trusted else None
             cur = scrape(ep, self.fetch, s.timeout_s, s.max_response_bytes, auth, s.max_series)
         except ScrapeError as exc:
             self._prev = None  # rates restart after an outage: a gap is not one long interval
+            loading = state is False and self._loading(exc, ts)
+            error = f"loading: {exc}" if loading else str(exc)
             r = ServingReading(
-                ep.server, ep.kind, up=False, ts=ts, pid=ep.pid, endpoint=ep.base_url, error=str(exc)
+                ep.server,
+                ep.kind,
+                up=False,
+                ts=ts,
+                pid=ep.pid,
+                endpoint=ep.base_url,
+                error=error,
+                loading=loading,
             )
-            self._transition(False, str(exc), state)
+            self._transition(False, error, "loading" if loading else state)
         else:
             prev, prev_ts = self._prev if self._prev else (None, None)
             r = finite(reading(ep, ts, cur, prev, prev_ts))
-            self._prev = (cur, ts)
+            self._prev, self._been_up = (cur, ts), True
             self._transition(True, None, True)
         self.latest = r
+        self.first.set()
         return r
+
+    def _loading(self, exc: ScrapeError, ts: float) -> bool:
+        """Still loading its model, not down: it says so (llama-server's 503 "Loading model"), or, never up
+        yet, its young process does not listen yet (vLLM and SGLang listen once the model is loaded)."""
+        if exc.status == 503 and "loading" in str(exc).lower():
+            return True
+        return exc.refused and not self._been_up and self.born is not None and ts - self.born < LOADING_S
 
     def _transition(self, up: bool, error: str | None, state: Any) -> None:
         """Log a change of state once: up/down, and down because another process holds the port (naming it)."""
@@ -180,6 +186,8 @@ class Scraper:
         if up:
             if not first:
                 self.log.info(f"{self.ep.server} answering again", server=self.ep.server)
+        elif state == "loading":
+            self.log.info(f"{self.ep.server} {error}", server=self.ep.server)
         else:
             self.log.warning(f"{self.ep.server} not answering: {error}", server=self.ep.server, error=error)
 
@@ -200,28 +208,9 @@ class Scraper:
                     error=f"{type(exc).__name__}: {exc}"[:200],
                 )
                 self._transition(False, str(exc), False)
-            self._stop.wait(self.interval_s)
-
-
-def finite(r: ServingReading) -> ServingReading:
-    """The reading with every figure that is not a finite, non-negative number dropped (None).
-
-    A server's exposition is anyone's text: 1e308 on two engines sums to infinity, a rate over a short
-    interval can overflow, and NaN or Infinity is not JSON; every serving figure is a count, a share, a rate
-    or a duration, none negative.
-    """
-    bad = {
-        f.name: None
-        for f in dataclasses.fields(r)
-        if f.name not in _OWN
-        and isinstance(v := getattr(r, f.name), (int, float))
-        and not isinstance(v, bool)
-        and not (math.isfinite(v) and v >= 0)
-    }
-    return dataclasses.replace(r, **bad) if bad else r
-
-
-_OWN = ("ts", "pid", "up")  # the daemon's own, not the server's
+            self.first.set()
+            loading = self.latest is not None and self.latest.loading
+            self._stop.wait(min(self.interval_s, LOADING_RETRY_S) if loading else self.interval_s)
 
 
 class ServingSource:
@@ -261,6 +250,7 @@ class ServingSource:
         self.owners = PortOwners(proc_root)
         self.allowed_uids = self.settings.allowed_uids()
         self._claims: dict[str, tuple[int, ...]] = {}
+        self._born: dict[str, float] = {}
         self._vetted: set[str] = set()
         self._left_out: list[str] = []
 
@@ -298,6 +288,7 @@ class ServingSource:
             if o is not None and not o.enabled:
                 continue
             uids = self.owners.uids(w.pid)
+            self._born.setdefault(ep.server, w.create_time)
             if o is not None and o.url:
                 # Scraped where the operator pointed, so nobody's port is checked: tied to the process only
                 # when it is a trusted user's (anyone can name the port in an argv).
@@ -324,6 +315,7 @@ class ServingSource:
             )
         self._left_out = left
         self._claims = {k: tuple(v) for k, v in claims.items()}
+        self._born = {k: v for k, v in self._born.items() if k in labels}
         self._vetted = vetted
         return ranked[: self.max_servers]
 
@@ -350,6 +342,7 @@ class ServingSource:
         for ep in list(self.scrapers):
             if ep not in wanted:
                 self.scrapers.pop(ep).stop()
+        started = []
         for ep in wanted:
             sc = self.scrapers.get(ep)
             new = sc is None
@@ -359,8 +352,16 @@ class ServingSource:
                     ep, self.settings, self.interval_s, self.fetch, self.log, self.clock, vet
                 )
             sc.claimants = self._claims.get(ep.server, sc.claimants)
+            sc.born = self._born.get(ep.server)
             if new:
                 sc.start()
+                started.append(sc)
+        # A server found now is read in this sample, not a tick later: its first scrape is waited for, at most
+        # the scrape timeout and FIRST_WAIT_S in all per tick (a server answers in milliseconds; a hanging one
+        # costs this once).
+        deadline = time.monotonic() + min(self.settings.timeout_s, FIRST_WAIT_S)
+        for sc in started:
+            sc.first.wait(max(0.0, deadline - time.monotonic()))
         readings = [sc.latest for sc in self.scrapers.values() if sc.latest is not None]
         return {"serving": tuple(map(finite, self.energy.attribute(readings, partial, self.trainer_active)))}
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.client
+import json
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -11,7 +12,25 @@ Fetch = Callable[[str, float, int, Mapping[str, str]], bytes]
 
 
 class ScrapeError(Exception):
-    """The server did not give its telemetry (why, in words)."""
+    """The server did not give its telemetry (why, in words): `status` its HTTP status where it answered
+    one, `refused` when nothing accepted the connection."""
+
+    def __init__(self, message: str, status: int | None = None, refused: bool = False):
+        super().__init__(message)
+        self.status, self.refused = status, refused
+
+
+def _said(body: bytes) -> str:
+    """What a server's error answer says, for the reason shown (llama-server: "This server does not support
+    metrics endpoint. Start it with `--metrics`"): its JSON `error.message`, else its text; printable, short."""
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        err = json.loads(text).get("error")
+        text = str(err.get("message") if isinstance(err, dict) else err or "")
+    except (ValueError, AttributeError):
+        pass
+    text = "".join(c for c in text if c.isprintable())
+    return text[:160]
 
 
 def _connect(address: tuple[str, int], timeout: float, source_address=None):
@@ -39,7 +58,8 @@ def http_get(url: str, timeout: float, max_bytes: int, headers: Mapping[str, str
                 f"HTTP {resp.status} redirect to {resp.getheader('Location', '?')[:80]}: not followed"
             )
         if resp.status != 200:
-            raise ScrapeError(f"HTTP {resp.status} on /{path}")
+            said = _said(resp.read(4096)) if time.monotonic() < deadline else ""
+            raise ScrapeError(f"HTTP {resp.status} on /{path}" + (f": {said}" if said else ""), resp.status)
         chunks, size = [], 0
         while True:
             if time.monotonic() > deadline:
@@ -53,6 +73,7 @@ def http_get(url: str, timeout: float, max_bytes: int, headers: Mapping[str, str
             chunks.append(chunk)
         return b"".join(chunks)
     except (OSError, http.client.HTTPException) as exc:
-        raise ScrapeError(f"{type(exc).__name__}: {exc}"[:200]) from None
+        refused = isinstance(exc, ConnectionRefusedError)
+        raise ScrapeError(f"{type(exc).__name__}: {exc}"[:200], refused=refused) from None
     finally:
         conn.close()

@@ -250,3 +250,25 @@ def parse_expiry(text: Any) -> float | None:
     if dt.tzinfo is None:
         return None
     return dt.timestamp()
+
+
+def parse_slots(text: str) -> float:
+    """llama-server's /slots: tokens generated so far by the requests its slots are processing (each slot's
+    `next_token` `n_decoded`; a list of one object in recent builds, an object before). ExpositionError on
+    anything else."""
+    try:
+        slots = json.loads(text)
+    except ValueError as exc:
+        raise ExpositionError(f"/slots is not JSON: {exc}") from None
+    if not isinstance(slots, list):
+        raise ExpositionError("/slots is not a list of slots")
+    total = 0.0
+    for slot in slots[:4096]:
+        if not isinstance(slot, Mapping) or slot.get("is_processing") is not True:
+            continue
+        nxt = slot.get("next_token")
+        nxt = nxt[0] if isinstance(nxt, list) and nxt else nxt
+        n = nxt.get("n_decoded") if isinstance(nxt, Mapping) else None
+        if isinstance(n, (int, float)) and not isinstance(n, bool) and math.isfinite(n) and n > 0:
+            total += n
+    return total

@@ -130,3 +130,61 @@ def test_ollama_answers_nested_200000_deep_are_refused_not_a_recursion_error():
         "models"
     ]
     assert m.size_bytes is None and m.size_vram_bytes is None  # int(inf) raised OverflowError
+
+
+def _slot(i: int, processing: bool, n_decoded: int, as_list: bool = True) -> dict:
+    """One slot of llama-server's /slots as tools/server/server-context.cpp writes it (params trimmed)."""
+    nxt = {
+        "has_next_token": processing,
+        "has_new_line": False,
+        "n_remain": 600 - n_decoded,
+        "n_decoded": n_decoded,
+    }
+    return {
+        "id": i, "n_ctx": 1024, "speculative": False, "is_processing": processing, "id_task": 40 + i,
+        "n_prompt_tokens": 12, "n_prompt_tokens_processed": 12, "n_prompt_tokens_cache": 0,
+        "params": {"n_predict": 600, "stream": False}, "next_token": [nxt] if as_list else nxt,
+    }  # fmt: skip
+
+
+def test_llamacpp_slots_give_the_tokens_of_the_requests_still_running():
+    from spark_watchd.sources.serving_parse import parse_slots
+
+    text = json.dumps([_slot(0, True, 250), _slot(1, False, 600), _slot(2, True, 30, as_list=False)])
+    assert parse_slots(text) == 280  # the idle slot's last request is in the counter already
+    assert parse_slots("[]") == 0
+    for bad in ("<html>", '{"error": 1}'):
+        with pytest.raises(ExpositionError):
+            parse_slots(bad)
+
+
+def test_a_llamacpp_rate_follows_tokens_as_they_are_generated_not_as_requests_end():
+    """llama-server adds a request's tokens to tokens_predicted_total only when it ends: during 600-token
+    requests its counter reads 0, 0, 600 while 150 tokens/s flow. With its slots' progress the rate is live."""
+    from spark_watchd.sources.serving_endpoints import Endpoint
+    from spark_watchd.sources.serving_reading import reading
+
+    ep = Endpoint("llamacpp:8080", "llamacpp", "http://127.0.0.1:8080", 7)
+    # (time, counter, in flight): one request at 150 tokens/s, ending at t=4 (600 tokens), the next begun.
+    scrapes = [(0.0, 0.0, 0.0), (2.0, 0.0, 300.0), (4.0, 600.0, 0.0), (6.0, 600.0, 300.0), (8.0, 1200.0, 0.0)]
+    rates, counter_only = [], []
+    for (t0, c0, f0), (t1, c1, f1) in zip(scrapes, scrapes[1:], strict=False):
+        live = reading(
+            ep, t1, {"generation_tokens": c1, "in_flight": f1}, {"generation_tokens": c0, "in_flight": f0}, t0
+        )
+        rates.append(live.generation_tokens_per_s)
+        assert live.generation_tokens_in_flight == f1 and live.live_rate
+        old = reading(ep, t1, {"generation_tokens": c1}, {"generation_tokens": c0}, t0)
+        counter_only.append(old.generation_tokens_per_s)
+        assert not old.live_rate
+    assert rates == [150.0, 150.0, 150.0, 150.0]
+    assert counter_only == [0.0, 300.0, 0.0, 300.0]
+    # A request ending between the two reads of one scrape dips the sum: 0 for that interval, never negative.
+    dip = reading(
+        ep,
+        2.0,
+        {"generation_tokens": 600.0, "in_flight": 0.0},
+        {"generation_tokens": 0.0, "in_flight": 650.0},
+        0.0,
+    )
+    assert dip.generation_tokens_per_s == 0.0

@@ -475,7 +475,7 @@
       tr.dataset.kind = r.kind;
       const name = h("th", null, r.server + " ");
       name.scope = "row";
-      let what = r.up ? (r.model || r.kind) : "down: " + (r.error || "no answer");
+      let what = r.up ? (r.model || r.kind) : r.loading ? r.error || "loading" : "down: " + (r.error || "no answer");
       // Ollama: what it holds and when keep-alive unloads it (expires_at against the sample's time).
       const models = r.models || [];
       if (r.up && r.kind === "ollama") {

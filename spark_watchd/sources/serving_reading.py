@@ -28,7 +28,8 @@ def reading(ep: Endpoint, ts: float, cur: dict[str, Any], prev: dict[str, Any] |
     if gen_rate is not None and p.get("in_flight") is not None and cur.get("in_flight") is not None:
         # llama.cpp with its slots' progress: tokens as they are generated, not as requests end. The two
         # answers are read a moment apart, so a request ending between them can make the sum dip: 0 then.
-        gen_rate = max(0.0, generated(cur) - generated(p)) / dt
+        step = generated(cur) - generated(p)
+        gen_rate = max(0.0, step) / dt if math.isfinite(step) else None
     if gen_rate is None and "gen_throughput" in cur and "generation_tokens" not in cur:
         gen_rate = cur["gen_throughput"]  # SGLang's own gauge when its token counters are absent
     ttft = quantiles(p.get("ttft"), cur.get("ttft"))

@@ -65,10 +65,11 @@ def alerts(c) -> list[tuple]:
             None,
             c.dur(300),
             f"sparkwatchd_serving_up{c.sel()} == 0\n"
-            f"and on (job, instance, kind, server) max_over_time(sparkwatchd_serving_up{c.sel()}[{c.win(21600)}]) == 1",
+            f"and on (job, instance, kind, server) max_over_time(sparkwatchd_serving_up{c.sel()}[{c.win(21600)}]) == 1\n"
+            f"unless on (job, instance, kind, server) sparkwatchd_serving_loading{c.sel()} == 1",
             "Inference server {{ $labels.server }} stopped answering on {{ $labels.instance }}",
             "A server spark-watchd scraped before no longer gives its telemetry (down, hung, or its metrics "
-            "endpoint was turned off).",
+            "endpoint was turned off); a server restarted and still loading its model is not down.",
         ),
     ]
 
@@ -135,7 +136,12 @@ def cases(s, INST) -> list:
         ),
         (
             "serving_down",
-            {s("sparkwatchd_serving_up", srv): "1x20 0x20"},
+            {s("sparkwatchd_serving_up", srv): "1x20 0x20", s("sparkwatchd_serving_loading", srv): "0x40"},
             [(18, "SparkWatchdServingDown", quiet), (30, "SparkWatchdServingDown", fires)],
+        ),
+        (
+            "serving_restarted_loading",  # restarted into a model that takes minutes to load: not down
+            {s("sparkwatchd_serving_up", srv): "1x20 0x20", s("sparkwatchd_serving_loading", srv): "0x20 1x20"},
+            [(30, "SparkWatchdServingDown", quiet), (39, "SparkWatchdServingDown", quiet)],
         ),
     ]

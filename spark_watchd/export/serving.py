@@ -76,6 +76,11 @@ def families(snapshot: Snapshot) -> Iterable[Metric]:
     """Every serving family, described always; a series per server where it gives the figure."""
     readings = snapshot.sample.serving if snapshot.sample is not None else ()
     up = gauge("serving_up", "1 if the inference server gave its telemetry at its latest scrape.", _LABELS)
+    loading = gauge(
+        "serving_loading",
+        "1 while the server is loading its model (not listening yet, or it says so): not up, not down.",
+        _LABELS,
+    )
     plain = [(attr, gauge(name, doc, _LABELS)) for attr, name, doc in _GAUGES + _QUANTILES]
     counters = [(attr, counter(name, doc, _LABELS)) for attr, name, doc in _COUNTERS]
     models = gauge("serving_models_loaded", "Models the server holds in memory (Ollama /api/ps).", _LABELS)
@@ -89,6 +94,7 @@ def families(snapshot: Snapshot) -> Iterable[Metric]:
     for r in readings:
         lab = [r.kind, r.server]
         up.add_metric(lab, 1 if r.up else 0)
+        loading.add_metric(lab, 1 if r.loading else 0)
         for attr, fam in plain + counters:
             v = getattr(r, attr)
             if v is not None:
@@ -101,6 +107,7 @@ def families(snapshot: Snapshot) -> Iterable[Metric]:
                 expiry.add_metric(lab, max(0.0, min(left)))
     return [
         up,
+        loading,
         *(f for _, f in plain),
         *(f for _, f in counters),
         models,

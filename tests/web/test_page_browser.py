@@ -531,3 +531,36 @@ def test_labels_say_what_the_text_says_a_followed_exit_and_a_server_without_a_fi
             not in (page.locator("#chart-serving .nodata").all_text_contents() or [""])[0]
         )
         assert log.errors == []
+
+
+def test_a_server_loading_its_model_is_said_loading_in_the_serving_table_not_down(browser):
+    """Issue 33: a server still loading its model (not listening yet) is "loading", a down one "down"."""
+    import dataclasses
+
+    samples = list(read_trace(REPO / "tests" / "fixtures" / "traces" / "serving" / "bursty_idle_30s.jsonl"))[
+        :3
+    ]
+    r0 = samples[-1].serving[0]
+    loading = dataclasses.replace(
+        r0, up=False, loading=True, error="loading: nothing listens on 127.0.0.1:8080", **dict.fromkeys(
+            ("requests_running", "requests_waiting", "generation_tokens_per_s", "kv_usage"), None))  # fmt: skip
+    down = dataclasses.replace(
+        loading,
+        server="llamacpp:8081",
+        loading=False,
+        error="ConnectionRefusedError: [Errno 111] Connection refused",
+    )
+    last = dataclasses.replace(samples[-1], serving=(loading, down))
+    daemon = FakeDaemon()
+    ok = {g: Finding(g, "ok", "fine") for g in ("G3", "G4", "G6")}
+    for s in (*samples[:-1], last):
+        daemon.publish(snapshot_of(s, Diagnosis(s.ts, ok), recent=(), mode="live"))
+    with RouteServer(daemon.page_routes(), daemon) as srv, open_page(browser, srv.origin) as (page, log):
+        page.wait_for_selector('#serving tr[data-kind="llamacpp"]')
+        rows = page.locator("#serving tr th").all_inner_texts()
+        assert any(
+            t.startswith("llamacpp:8080") and "loading: nothing listens" in t and "down" not in t
+            for t in rows
+        ), rows
+        assert any(t.startswith("llamacpp:8081") and "down: ConnectionRefused" in t for t in rows), rows
+        assert log.errors == []

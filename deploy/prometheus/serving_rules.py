@@ -17,13 +17,16 @@ STORM_S = 600
 
 
 def recording_rules(c) -> list[tuple[str, str]]:
-    """Tokens per running request per server (absent while it runs nothing: idle is not slow)."""
+    """Tokens per running request per server (absent while it runs nothing: idle is not slow, and absent
+    where the rate is not live: a llama-server without /slots adds a request's tokens only when it ends, so
+    its rate reads 0 for most of a long request and would look like a cut)."""
     sel = c.sel()
     return [
         (
             "sparkwatchd:serving_tokens_per_request:ratio",
             f"sparkwatchd_serving_generation_tokens_per_second{sel}\n"
-            f"/ on (job, instance, kind, server) (sparkwatchd_serving_requests_running{sel} >= 1)",
+            f"/ on (job, instance, kind, server) (sparkwatchd_serving_requests_running{sel} >= 1)\n"
+            f"unless on (job, instance, kind, server) sparkwatchd_serving_generation_rate_live{sel} == 0",
         ),
     ]
 
@@ -79,6 +82,7 @@ def cases(s, INST) -> list:
     fires = [{**INST, "kind": "vllm", "server": "vllm:8000"}]
     quiet: list = []
     srv = 'kind="vllm", server="vllm:8000"'
+    llama = 'kind="llamacpp", server="llamacpp:8080"'
     g4 = s("sparkwatchd_finding_level", 'gotcha="G4"')
     return [
         (
@@ -92,6 +96,22 @@ def cases(s, INST) -> list:
             [
                 (85, "SparkWatchdThrottleCuttingServing", quiet),
                 (100, "SparkWatchdThrottleCuttingServing", fires),
+            ],
+        ),
+        (
+            "serving_rate_not_live",
+            # A llama-server without /slots under the same throttle: its counter moves only when one of its
+            # 10-minute requests (16,000 tokens at ~27/s) ends, so its rate reads 0, then a burst. Not a
+            # live rate: no cut is judged (on the rate alone this fired at minute 97).
+            {
+                s("sparkwatchd_serving_generation_tokens_per_second", llama): _bursts(120),
+                s("sparkwatchd_serving_requests_running", llama): "2x119",
+                s("sparkwatchd_serving_generation_rate_live", llama): "0x119",
+                g4: "0x89 1x30",
+            },
+            [
+                (97, "SparkWatchdThrottleCuttingServing", quiet),
+                (117, "SparkWatchdThrottleCuttingServing", quiet),
             ],
         ),
         (
@@ -148,3 +168,8 @@ def cases(s, INST) -> list:
             [(30, "SparkWatchdServingDown", quiet), (39, "SparkWatchdServingDown", quiet)],
         ),
     ]
+
+
+def _bursts(minutes: int) -> str:
+    """A counter-only rate at 1 m steps: 0 while two 10-minute requests run, a burst when they end."""
+    return " ".join("0" if m % 10 else "54" for m in range(minutes))

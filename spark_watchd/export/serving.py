@@ -83,6 +83,12 @@ def families(snapshot: Snapshot) -> Iterable[Metric]:
     )
     plain = [(attr, gauge(name, doc, _LABELS)) for attr, name, doc in _GAUGES + _QUANTILES]
     counters = [(attr, counter(name, doc, _LABELS)) for attr, name, doc in _COUNTERS]
+    live = gauge(
+        "serving_generation_rate_live",
+        "1 if serving_generation_tokens_per_second follows tokens as they are generated; 0 where it moves only"
+        " when a request ends (llama.cpp without /slots): alerts on the rate leave such a server out.",
+        _LABELS,
+    )
     models = gauge("serving_models_loaded", "Models the server holds in memory (Ollama /api/ps).", _LABELS)
     model_bytes = gauge("serving_model_memory_bytes", "Memory of the models it holds (Ollama size).", _LABELS)
     expiry = gauge(
@@ -99,6 +105,8 @@ def families(snapshot: Snapshot) -> Iterable[Metric]:
             v = getattr(r, attr)
             if v is not None:
                 fam.add_metric(lab, float(v))
+        if r.generation_tokens_per_s is not None:
+            live.add_metric(lab, 1 if r.live_rate else 0)
         if r.kind == "ollama" and r.up:
             models.add_metric(lab, len(r.models))
             model_bytes.add_metric(lab, float(sum(m.size_bytes or 0 for m in r.models)))
@@ -110,6 +118,7 @@ def families(snapshot: Snapshot) -> Iterable[Metric]:
         loading,
         *(f for _, f in plain),
         *(f for _, f in counters),
+        live,
         models,
         model_bytes,
         expiry,

@@ -59,3 +59,26 @@ def test_serving_families_pass_promtool():
     res = subprocess.run([promtool, "check", "metrics"], input=_text(), capture_output=True, text=True)
     ours = [ln for ln in (res.stdout + res.stderr).splitlines() if "sparkwatchd_serving" in ln]
     assert ours == []
+
+
+def test_the_rate_is_marked_live_or_not_so_the_throttle_alert_can_leave_a_counter_only_rate_out():
+    """llama.cpp adds a request's tokens to its counter only when it ends: without /slots its rate is not live."""
+    with_slots = ServingReading(
+        "llamacpp:8080", "llamacpp", True, 100.0, requests_running=2, generation_tokens_per_s=54.0,
+        generation_tokens_in_flight=900.0,
+    )  # fmt: skip
+    no_slots = ServingReading(
+        "llamacpp:8081", "llamacpp", True, 100.0, requests_running=2, generation_tokens_per_s=0.0
+    )
+    no_rate = ServingReading("llamacpp:8082", "llamacpp", True, 100.0, requests_running=0)
+    snap = Snapshot(sample=Sample(ts=100.0, serving=(VLLM, with_slots, no_slots, no_rate)), diagnosis=None)
+    m = samples(
+        generate_latest(
+            build_registry(SimpleNamespace(snapshot=lambda: snap, settings=None, overruns=0))
+        ).decode()
+    )
+    live = "sparkwatchd_serving_generation_rate_live"
+    assert value(m, live, kind="vllm", server="vllm:8000") == 1
+    assert value(m, live, kind="llamacpp", server="llamacpp:8080") == 1
+    assert value(m, live, kind="llamacpp", server="llamacpp:8081") == 0
+    assert value(m, live, kind="llamacpp", server="llamacpp:8082") is None  # no rate, nothing to qualify

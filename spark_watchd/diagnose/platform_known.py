@@ -90,9 +90,15 @@ KNOWN_BAD: tuple[KnownBad, ...] = (
     ),
     KnownBad(
         "kernel_6_17_0_1008",
-        _kernel("6.17.0-1008-", "it panicking"),
+        _kernel(
+            "6.17.0-1008-",
+            "it panicking (EFI pstore records), after which the driver can fail on every later boot "
+            "(PCI DOE mailbox timeouts, 'Failed to query NVIDIA devices')",
+        ),
         "If this box panics or resets, boot a later 6.17 kernel (GRUB's Advanced options keep the installed ones).",
-        "owners' reports gathered in spark-watchd issue 32 (an NVIDIA developer forum root-cause analysis)",
+        "NVIDIA developer forum: '[Root Cause Analysis] DGX Spark driver failure - kernel 6.17.0-1008-nvidia "
+        "aarch64 panics cause DOE mailbox failure (pstore evidence)' (topic 366026, DGX OS 7.4.0 OTA); "
+        "pytorch/pytorch#174358 (field logs by kernel)",
     ),
     KnownBad(
         "kernel_7_0_0_1019",

@@ -76,9 +76,11 @@ def test_a_hanging_server_delays_neither_the_tick_nor_the_other_servers_scrape()
             t0 = time.perf_counter()
             first = {r.server: r for r in src.collect({"processes": src._procs})["serving"]}
             # Servers found now are read in this sample: their first scrapes are waited for, at most the scrape
-            # timeout (here 1 s) in all; the hanging one's is not there.
+            # timeout (here 1 s) in all; the hanging one's is not there, or is there down (its read timed out
+            # at that same 1 s: on a loaded machine the wait can end just after it).
             assert time.perf_counter() - t0 < 1.5
-            assert f"vllm:{h.port}" not in first
+            hung_first = first.get(f"vllm:{h.port}")
+            assert hung_first is None or (not hung_first.up and "timed out" in (hung_first.error or ""))
             good = wait_for(lambda: _latest(src, f"llamacpp:{o.port}"), timeout=3)
             assert good.up
             costs = []

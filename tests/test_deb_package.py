@@ -113,3 +113,22 @@ def test_build_sh_refuses_an_unknown_architecture_before_building():
     )
     assert proc.returncode == 2
     assert "--arch must be amd64 or arm64, not 'i386'" in proc.stderr
+
+
+def test_the_tmpfiles_entry_keeps_the_state_directory_as_the_unit_does():
+    """postinst applies tmpfiles.conf; the unit's StateDirectory= does the same at each start: one shape."""
+    unit = (REPO / "systemd" / "spark-watchd.service").read_text()
+    state = re.search(r"^StateDirectory=(\S+)$", unit, re.M).group(1)
+    mode = re.search(r"^StateDirectoryMode=(\d+)$", unit, re.M).group(1)
+    user = re.search(r"^User=(\S+)$", unit, re.M).group(1)
+    lines = [
+        ln.split() for ln in (DEB / "tmpfiles.conf").read_text().splitlines() if ln and not ln.startswith("#")
+    ]
+    assert lines == [
+        ["d", f"/var/lib/{state}", mode, user, user, "-"],
+        ["Z", f"/var/lib/{state}", "-", user, user, "-"],
+    ]
+    assert "systemd-tmpfiles" in (DEB / "postinst").read_text()
+    assert (
+        '"$here/tmpfiles.conf" "$root/usr/lib/tmpfiles.d/spark-watchd.conf"' in (DEB / "build.sh").read_text()
+    )

@@ -140,6 +140,7 @@ COLUMNS=80 help2man --no-info --section 1 --version-string "$upstream" --include
 
 # 5. The unit, the alert rules and dashboards, the documents.
 install -D -m 0644 "$src/systemd/spark-watchd.service" "$root/lib/systemd/system/spark-watchd.service"
+install -D -m 0644 "$here/tmpfiles.conf" "$root/usr/lib/tmpfiles.d/spark-watchd.conf"
 share="$root/usr/share/spark-watchd"
 install -D -m 0644 -t "$share/prometheus" "$src"/deploy/prometheus/{rules.yml,prometheus-single.yml,prometheus-fleet.yml}
 install -D -m 0644 -t "$share/prometheus/targets" "$src"/deploy/prometheus/targets/*.json

@@ -66,7 +66,7 @@ step "lintian: nothing left but what lintian-overrides explains"
 out=$(lintian --fail-on none "$deb" 2>&1 | grep -v 'running with root privileges' || true)
 [ -z "$out" ] || fail "lintian: $out"
 contents=$(dpkg-deb -c "$deb" | awk '{print $6}')
-for f in ./lib/systemd/system/spark-watchd.service ./etc/spark-watchd/config.toml \
+for f in ./lib/systemd/system/spark-watchd.service ./usr/lib/tmpfiles.d/spark-watchd.conf ./etc/spark-watchd/config.toml \
     ./usr/share/man/man1/spark-watchd.1.gz ./usr/share/spark-watchd/prometheus/rules.yml \
     ./usr/share/spark-watchd/grafana/dashboards/spark-overview.json ./usr/bin/spark-watchd \
     ./opt/spark-watchd/pyvenv.cfg; do
@@ -164,7 +164,7 @@ grep -q -- 'stop spark-watchd.service' "$work/systemctl.log" || fail "not stoppe
     || fail "remove took config, state or user"
 
 step "reinstall with policy-rc.d refusing (exit 101) over a state dir a root run left: handed over, not started; postinst again: no change"
-# Between remove and reinstall the admin ran `spark-watchd run` by hand as root (the README's pip install):
+# Between remove and reinstall the admin ran `spark-watchd run` by hand as root (the README's virtualenv install):
 # the state directory and what that run wrote are root's, 0700, as a root run leaves them.
 chown -R root:root /var/lib/spark-watchd
 chmod 0700 /var/lib/spark-watchd

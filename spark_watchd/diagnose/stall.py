@@ -36,18 +36,37 @@ class Stall(NamedTuple):
 
 
 def _progress(prev: ServingReading, cur: ServingReading) -> bool | None:
-    """Whether the server made prompt or generation progress between two scrapes; None when it cannot say."""
+    """Whether the server made prompt or generation progress between two reads; None when it cannot say.
+
+    llama.cpp adds a request's prompt and generated tokens to its counters only when the request ends (docs/
+    serving.md): what it shows as it goes is the tokens its running requests have generated (/slots), so it is
+    judged on that alone, and only while a request is past its prefill (its prompt progress shows nowhere: a
+    long prefill would read as a stall).
+    """
+    if cur.kind == "llamacpp":
+        if not (prev.generation_tokens_in_flight or 0) > 0 < (cur.generation_tokens_in_flight or 0):
+            return None
+        pairs = ((generated(prev), generated(cur)),)
+    else:
+        pairs = (
+            (prev.prompt_tokens_total, cur.prompt_tokens_total),
+            (prev.generation_tokens_total, cur.generation_tokens_total),
+        )
     moved = None
-    for a, b in (
-        (prev.prompt_tokens_total, cur.prompt_tokens_total),
-        (prev.generation_tokens_total, cur.generation_tokens_total),
-    ):
+    for a, b in pairs:
         if a is None or b is None:
             continue
         if b < a:  # a counter reset (the server restarted): no verdict this interval
             return None
         moved = bool(moved) or b > a
     return moved
+
+
+def generated(r: ServingReading) -> float | None:
+    """llama.cpp's tokens generated so far: its counter plus what its running requests have generated."""
+    if r.generation_tokens_total is None or r.generation_tokens_in_flight is None:
+        return None
+    return r.generation_tokens_total + r.generation_tokens_in_flight
 
 
 class StallWatch:
@@ -67,38 +86,53 @@ class StallWatch:
 
     def observe(self, readings: Sequence[ServingReading], ts: float) -> tuple[list[Stall], list[Stall]]:
         """Take one sample's readings: (the servers stalled now, those among them newly stalled)."""
-        need = self.th.engine_stall_min_s
-        now, new = [], []
-        present = set()
-        for r in readings:
-            present.add(r.server)
-            prev = self.last.get(r.server)
-            if not r.up or r.ts is None or r.kind == "ollama":  # (Ollama gives no token counters)
-                self.runs.pop(r.server, None)
-                self.reported.discard(r.server)
-                self.last.pop(r.server, None)
-                continue
-            if prev is not None and prev.ts is not None and r.ts <= prev.ts:
-                run = self.runs.get(r.server)  # the same scrape again: no new interval
-                if run is not None and r.ts - run[0] >= need:
-                    now.append(Stall(r.server, run[0], run[1], r.requests_running or 0.0, r.kv_usage, r.ts))
-                continue
-            self.last[r.server] = r
-            moved = _progress(prev, r) if prev is not None else None
-            if moved is None or moved or (r.requests_running or 0) < 1 or (prev.requests_running or 0) < 1:
-                self.runs.pop(r.server, None)
-                self.reported.discard(r.server)
-                continue
-            since, n = self.runs.get(r.server, (prev.ts, 0))
-            self.runs[r.server] = (since, n + 1)
-            if r.ts - since >= need:
-                st = Stall(r.server, since, n + 1, r.requests_running or 0.0, r.kv_usage, r.ts)
-                now.append(st)
-                if r.server not in self.reported:
-                    self.reported.add(r.server)
-                    new.append(st)
+        now, new = self.follow(readings)
+        present = {r.server for r in readings}
         for gone in [s for s in self.last if s not in present]:  # a server no longer scraped
             self.last.pop(gone, None)
             self.runs.pop(gone, None)
             self.reported.discard(gone)
         return now, new
+
+    def follow(self, reads: Sequence[ServingReading]) -> tuple[list[Stall], list[Stall]]:
+        """Take reads in time order (one sample's, or the 1 s progress reads between samples): (the servers
+        stalled at their latest read, those newly stalled)."""
+        latest: dict[str, Stall | None] = {}
+        new = []
+        for r in reads:
+            st, fresh = self._step(r)
+            latest[r.server] = st
+            if fresh:
+                new.append(st)
+        return [st for st in latest.values() if st is not None], new
+
+    def _step(self, r: ServingReading) -> tuple[Stall | None, bool]:
+        """One read of one server: (its stall, if it is stalled at this read; whether the stall is new)."""
+        need = self.th.engine_stall_min_s
+        prev = self.last.get(r.server)
+        if prev is not None and r.ts is not None and prev.ts is not None and r.ts <= prev.ts:
+            # The same read again, or an older one (a sample's scrape before the 1 s reads): no new interval.
+            run = self.runs.get(r.server)
+            if run is not None and prev.ts - run[0] >= need:
+                return Stall(
+                    r.server, run[0], run[1], prev.requests_running or 0.0, prev.kv_usage, prev.ts
+                ), False
+            return None, False
+        if not r.up or r.ts is None or r.kind == "ollama":  # (Ollama gives no token counters)
+            self.runs.pop(r.server, None)
+            self.reported.discard(r.server)
+            self.last.pop(r.server, None)
+            return None, False
+        self.last[r.server] = r
+        moved = _progress(prev, r) if prev is not None else None
+        if moved is None or moved or (r.requests_running or 0) < 1 or (prev.requests_running or 0) < 1:
+            self.runs.pop(r.server, None)
+            self.reported.discard(r.server)
+            return None, False
+        since, n = self.runs.get(r.server, (prev.ts, 0))
+        self.runs[r.server] = (since, n + 1)
+        if r.ts - since < need:
+            return None, False
+        fresh = r.server not in self.reported
+        self.reported.add(r.server)
+        return Stall(r.server, since, n + 1, r.requests_running or 0.0, r.kv_usage, r.ts), fresh

@@ -178,6 +178,12 @@ class Sample:
     serving: tuple[ServingReading, ...] = records(
         ServingReading, optional=True, check=check_serving, doc="inference servers' own telemetry"
     )
+    serving_progress: tuple[ServingReading, ...] = records(
+        ServingReading,
+        optional=True,
+        check=check_serving,
+        doc="the servers' 1 s progress reads since the previous sample, while the fast ring is armed",
+    )
     link: LinkReading | None = record(LinkReading, doc="the host's RDMA ports")
     oom_kills: tuple[KillReport, ...] = records(
         KillReport, optional=True, check=check_kill, doc="kill reports since the previous sample"

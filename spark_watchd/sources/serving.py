@@ -15,6 +15,7 @@ the rest taking turns per uid.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -26,64 +27,13 @@ from spark_watchd.sample.groups import group_workloads, who_and_memory
 from spark_watchd.sample.serving import SERVING_KINDS, ServingReading
 from spark_watchd.sources.serving_endpoints import Endpoint, endpoint_for, parse_environ
 from spark_watchd.sources.serving_energy import EnergyAttribution
-from spark_watchd.sources.serving_http import Fetch, ScrapeError, http_get
+from spark_watchd.sources.serving_fast import ProgressReads
+from spark_watchd.sources.serving_http import Fetch, ScrapeError, http_get, scrape
 from spark_watchd.sources.serving_owner import NotOwned, PortOwners, attribute
-from spark_watchd.sources.serving_parse import (
-    METRICS_PATH,
-    ExpositionError,
-    parse_metrics,
-    parse_ollama,
-    parse_slots,
-)
 from spark_watchd.sources.serving_reading import finite, reading
 
-__all__ = ["ScrapeError", "Scraper", "ServingSource", "finite", "http_get", "reading"]
+__all__ = ["ScrapeError", "Scraper", "ServingSource", "finite", "http_get", "reading", "scrape"]
 from spark_watchd.sources.serving_settings import ServingSettings
-
-
-def _auth(path: str | None) -> dict[str, str]:
-    if not path:
-        return {}
-    try:
-        with open(path, encoding="utf-8") as fh:
-            value = fh.read(4096).strip()
-    except OSError as exc:
-        raise ScrapeError(f"auth header file unreadable: {exc.strerror or exc}") from None
-    return {"Authorization": value} if value else {}
-
-
-def scrape(
-    ep: Endpoint,
-    fetch: Fetch,
-    timeout: float,
-    max_bytes: int,
-    auth_file: str | None,
-    max_series: int = 5_000,
-) -> dict[str, Any]:
-    """One scrape of one server: its figures as the parsers give them (ScrapeError when it gives none)."""
-    headers = _auth(auth_file)
-    if ep.kind == "ollama":
-        ps = fetch(ep.base_url + "/api/ps", timeout, max_bytes, headers)
-        try:
-            version = fetch(ep.base_url + "/api/version", timeout, 4096, headers).decode("utf-8", "replace")
-        except ScrapeError:
-            version = None
-        parse = lambda: parse_ollama(ps.decode("utf-8", "replace"), version)  # noqa: E731
-    else:
-        body = fetch(ep.base_url + METRICS_PATH[ep.kind], timeout, max_bytes, headers)
-        parse = lambda: parse_metrics(ep.kind, body.decode("utf-8", "replace"), max_series)  # noqa: E731
-    try:
-        figures = parse()
-    except ExpositionError as exc:
-        raise ScrapeError(str(exc)) from None
-    if ep.kind == "llamacpp":  # its counters move only when requests end; /slots shows them as they go
-        try:
-            slots = fetch(ep.base_url + "/slots", timeout, max_bytes, headers)
-            figures["in_flight"] = parse_slots(slots.decode("utf-8", "replace"))
-        except (ScrapeError, ExpositionError):
-            pass  # `--no-slots`: the counters alone (docs/serving.md says what that rate is then)
-    return figures
-
 
 # A server whose young process refuses connections is loading its model for up to this long (a large model
 # read from a network disk takes minutes); while loading it is read again every LOADING_RETRY_S at most.
@@ -130,10 +80,32 @@ class Scraper:
         self._stop.set()
 
     def scrape_once(self) -> ServingReading:
+        ts = self.clock()
+        prev, prev_ts = self._prev if self._prev else (None, None)
+        r, cur, exc, state = self.read(ts, prev, prev_ts)
+        if exc is not None:
+            self._prev = None  # rates restart after an outage: a gap is not one long interval
+            loading = state is False and self._loading(exc, ts)
+            if loading:
+                r = dataclasses.replace(r, error=f"loading: {r.error}", loading=True)
+            self._transition(False, r.error, "loading" if loading else state)
+        else:
+            self._prev, self._been_up = (cur, ts), True
+            self._transition(True, None, True)
+        self.latest = r
+        self.first.set()
+        return r
+
+    def read(
+        self, ts: float, prev: dict | None, prev_ts: float | None
+    ) -> tuple[ServingReading, Any, Any, Any]:
+        """One scrape at `ts`, its port's owner checked and its auth header sent only where trusted, bounded in
+        time and size: (its reading, with the interval figures against `prev`; the figures, None when it gave
+        none; the ScrapeError then; the state _transition logs: False, or the port's other owner). No state of
+        the scraper moves (the 1 s progress reads call it beside the scraper's thread)."""
         ep, s = self.ep, self.settings
         override = s.servers.get(ep.server)
         auth = (override.auth_header_file if override else None) or s.auth_header_file
-        ts = self.clock()
         state: Any = False
         try:
             if self.vet is not None:
@@ -148,28 +120,11 @@ class Scraper:
                 ep, auth = ep._replace(pid=pid), auth if trusted else None
             cur = scrape(ep, self.fetch, s.timeout_s, s.max_response_bytes, auth, s.max_series)
         except ScrapeError as exc:
-            self._prev = None  # rates restart after an outage: a gap is not one long interval
-            loading = state is False and self._loading(exc, ts)
-            error = f"loading: {exc}" if loading else str(exc)
-            r = ServingReading(
-                ep.server,
-                ep.kind,
-                up=False,
-                ts=ts,
-                pid=ep.pid,
-                endpoint=ep.base_url,
-                error=error,
-                loading=loading,
+            down = ServingReading(
+                ep.server, ep.kind, up=False, ts=ts, pid=ep.pid, endpoint=ep.base_url, error=str(exc)
             )
-            self._transition(False, error, "loading" if loading else state)
-        else:
-            prev, prev_ts = self._prev if self._prev else (None, None)
-            r = finite(reading(ep, ts, cur, prev, prev_ts))
-            self._prev, self._been_up = (cur, ts), True
-            self._transition(True, None, True)
-        self.latest = r
-        self.first.set()
-        return r
+            return down, None, exc, state
+        return finite(reading(ep, ts, cur, prev, prev_ts)), cur, None, state
 
     def _loading(self, exc: ScrapeError, ts: float) -> bool:
         """Still loading its model, not down: it says so (llama-server's 503 "Loading model"), or, never up
@@ -253,6 +208,8 @@ class ServingSource:
         self._born: dict[str, float] = {}
         self._vetted: set[str] = set()
         self._left_out: list[str] = []
+        self.live: tuple[Scraper, ...] = ()  # the scrapers now, for the 1 s reads' thread
+        self.fast: ProgressReads | None = None  # the 1 s progress reads, while the fast ring asks for them
 
     def targets(self, processes) -> list[Endpoint]:
         """The endpoints to scrape now, by priority: configured ones, then discovered ones (overrides applied)."""
@@ -362,13 +319,30 @@ class ServingSource:
         deadline = time.monotonic() + min(self.settings.timeout_s, FIRST_WAIT_S)
         for sc in started:
             sc.first.wait(max(0.0, deadline - time.monotonic()))
-        readings = [sc.latest for sc in self.scrapers.values() if sc.latest is not None]
-        return {"serving": tuple(map(finite, self.energy.attribute(readings, partial, self.trainer_active)))}
+        self.live = tuple(self.scrapers.values())
+        readings = [sc.latest for sc in self.live if sc.latest is not None]
+        out = {"serving": tuple(map(finite, self.energy.attribute(readings, partial, self.trainer_active)))}
+        fast = self.fast.take() if self.fast is not None else ()
+        if fast:  # the 1 s reads since the previous sample: G3 judges the engine stall on them
+            out["serving_progress"] = fast
+        return out
+
+    def progress(self, wait_s: float) -> tuple[ServingReading, ...]:
+        """Each scraped server's progress read now (the armed fast ring's second; serving_fast.py): at most
+        wait_s spent, a server still answering its previous read keeps its last reading."""
+        if self.fast is None:
+            self.fast = ProgressReads(self.clock)
+        return self.fast.read(self.live, wait_s)
+
+    def progress_stop(self) -> None:
+        """The fast ring disarmed: no more 1 s reads (one under way ends on its own, within timeout_s)."""
+        self.fast = None
 
     def close(self) -> None:
         for sc in self.scrapers.values():
             sc.stop()
         self.scrapers.clear()
+        self.live, self.fast = (), None
 
 
 def _in_turns(queues: list[list[Endpoint]]) -> list[Endpoint]:

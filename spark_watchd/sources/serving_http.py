@@ -1,4 +1,5 @@
-"""The HTTP client of the serving source: one GET, bounded in time and size, never following a redirect."""
+"""The HTTP client of the serving source: one GET, bounded in time and size, never following a redirect; one
+scrape of one server (its answers parsed)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,16 @@ import json
 import socket
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
+
+from spark_watchd.sources.serving_endpoints import Endpoint
+from spark_watchd.sources.serving_parse import (
+    METRICS_PATH,
+    ExpositionError,
+    parse_metrics,
+    parse_ollama,
+    parse_slots,
+)
 
 Fetch = Callable[[str, float, int, Mapping[str, str]], bytes]
 
@@ -77,3 +88,47 @@ def http_get(url: str, timeout: float, max_bytes: int, headers: Mapping[str, str
         raise ScrapeError(f"{type(exc).__name__}: {exc}"[:200], refused=refused) from None
     finally:
         conn.close()
+
+
+def _auth(path: str | None) -> dict[str, str]:
+    if not path:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as fh:
+            value = fh.read(4096).strip()
+    except OSError as exc:
+        raise ScrapeError(f"auth header file unreadable: {exc.strerror or exc}") from None
+    return {"Authorization": value} if value else {}
+
+
+def scrape(
+    ep: Endpoint,
+    fetch: Fetch,
+    timeout: float,
+    max_bytes: int,
+    auth_file: str | None,
+    max_series: int = 5_000,
+) -> dict[str, Any]:
+    """One scrape of one server: its figures as the parsers give them (ScrapeError when it gives none)."""
+    headers = _auth(auth_file)
+    if ep.kind == "ollama":
+        ps = fetch(ep.base_url + "/api/ps", timeout, max_bytes, headers)
+        try:
+            version = fetch(ep.base_url + "/api/version", timeout, 4096, headers).decode("utf-8", "replace")
+        except ScrapeError:
+            version = None
+        parse = lambda: parse_ollama(ps.decode("utf-8", "replace"), version)  # noqa: E731
+    else:
+        body = fetch(ep.base_url + METRICS_PATH[ep.kind], timeout, max_bytes, headers)
+        parse = lambda: parse_metrics(ep.kind, body.decode("utf-8", "replace"), max_series)  # noqa: E731
+    try:
+        figures = parse()
+    except ExpositionError as exc:
+        raise ScrapeError(str(exc)) from None
+    if ep.kind == "llamacpp":  # its counters move only when requests end; /slots shows them as they go
+        try:
+            slots = fetch(ep.base_url + "/slots", timeout, max_bytes, headers)
+            figures["in_flight"] = parse_slots(slots.decode("utf-8", "replace"))
+        except (ScrapeError, ExpositionError):
+            pass  # `--no-slots`: the counters alone (docs/serving.md says what that rate is then)
+    return figures

@@ -117,6 +117,7 @@ def test_every_sample_field_is_built_from_the_samples_own_declaration():
         rich,
         board=BoardReading(power_w={"sys_total": 120.0}),
         serving=(ServingReading("vllm:8000", "vllm", True, rich.ts),),
+        serving_progress=(ServingReading("vllm:8000", "vllm", True, rich.ts - 1, prompt_tokens_total=9.0),),
         link=LinkReading(ports=(port,)),
         driver_events=(DriverEvent(rich.ts - 1, 0, 79, "nvml", "Xid 79"),),
         oom_kills=(KillReport(rich.ts - 1, "kernel", 4121, "python3", "global", anon_rss_kb=1024),),

@@ -138,7 +138,10 @@ def build(
     # The ring of recent samples and the bundles on critical events live in the state directory.
     postmortem = PostMortem(state, settings.thresholds) if state is not None else None
     # While G3 is warning or worse, memory and PSI every second, the last two minutes fsynced on disk.
-    fast = FastRing(os.path.join(state, "fast")) if state is not None and replay is None else None
+    # The servers' progress too, read every second then: an engine stall asks for a tick at once (daemon.wake).
+    fast = None
+    if state is not None and replay is None:
+        fast = FastRing(os.path.join(state, "fast"), proc_root=settings.sources.proc_root)
     notifier = None
     if settings.notify.url:  # webhook posts of finding transitions ([notify])
         from spark_watchd.notify.notifier import Notifier
@@ -204,6 +207,10 @@ def build(
             ),
         ),
     )
+    if fast is not None:
+        fast.servers = lambda: _serving_source(daemon)
+        fast.thresholds = lambda: daemon.settings.thresholds
+        fast.on_stall = lambda: daemon.wake()
     if fleet is not None:
         fleet.start(own_status=lambda: api.status_dict(daemon))
     if throughput is not None:
@@ -257,3 +264,9 @@ def serving_parts(settings: Settings, daemon: Daemon, reload: Callable[[], Setti
 def _present(*parts: Any) -> tuple:
     """The parts this configuration has (None dropped), in order."""
     return tuple(p for p in parts if p is not None)
+
+
+def _serving_source(daemon: Daemon) -> Any:
+    """The daemon's serving source now (a reload builds new sources), or None."""
+    sources = daemon.collector.sources if daemon.collector is not None else ()
+    return next((src for src in sources if getattr(src, "name", None) == "serving"), None)

@@ -218,9 +218,11 @@ class G3Tracker(Unpersisted):
         """Judge the newest sample (held at a severity for min_dwell_s before it may fall)."""
         if sample.serving:  # (no readings leave the watch as it is: G3 reads only its KV high-water marks)
             self.serving.observe(sample.serving, f.ts, False)
-        if sample.serving or self.engines.last:
+        if sample.serving or sample.serving_progress or self.engines.last:
+            # The 1 s reads since the previous sample first (the armed fast ring's), then the sample's own.
+            _, early = self.engines.follow(sample.serving_progress)
             stalled, new = self.engines.observe(sample.serving, f.ts)
-            self._stalled, self._new_stalls = tuple(stalled), tuple(new)
+            self._stalled, self._new_stalls = tuple(stalled), tuple(early + new)
         return self.advance(f, signals(f, self.th))
 
     def advance(self, f: feat.Features, s: G3Signals) -> Verdict:

@@ -35,7 +35,7 @@ class Stall(NamedTuple):
         return txt
 
 
-def _progress(prev: ServingReading, cur: ServingReading) -> bool | None:
+def progressed(prev: ServingReading, cur: ServingReading) -> bool | None:
     """Whether the server made prompt or generation progress between two reads; None when it cannot say.
 
     llama.cpp adds a request's prompt and generated tokens to its counters only when the request ends (docs/
@@ -124,7 +124,7 @@ class StallWatch:
             self.last.pop(r.server, None)
             return None, False
         self.last[r.server] = r
-        moved = _progress(prev, r) if prev is not None else None
+        moved = progressed(prev, r) if prev is not None else None
         if moved is None or moved or (r.requests_running or 0) < 1 or (prev.requests_running or 0) < 1:
             self.runs.pop(r.server, None)
             self.reported.discard(r.server)

@@ -8,6 +8,13 @@ and appends each reading as a trace-v1 line (`v`, `ts`, `boot_id`, `uptime_s`, `
 which take turns a minute each: the last one to two minutes survive a freeze or a hard reset, and
 `spark-watchd replay STATE_DIR/fast/fast-N.jsonl` shows them. Disarmed (the pool roomy) the thread stops and
 nothing is read or written. Its cost: `python bench/fast_ring.py`.
+
+Each line also carries the servers' progress (`serving`: each scraped server's token counters and requests,
+read that second by the serving source's own scraper, sources/serving_fast.py; a slow server keeps its last
+reading and never holds the line more than PROGRESS_WAIT_S). The engine stall is judged on those reads by
+the rule the tick uses (diagnose/stall.py): a new stall asks the daemon for a tick at once (`on_stall`), whose
+sample carries the same reads (`serving_progress`), so the stall event, G3 critical on a thin pool and its
+bundle come seconds after the counters stop, not a tick later.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import threading
 import time
 from pathlib import Path
 
+from spark_watchd.diagnose.stall import StallWatch
 from spark_watchd.logs import get_logger
 from spark_watchd.sample.files import StateFileError, check_regular, open_regular
 from spark_watchd.sample.model import Sample
@@ -25,6 +33,8 @@ from spark_watchd.sample.trace import iter_trace_dicts, repair_torn_tail
 from spark_watchd.sources.parsers import parse_meminfo, parse_psi, parse_vmstat
 
 SEGMENTS = ("fast-0.jsonl", "fast-1.jsonl")
+# A server answers /metrics in milliseconds; one that takes longer keeps its last reading this second.
+PROGRESS_WAIT_S = 0.25
 _VMSTAT_KEYS = ("pgmajfault", "pswpin", "pswpout", "oom_kill")
 log = get_logger("postmortem")
 
@@ -52,6 +62,9 @@ class FastRing:
         interval_s: float = 1.0,
         span_s: float = 120.0,
         clock=time.time,
+        servers=None,
+        thresholds=None,
+        on_stall=None,
     ):
         self.dir = Path(directory)
         self.proc_root = proc_root
@@ -66,6 +79,10 @@ class FastRing:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        # The serving source now (`servers()`: its `progress(wait_s)` and `progress_stop()`, or None), the
+        # thresholds now (`thresholds()`), and what to call on a new engine stall (app.py: a tick at once).
+        self.servers, self.thresholds, self.on_stall = servers, thresholds, on_stall
+        self.stalls = StallWatch(None)
         boot = _read(os.path.join(proc_root, "sys", "kernel", "random", "boot_id"))
         self.boot_id = boot.strip() if boot else None
 
@@ -94,8 +111,13 @@ class FastRing:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        src = self.servers() if self.servers is not None else None
+        if src is not None:
+            src.progress_stop()
+        self.stalls.forget()
 
     def _run(self) -> None:
+        due = time.monotonic()
         while True:
             try:
                 self.read_once()
@@ -104,21 +126,28 @@ class FastRing:
             except StateFileError as exc:  # a link or a FIFO planted as a segment: stop writing, say so once
                 log.warning("fast ring stopped", error=str(exc))
                 return
-            if self._stop.wait(self.interval_s):
+            # Every interval_s from the first reading (a slow second is not carried into the next ones).
+            due = max(due + self.interval_s, time.monotonic())
+            if self._stop.wait(due - time.monotonic()):
                 return
 
     def line(self) -> dict | None:
-        """One reading as a trace-v1 sample dict, or None when /proc/meminfo cannot be read."""
+        """One reading as a trace-v1 sample dict (the servers' progress under `serving`), or None when
+        /proc/meminfo cannot be read."""
+        return self._line()[0]
+
+    def _line(self) -> tuple[dict | None, tuple]:
         root = self.proc_root
         mem = _read(os.path.join(root, "meminfo"))
         if mem is None:
-            return None
+            return None, ()
         meminfo = parse_meminfo(mem)
         psi = _read(os.path.join(root, "pressure", "memory"))
         vm = _read(os.path.join(root, "vmstat"))
         up = _read(os.path.join(root, "uptime"))
         vmstat = parse_vmstat(vm) if vm else {}
-        return {
+        progress = self._progress()
+        obj = {
             "v": 1,
             "ts": round(self.clock(), 3),
             "boot_id": self.boot_id,
@@ -129,10 +158,22 @@ class FastRing:
             "mem_available_min_kb": meminfo.get("MemAvailable"),
             "processes": [],
         }
+        if progress:
+            obj["serving"] = [r.to_dict() for r in progress]
+        return obj, progress
+
+    def _progress(self) -> tuple:
+        """This second's reads of the servers' progress; () without servers, or when reading them failed."""
+        try:
+            src = self.servers() if self.servers is not None else None
+            return tuple(src.progress(PROGRESS_WAIT_S)) if src is not None else ()
+        except Exception as exc:  # a bug there costs the servers' part of this line, never the memory part
+            log.warning("fast ring: servers' progress not read", error=f"{type(exc).__name__}: {exc}")
+            return ()
 
     def read_once(self) -> None:
-        """Read once and append the line durably (write, flush, fsync)."""
-        obj = self.line()
+        """Read once and append the line durably (write, flush, fsync); then judge the servers' progress."""
+        obj, progress = self._line()
         if obj is None:
             return
         data = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
@@ -155,6 +196,21 @@ class FastRing:
             os.fsync(self._fh.fileno())
             self.bytes_written += len(data)
             self.readings += 1
+        if progress and self.thresholds is not None:
+            self._judge(progress)
+
+    def _judge(self, progress: tuple) -> None:
+        """The engine stall on this second's reads (the tick's rule); a new one asks for a tick at once."""
+        try:
+            self.stalls.th = self.thresholds()
+            _, new = self.stalls.follow(progress)
+            if new and self.on_stall is not None:
+                log.warning(
+                    "engine stall seen at 1 s: a tick now", stalls="; ".join(st.words() for st in new)
+                )
+                self.on_stall()
+        except Exception as exc:  # the 1 s memory lines go on whatever happens here
+            log.warning("fast ring: stall not judged", error=f"{type(exc).__name__}: {exc}")
 
     def samples(self) -> list[Sample]:
         """What the two segments hold, oldest first (the final seconds before a freeze, after it)."""

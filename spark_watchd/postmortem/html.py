@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
 
+from spark_watchd.postmortem.final import progress_series, still
 from spark_watchd.sample.model import Sample
 
 GIB = 1024**3
@@ -366,8 +367,15 @@ def _final(samples: Sequence[Sample]) -> str:
         ("full avg10", [(s.ts, _psi(s, "full")) for s in samples]),
     ]
     last = _utc(t1, "%H:%M:%S")
+    served = progress_series(samples)  # the servers' progress read each second (postmortem/final.py)
     return (
         f"<h2>The final seconds (1 s readings, {len(samples)} to {last} UTC)</h2>"
         + chart("Memory, every second", "GiB", mem, t0, t1, (), [(0.0, "gone")])
         + chart("Memory pressure (PSI), every second", "%", psi, t0, t1, ())
+        + (
+            chart("Serving progress, every second", "tokens/s, requests", served, t0, t1, ())
+            if served
+            else ""
+        )
+        + "".join(f"<p>{escape(line)}</p>" for line in still(samples))
     )

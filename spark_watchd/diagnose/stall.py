@@ -12,7 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from spark_watchd.sample.model import ServingProgress
 from spark_watchd.sample.serving import ServingReading
+
+Read = ServingReading | ServingProgress  # a sample's scrape, or one of the 1 s reads between samples
 
 
 class Stall(NamedTuple):
@@ -35,7 +38,7 @@ class Stall(NamedTuple):
         return txt
 
 
-def progressed(prev: ServingReading, cur: ServingReading) -> bool | None:
+def progressed(prev: Read, cur: Read) -> bool | None:
     """Whether the server made prompt or generation progress between two reads; None when it cannot say.
 
     llama.cpp adds a request's prompt and generated tokens to its counters only when the request ends (docs/
@@ -62,7 +65,7 @@ def progressed(prev: ServingReading, cur: ServingReading) -> bool | None:
     return moved
 
 
-def generated(r: ServingReading) -> float | None:
+def generated(r: Read) -> float | None:
     """llama.cpp's tokens generated so far: its counter plus what its running requests have generated."""
     if r.generation_tokens_total is None or r.generation_tokens_in_flight is None:
         return None
@@ -75,7 +78,7 @@ class StallWatch:
 
     def __init__(self, th):
         self.th = th
-        self.last: dict[str, ServingReading] = {}
+        self.last: dict[str, Read] = {}
         self.runs: dict[str, tuple[float, int]] = {}  # server -> (first stalled scrape's ts, scrapes)
         self.reported: set[str] = set()  # servers whose current stall has had its event
 
@@ -94,7 +97,7 @@ class StallWatch:
             self.reported.discard(gone)
         return now, new
 
-    def follow(self, reads: Sequence[ServingReading]) -> tuple[list[Stall], list[Stall]]:
+    def follow(self, reads: Sequence[Read]) -> tuple[list[Stall], list[Stall]]:
         """Take reads in time order (one sample's, or the 1 s progress reads between samples): (the servers
         stalled at their latest read, those newly stalled)."""
         latest: dict[str, Stall | None] = {}
@@ -106,7 +109,7 @@ class StallWatch:
                 new.append(st)
         return [st for st in latest.values() if st is not None], new
 
-    def _step(self, r: ServingReading) -> tuple[Stall | None, bool]:
+    def _step(self, r: Read) -> tuple[Stall | None, bool]:
         """One read of one server: (its stall, if it is stalled at this read; whether the stall is new)."""
         need = self.th.engine_stall_min_s
         prev = self.last.get(r.server)

@@ -33,7 +33,7 @@ from spark_watchd.sample.schema import (
     to_dict,
     traced,
 )
-from spark_watchd.sample.serving import ServingReading, check_serving
+from spark_watchd.sample.serving import SERVING_KINDS, ServingReading, check_serving
 from spark_watchd.sample.validate import I64, MAX, U64
 
 TRACE_VERSION = 1
@@ -151,6 +151,25 @@ class Sensor:
     crit_c: float | None = key(NUM, *TEMP, doc="critical threshold, Celsius")
 
 
+@traced
+class ServingProgress:
+    """One server's progress at one 1 s read (the armed fast ring's): what the engine stall is judged on."""
+
+    server: str = key(STR, need=True, doc="its label, as in serving[]")
+    ts: float = key(FLOAT, 0, MAX, need=True, doc="time of the read, Unix seconds")
+    kind: str = key(STR, choices=SERVING_KINDS, default="vllm", doc="the server's kind")
+    up: bool = key(BOOL, default=True, doc="the server answered")
+    error: str | None = key(STR, doc="why it is down")
+    requests_running: float | None = key(NUM, 0, MAX, doc="in the running batch")
+    requests_waiting: float | None = key(NUM, 0, MAX, doc="queued")
+    kv_usage: float | None = key(NUM, 0, MAX, doc="share of the KV cache in use")
+    prompt_tokens_total: float | None = key(NUM, 0, MAX, doc="cumulative counter")
+    generation_tokens_total: float | None = key(NUM, 0, MAX, doc="cumulative counter")
+    generation_tokens_in_flight: float | None = key(NUM, 0, MAX, doc="llama.cpp: tokens of running requests")
+    prompt_tokens_per_s: float | None = key(NUM, 0, MAX, doc="rate since the server's previous 1 s read")
+    generation_tokens_per_s: float | None = key(NUM, 0, MAX, doc="rate since the server's previous 1 s read")
+
+
 MEMINFO_RANGE = (0, U64)
 VMSTAT_RANGE = (-I64, U64)  # some vmstat gauges (nr_*) dip below zero on SMP kernels
 
@@ -178,10 +197,9 @@ class Sample:
     serving: tuple[ServingReading, ...] = records(
         ServingReading, optional=True, check=check_serving, doc="inference servers' own telemetry"
     )
-    serving_progress: tuple[ServingReading, ...] = records(
-        ServingReading,
+    serving_progress: tuple[ServingProgress, ...] = records(
+        ServingProgress,
         optional=True,
-        check=check_serving,
         doc="the servers' 1 s progress reads since the previous sample, while the fast ring is armed",
     )
     link: LinkReading | None = record(LinkReading, doc="the host's RDMA ports")

@@ -24,6 +24,7 @@ from typing import Any
 
 from spark_watchd.logs import get_logger
 from spark_watchd.sample.groups import group_workloads, who_and_memory
+from spark_watchd.sample.model import ServingProgress
 from spark_watchd.sample.serving import SERVING_KINDS, ServingReading
 from spark_watchd.sources.serving_endpoints import Endpoint, endpoint_for, parse_environ
 from spark_watchd.sources.serving_energy import EnergyAttribution
@@ -327,7 +328,7 @@ class ServingSource:
             out["serving_progress"] = fast
         return out
 
-    def progress(self, wait_s: float) -> tuple[ServingReading, ...]:
+    def progress(self, wait_s: float) -> tuple[ServingProgress, ...]:
         """Each scraped server's progress read now (the armed fast ring's second; serving_fast.py): at most
         wait_s spent, a server still answering its previous read keeps its last reading."""
         if self.fast is None:

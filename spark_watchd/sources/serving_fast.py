@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from spark_watchd.sample.model import ServingProgress
 from spark_watchd.sample.serving import ServingReading
 
 MAX_FRESH = 4096  # reads kept for the next sample: 16 servers for 4 minutes of missed ticks
@@ -26,14 +27,14 @@ class ProgressReads:
 
     def __init__(self, clock: Callable[[], float] = time.time):
         self.clock = clock
-        self.latest: dict[str, ServingReading] = {}
+        self.latest: dict[str, ServingProgress] = {}
         self._prev: dict[str, tuple[dict, float]] = {}
         self._busy: dict[str, threading.Event] = {}  # the read of each server still running, if any
-        self._fresh: list[ServingReading] = []
+        self._fresh: list[ServingProgress] = []
         self._lock = threading.Lock()
         self.skipped = 0  # reads not started because the server's previous one had not ended
 
-    def read(self, scrapers: Sequence, wait_s: float) -> tuple[ServingReading, ...]:
+    def read(self, scrapers: Sequence, wait_s: float) -> tuple[ServingProgress, ...]:
         """Start a read of every server whose previous read has ended; wait at most wait_s for them; each
         server's latest reading (this second's where it came in time)."""
         started = []
@@ -64,18 +65,38 @@ class ProgressReads:
             cur = None
             why = f"{type(exc).__name__}: {exc}"[:200]
             r = ServingReading(server, sc.ep.kind, up=False, ts=ts, endpoint=sc.ep.base_url, error=why)
+        p = progress_of(r)
         with self._lock:
             if cur is None:
                 self._prev.pop(server, None)  # rates restart after an outage
             else:
                 self._prev[server] = (cur, ts)
-            self.latest[server] = r
-            self._fresh.append(r)
+            self.latest[server] = p
+            self._fresh.append(p)
             del self._fresh[:-MAX_FRESH]
         done.set()
 
-    def take(self) -> tuple[ServingReading, ...]:
+    def take(self) -> tuple[ServingProgress, ...]:
         """The reads done since the last take, in time order (a sample's `serving_progress`)."""
         with self._lock:
             out, self._fresh = self._fresh, []
-        return tuple(sorted(out, key=lambda r: r.ts or 0.0))
+        return tuple(sorted(out, key=lambda r: r.ts))
+
+
+def progress_of(r: ServingReading) -> ServingProgress:
+    """A read's progress figures: what the stall rule, the 1 s lines and the sample keep of it."""
+    return ServingProgress(
+        server=r.server,
+        kind=r.kind,
+        up=r.up,
+        ts=r.ts,
+        error=r.error,
+        requests_running=r.requests_running,
+        requests_waiting=r.requests_waiting,
+        kv_usage=r.kv_usage,
+        prompt_tokens_total=r.prompt_tokens_total,
+        generation_tokens_total=r.generation_tokens_total,
+        generation_tokens_in_flight=r.generation_tokens_in_flight,
+        prompt_tokens_per_s=r.prompt_tokens_per_s,
+        generation_tokens_per_s=r.generation_tokens_per_s,
+    )

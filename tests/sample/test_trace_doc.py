@@ -12,7 +12,14 @@ from spark_watchd.sample.board import BoardReading
 from spark_watchd.sample.driver import DriverEvent
 from spark_watchd.sample.kills import KillReport
 from spark_watchd.sample.link import LinkPort
-from spark_watchd.sample.model import GpuReading, ProcessInfo, Sample, Sensor, ThroughputReading
+from spark_watchd.sample.model import (
+    GpuReading,
+    ProcessInfo,
+    Sample,
+    Sensor,
+    ServingProgress,
+    ThroughputReading,
+)
 from spark_watchd.sample.schema import BOOL, INT, STR, specs
 from spark_watchd.sample.serving import OllamaModel, ServingReading
 from tests.conftest import REPO
@@ -42,7 +49,7 @@ def _word(spec) -> str:
 
 
 TABLES = [("## Sample", Sample), ("### `gpus[]`", GpuReading), ("### `processes[]`", ProcessInfo)]
-TABLES += [("### `throughput[]`", ThroughputReading)]
+TABLES += [("### `throughput[]`", ThroughputReading), ("### `serving_progress[]`", ServingProgress)]
 
 
 @pytest.mark.parametrize(("heading", "cls"), TABLES, ids=[t[1].__name__ for t in TABLES])

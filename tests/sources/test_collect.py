@@ -104,6 +104,7 @@ def test_every_sample_field_is_built_from_the_samples_own_declaration():
     from spark_watchd.sample.driver import DriverEvent
     from spark_watchd.sample.kills import KillReport
     from spark_watchd.sample.link import LinkPort, LinkReading
+    from spark_watchd.sample.model import ServingProgress
     from spark_watchd.sample.platform import PlatformReading
     from spark_watchd.sample.serving import ServingReading
     from spark_watchd.sample.trace import read_trace
@@ -117,7 +118,7 @@ def test_every_sample_field_is_built_from_the_samples_own_declaration():
         rich,
         board=BoardReading(power_w={"sys_total": 120.0}),
         serving=(ServingReading("vllm:8000", "vllm", True, rich.ts),),
-        serving_progress=(ServingReading("vllm:8000", "vllm", True, rich.ts - 1, prompt_tokens_total=9.0),),
+        serving_progress=(ServingProgress("vllm:8000", rich.ts - 1, prompt_tokens_total=9.0),),
         link=LinkReading(ports=(port,)),
         driver_events=(DriverEvent(rich.ts - 1, 0, 79, "nvml", "Xid 79"),),
         oom_kills=(KillReport(rich.ts - 1, "kernel", 4121, "python3", "global", anon_rss_kb=1024),),

@@ -221,7 +221,9 @@ class G3Tracker(Unpersisted):
         if sample.serving or sample.serving_progress or self.engines.last:
             # The 1 s reads since the previous sample first (the armed fast ring's), then the sample's own.
             _, early = self.engines.follow(sample.serving_progress)
-            stalled, new = self.engines.observe(sample.serving, f.ts)
+            stalled, new = self.engines.observe(
+                sample.serving, f.ts, (r.server for r in sample.serving_progress)
+            )
             self._stalled, self._new_stalls = tuple(stalled), tuple(early + new)
         return self.advance(f, signals(f, self.th))
 

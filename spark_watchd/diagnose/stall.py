@@ -9,7 +9,7 @@ before a wedge. Pure: fed one sample's serving readings at a time, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from spark_watchd.sample.model import ServingProgress
@@ -87,10 +87,13 @@ class StallWatch:
         self.runs.clear()
         self.reported.clear()
 
-    def observe(self, readings: Sequence[ServingReading], ts: float) -> tuple[list[Stall], list[Stall]]:
-        """Take one sample's readings: (the servers stalled now, those among them newly stalled)."""
+    def observe(
+        self, readings: Sequence[ServingReading], ts: float, also: Iterable[str] = ()
+    ) -> tuple[list[Stall], list[Stall]]:
+        """Take one sample's readings: (the servers stalled now, those among them newly stalled); a server in
+        neither `readings` nor `also` (those read at 1 s since the previous sample) is no longer watched."""
         now, new = self.follow(readings)
-        present = {r.server for r in readings}
+        present = {r.server for r in readings} | set(also)
         for gone in [s for s in self.last if s not in present]:  # a server no longer scraped
             self.last.pop(gone, None)
             self.runs.pop(gone, None)

@@ -83,6 +83,7 @@ class FastRing:
         # thresholds now (`thresholds()`), and what to call on a new engine stall (app.py: a tick at once).
         self.servers, self.thresholds, self.on_stall = servers, thresholds, on_stall
         self.stalls = StallWatch(None)
+        self._said: str | None = None
         boot = _read(os.path.join(proc_root, "sys", "kernel", "random", "boot_id"))
         self.boot_id = boot.strip() if boot else None
 
@@ -168,7 +169,7 @@ class FastRing:
             src = self.servers() if self.servers is not None else None
             return tuple(src.progress(PROGRESS_WAIT_S)) if src is not None else ()
         except Exception as exc:  # a bug there costs the servers' part of this line, never the memory part
-            log.warning("fast ring: servers' progress not read", error=f"{type(exc).__name__}: {exc}")
+            self._say("fast ring: servers' progress not read", exc)
             return ()
 
     def read_once(self) -> None:
@@ -210,7 +211,14 @@ class FastRing:
                 )
                 self.on_stall()
         except Exception as exc:  # the 1 s memory lines go on whatever happens here
-            log.warning("fast ring: stall not judged", error=f"{type(exc).__name__}: {exc}")
+            self._say("fast ring: stall not judged", exc)
+
+    def _say(self, what: str, exc: Exception) -> None:
+        """Log a failure once while it lasts the same (not every second)."""
+        text = f"{what}: {type(exc).__name__}: {exc}"
+        if text != self._said:
+            self._said = text
+            log.warning(what, error=text)
 
     def samples(self) -> list[Sample]:
         """What the two segments hold, oldest first (the final seconds before a freeze, after it)."""

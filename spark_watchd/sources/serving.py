@@ -211,6 +211,7 @@ class ServingSource:
         self._left_out: list[str] = []
         self.live: tuple[Scraper, ...] = ()  # the scrapers now, for the 1 s reads' thread
         self.fast: ProgressReads | None = None  # the 1 s progress reads, while the fast ring asks for them
+        self._fast_done = False  # disarmed: the reads are dropped once the next sample has them
 
     def targets(self, processes) -> list[Endpoint]:
         """The endpoints to scrape now, by priority: configured ones, then discovered ones (overrides applied)."""
@@ -326,6 +327,8 @@ class ServingSource:
         fast = self.fast.take() if self.fast is not None else ()
         if fast:  # the 1 s reads since the previous sample: G3 judges the engine stall on them
             out["serving_progress"] = fast
+        if self._fast_done:
+            self.fast, self._fast_done = None, False
         return out
 
     def progress(self, wait_s: float) -> tuple[ServingProgress, ...]:
@@ -333,11 +336,14 @@ class ServingSource:
         wait_s spent, a server still answering its previous read keeps its last reading."""
         if self.fast is None:
             self.fast = ProgressReads(self.clock)
-        return self.fast.read(self.live, wait_s)
+        self._fast_done = False
+        # Ollama gives no token counters (/api/ps): nothing to judge a stall on, not read at 1 s.
+        return self.fast.read([sc for sc in self.live if sc.ep.kind != "ollama"], wait_s)
 
     def progress_stop(self) -> None:
-        """The fast ring disarmed: no more 1 s reads (one under way ends on its own, within timeout_s)."""
-        self.fast = None
+        """The fast ring disarmed: no more 1 s reads (one under way ends on its own, within timeout_s); the
+        reads not yet in a sample go into the next one."""
+        self._fast_done = True
 
     def close(self) -> None:
         for sc in self.scrapers.values():

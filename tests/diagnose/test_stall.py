@@ -102,3 +102,13 @@ def test_llamacpp_is_judged_on_its_in_flight_tokens_and_never_while_a_request_pr
     assert not any(now for now, _ in no_slots)
     stuck = _feed([_ll(t, 0.0, 4500.0) for t in range(0, 40, 5)])  # decoding began, then nothing for 35 s
     assert [len(new) for _, new in stuck] == [0, 0, 1, 0, 0, 0, 0, 0]
+
+
+def test_a_server_read_at_one_second_but_not_yet_scraped_by_the_sample_is_still_watched():
+    w = StallWatch(Thresholds())
+    w.follow([_r(t, 900, 50) for t in range(0, 8)])
+    w.observe([], 8.0, also=["vllm:8000"])  # its scraper's first scrape not in yet
+    now, new = w.follow([_r(t, 900, 50) for t in range(8, 12)])
+    assert [(st.since, st.ts) for st in new] == [(0, 10)]
+    w.observe([], 12.0)  # gone from both: no longer watched
+    assert w.last == {} and w.runs == {}

@@ -151,6 +151,9 @@ def test_a_hung_server_never_delays_the_one_second_memory_lines(tmp_path):
             ring.arm()
             wait_until(lambda: ring.readings >= 7, timeout=15, what="seven 1 s lines")
             ring.disarm()
+            carried = src.collect({}).get(
+                "serving_progress", ()
+            )  # the next sample has the reads, then no more
             asked = src.fast
         finally:
             flow.stop()
@@ -164,4 +167,11 @@ def test_a_hung_server_never_delays_the_one_second_memory_lines(tmp_path):
     assert all(s["up"] and s["requests_running"] == 1 for s in good)
     slow = [s for ln in lines for s in ln.get("serving", []) if s["server"] == f"vllm:{h.port}"]
     assert slow and all(not s["up"] and s["error"] for s in slow)  # its one read at a time timed out at 5 s
+    # Every read a line carried is in the next sample, once, in time order.
+    assert {(r.server, r.ts) for r in carried} >= {
+        (s["server"], s["ts"]) for ln in lines for s in ln["serving"]
+    }
+    assert len({(r.server, r.ts) for r in carried}) == len(carried) and list(carried) == sorted(
+        carried, key=lambda r: r.ts
+    )
     assert asked is None and ring.stalls.last == {}  # disarmed: no reads asked for, nothing held

@@ -65,27 +65,10 @@ def test_a_server_still_answering_is_not_read_again_and_the_caller_waits_no_long
 
 
 def test_a_flooding_server_is_refused_at_one_second_by_the_scrapers_own_bounds():
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
+    from tests.sources.test_serving_hostile import _serving
     from tests.support.serving_fakes import series_flood
 
-    body = series_flood(40_000)
-
-    class Flood(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *a):
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Flood)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    with _serving(series_flood(40_000)) as url:
         for bound, why in (
             ({"max_response_bytes": 20_000}, "max_response_bytes"),
             ({"max_series": 100}, "max_series"),
@@ -98,9 +81,6 @@ def test_a_flooding_server_is_refused_at_one_second_by_the_scrapers_own_bounds()
                 assert not r.up and why in r.error
             finally:
                 src.close()
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 def test_ollama_is_not_read_at_one_second_and_reads_before_a_disarm_reach_the_next_sample_then_stop():

@@ -318,9 +318,8 @@ class Runner:
 
     def tick_now(self) -> None:
         """Run the tick at once; the interval goes on from it (an engine stall seen at 1 s: postmortem/fast.py)."""
-        if (
-            self._scheduler is not None
-        ):  # a tick under way would make this one an overrun: a second later then
+        if self._scheduler is not None:
+            # A tick under way would make this one an overrun, skipped: a second later then.
             later = dt.timedelta(seconds=1 if self.daemon._tick_lock.locked() else 0)
             self._scheduler.modify_job("tick", next_run_time=dt.datetime.now(dt.timezone.utc) + later)
 

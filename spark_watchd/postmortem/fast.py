@@ -147,10 +147,11 @@ class FastRing:
         vm = _read(os.path.join(root, "vmstat"))
         up = _read(os.path.join(root, "uptime"))
         vmstat = parse_vmstat(vm) if vm else {}
+        ts = round(self.clock(), 3)  # the memory's time; the servers' reads carry their own
         progress = self._progress()
         obj = {
             "v": 1,
-            "ts": round(self.clock(), 3),
+            "ts": ts,
             "boot_id": self.boot_id,
             "uptime_s": float(up.split()[0]) if up and up.split() else None,
             "meminfo": meminfo,

@@ -53,7 +53,12 @@ class ProgressReads:
         deadline = time.monotonic() + wait_s
         for done in started:
             done.wait(max(0.0, deadline - time.monotonic()))
+        now = {sc.ep.server for sc in scrapers}
         with self._lock:
+            for gone in [s for s in self.latest if s not in now]:  # a server no longer scraped: forgotten
+                del self.latest[gone]
+                self._prev.pop(gone, None)
+                self._busy.pop(gone, None)
             return tuple(self.latest[s] for s in (sc.ep.server for sc in scrapers) if s in self.latest)
 
     def _one(self, sc, done: threading.Event) -> None:

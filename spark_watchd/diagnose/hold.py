@@ -25,6 +25,11 @@ GIB = 1024**3
 SETTLE_S = 300.0  # a load (weights, then KV cache and CUDA graphs) has settled this long after the start
 STEADY_BYTES = GIB  # ... and usable memory moved less than this since the previous sample
 _DEFAULT_FRACTION = {"vllm": 0.9, "sglang": 0.88}  # each server's default share of the pool
+# The workloads whose hold is measured: the engines, and trainers (which declare nothing to compare with).
+WATCHED = frozenset((*_DEFAULT_FRACTION, "trainer"))
+# A measured hold replaces the counted footprint only past this: the step is read to STEADY_BYTES at each of
+# its two ends, so a smaller excess is the measure's own noise (one vLLM held 113.5 GiB against NVML's 113.4).
+UNDERCOUNT_BYTES = 2 * GIB
 _NAME = {"vllm": "vLLM", "sglang": "SGLang"}
 
 
@@ -42,7 +47,8 @@ def declared(kind: str, cmdline, mem_total: int | None) -> tuple[int | None, str
 
 
 class Hold(NamedTuple):
-    """One engine's hold: declared, measured (the usable-memory step), NVML's per-process sum."""
+    """One workload's hold: declared, measured (the usable-memory step), NVML's per-process sum, and the
+    footprint G6 counts for it (the larger of NVML memory and RSS per member) when it was measured."""
 
     kind: str
     pid: int
@@ -50,12 +56,20 @@ class Hold(NamedTuple):
     declared_words: str
     measured_bytes: int | None
     nvml_bytes: int | None
+    counted_bytes: int = 0
 
     @property
     def undeclared_bytes(self) -> int | None:
         if self.declared_bytes is None or self.measured_bytes is None:
             return None
         return self.measured_bytes - self.declared_bytes
+
+    @property
+    def undercount_bytes(self) -> int:
+        """What NVML and RSS miss of it: its measured hold over the footprint counted then (0 when none)."""
+        if self.measured_bytes is None:
+            return 0
+        return max(0, self.measured_bytes - self.counted_bytes)
 
 
 class _Start(NamedTuple):
@@ -64,64 +78,98 @@ class _Start(NamedTuple):
     cached: int | None
     declared: int | None
     words: str
+    others: frozenset  # the other workloads then: one that starts or stops before the measure spoils it
+    others_b: int  # ... and their footprint, whose own drift is taken off the step
+
+
+def _others(foot: dict, key) -> tuple[frozenset, int]:
+    """The other workloads of a GiB or more (one starting or stopping spoils a step), and all the others'
+    footprint together (its drift is taken off the step)."""
+    big = frozenset(k for k, b in foot.items() if k != key and b >= STEADY_BYTES)
+    return big, sum(b for k, b in foot.items() if k != key)
 
 
 class HoldWatch:
-    """Per server workload (by launcher key): its start, its settled step, its step back at the exit."""
+    """Per watched workload (by launcher key): its start, its settled step, its step back at the exit.
+
+    A step is a workload's only while nothing else in the table starts or stops between its two samples;
+    what the others' counted footprint moved meanwhile is taken off it. `undercounts` maps each running
+    workload whose hold exceeds its counted footprint by UNDERCOUNT_BYTES or more to that excess: what
+    G6's, G3's and the runway's sizing add to its NVML/RSS figure (diagnose/sizing.py).
+    """
 
     def __init__(self, th):
         self.th = th
         self.starts: dict[tuple, _Start] = {}
-        self.holds: dict[tuple, Hold] = {}  # the measured holds of the servers running now
-        self.leaving: dict[tuple, tuple] = {}  # servers just gone: (hold, usable before, samples since)
+        self.holds: dict[tuple, Hold] = {}  # the measured holds of the workloads running now
+        self.leaving: dict[
+            tuple, tuple
+        ] = {}  # workloads just gone: (hold, usable before, samples since, others)
+        self.undercounts: dict[tuple, int] = {}  # replaced (never changed in place) when a hold comes or goes
         self._usable: int | None = None
         self._cached: int | None = None
-        self._keys: frozenset = frozenset()
+        self._foot: dict[tuple, int] = {}  # every workload's counted footprint at the previous sample
 
     def forget(self) -> None:
         self.starts.clear()
         self.holds.clear()
         self.leaving.clear()
+        if self.undercounts:
+            self.undercounts = {}
         self._usable = self._cached = None
-        self._keys = frozenset()
+        self._foot = {}
 
     def observe(self, ts: float, usable: int | None, cached: int | None, mem_total, workloads) -> list[Event]:
         """Take one sample; the hold_check and hold events it makes."""
         events: list[Event] = []
-        servers = {w.key: w for w in workloads if w.kind in _DEFAULT_FRACTION}
-        keys = frozenset(servers)
-        prev, prev_cached = self._usable, self._cached
-        if keys != self._keys:
-            for k in keys - self._keys:  # a server appeared: its start, from the sample before it
-                w = servers[k]
+        foot = {w.key: w.footprint_bytes for w in workloads}
+        watched = {w.key: w for w in workloads if w.kind in WATCHED}
+        prev, prev_cached, prev_foot = self._usable, self._cached, self._foot
+        changed = foot.keys() != prev_foot.keys()
+        if changed:
+            for k in watched.keys() - prev_foot.keys():  # it appeared: its start, from the sample before it
+                w = watched[k]
                 d, words = declared(w.kind, w.cmdline, mem_total)
                 if prev is not None:
-                    self.starts[k] = _Start(ts, prev, prev_cached, d, words)
+                    self.starts[k] = _Start(ts, prev, prev_cached, d, words, *_others(prev_foot, k))
                     if (e := self._check(ts, w, d, words, prev, prev_cached)) is not None:
                         events.append(e)
-            for k in self._keys - keys:  # a server left: the step back, over this sample and the next
+            for k in prev_foot.keys() - foot.keys():  # it left: the step back, over this sample and the next
                 self.starts.pop(k, None)
                 h = self.holds.pop(k, None)
                 if h is not None and prev is not None:
-                    self.leaving[k] = (h, prev, 0)
-            self._keys = keys
-        for k, (h, before, n) in list(self.leaving.items()):
+                    self.leaving[k] = (h, prev, 0, *_others(prev_foot, k))
+        for k, (h, before, n, others, others_b) in list(self.leaving.items()):
             step = None if usable is None else usable - before
             if step is not None and (step >= STEADY_BYTES or n >= 1):
                 del self.leaving[k]
+                big, now_b = _others(foot, k)
+                if big != others:  # something else started or stopped in the same samples
+                    continue
+                step += now_b - others_b  # what the others grew by is not its hold
                 if step >= STEADY_BYTES:
                     events.append(self._event(ts, h._replace(measured_bytes=step), "when it stopped"))
             else:
-                self.leaving[k] = (h, before, n + 1)
-        for k, st in self.starts.items():
+                self.leaving[k] = (h, before, n + 1, others, others_b)
+        for k, st in list(self.starts.items()):
             if k in self.holds or usable is None or prev is None:
                 continue
+            big, now_b = _others(foot, k)
+            if big != st.others:  # another workload started or stopped since: no clean step to measure
+                del self.starts[k]
+                continue
             if ts - st.ts >= SETTLE_S and abs(usable - prev) < STEADY_BYTES:
-                w = servers[k]
-                h = Hold(w.kind, w.pid, st.declared, st.words, st.usable - usable, w.gpu_mem_bytes)
+                w = watched[k]
+                measured = st.usable - usable - (now_b - st.others_b)
+                h = Hold(w.kind, w.pid, st.declared, st.words, measured, w.gpu_mem_bytes, w.footprint_bytes)
                 self.holds[k] = h
                 events.append(self._event(ts, h, "after its load settled"))
-        self._usable, self._cached = usable, cached
+        self._usable, self._cached, self._foot = usable, cached, foot
+        under = {
+            k: h.undercount_bytes for k, h in self.holds.items() if h.undercount_bytes >= UNDERCOUNT_BYTES
+        }
+        if under != self.undercounts:
+            self.undercounts = under
         return events
 
     def _check(self, ts, w, d, words, usable, cached) -> Event | None:
@@ -173,16 +221,19 @@ class HoldWatch:
 
 
 def with_holds(finding: Finding, holds: dict) -> Finding:
-    """G3 with each running server's measured hold in its evidence (`serving_holds`; the metric reads it)."""
-    rows = [
-        {
-            "kind": h.kind,
-            "pid": h.pid,
-            "measured_bytes": h.measured_bytes,
-            "declared_bytes": h.declared_bytes,
-            "nvml_bytes": h.nvml_bytes,
-            "undeclared_bytes": h.undeclared_bytes,
-        }
-        for h in holds.values()
-    ]
-    return finding.reworded(lambda summary, evidence: (summary, dict(evidence, serving_holds=rows)))
+    """G3 with each running engine's measured hold in its evidence (`serving_holds`; the metric reads it) and
+    each trainer's (`trainer_holds`)."""
+    rows: dict[str, list] = {}
+    for h in holds.values():
+        key = "serving_holds" if h.kind in _DEFAULT_FRACTION else "trainer_holds"
+        rows.setdefault(key, []).append(
+            {
+                "kind": h.kind,
+                "pid": h.pid,
+                "measured_bytes": h.measured_bytes,
+                "declared_bytes": h.declared_bytes,
+                "nvml_bytes": h.nvml_bytes,
+                "undeclared_bytes": h.undeclared_bytes,
+            }
+        )
+    return finding.reworded(lambda summary, evidence: (summary, dict(evidence, **rows)))

@@ -107,3 +107,49 @@ def test_the_measured_hold_is_in_g3s_evidence_and_on_metrics_beside_the_declared
     (line,) = [x for x in evidence_lines(last.findings["G3"].evidence) if x.startswith("serving holds")]
     assert "vllm pid 4100" in line and "measured 109" in line and "declared 70.9 GiB" in line
     assert "nvml 99.0 GiB" in line and "undeclared 38.1 GiB" in line
+
+
+def _trainer(gpu_gib):
+    return [proc(5120, ["python3", "train.py", "--bf16"], 2.0, gpu_gib, create_time=500.0, ppid=1)]
+
+
+def test_a_trainers_hold_is_measured_the_same_way_when_nothing_else_starts_or_stops():
+    """A trainer declares nothing; its start and exit steps are measured like an engine's. No owner's log gives a
+    trainer's figures: the gap is Syllo/nvtop#511's (NVML 89.28 against 98.70 GiB), the same driver accounting."""
+    missed = 98.70 - 89.28
+    steps = [([], 118.6, 3.0)] * 3
+    steps += [(_trainer(5.0 * i), 118.6 - (20.0 + missed) * i / 4, 3.0) for i in range(1, 5)]
+    steps += [(_trainer(20.0), 118.6 - 20.0 - missed, 3.0)] * 12
+    steps += [([], 118.6, 3.0)] * 2
+    settled, stopped = _events(steps)
+    assert settled.summary.startswith(
+        "trainer (pid 5120) holds 29.4 GiB by the usable-memory step after its load settled "
+        "(NVML per-process 20.0 GiB)"
+    )
+    assert settled.details["declared_bytes"] is None and "declared" not in settled.summary
+    assert (
+        stopped.details["when"] == "when it stopped"
+        and abs(stopped.details["measured_bytes"] - 29.42 * GIB) < GIB
+    )
+
+
+def test_a_step_another_workload_started_or_stopped_in_is_no_ones_hold():
+    """The step is the whole pool's: a vLLM that starts while the trainer settles, or leaves with it, spoils it."""
+    steps = [([], 118.6, 3.0)] * 3
+    steps += [(_trainer(5.0 * i), 118.6 - 7.0 * i, 3.0) for i in range(1, 5)]
+    steps += [(_trainer(20.0) + _vllm(["--gpu-memory-utilization", "0.3"], 30.0), 50.0, 3.0)] * 14
+    assert [e.summary for e in _events(steps) if e.kind == "hold" and e.details["kind"] == "trainer"] == []
+    alone = [([], 118.6, 3.0)] * 3 + [(_trainer(20.0), 90.0, 3.0)] * 14
+    alone += [(_vllm(["--gpu-memory-utilization", "0.3"], 30.0), 60.0, 3.0)] * 2  # it left as the vLLM came
+    (settled,) = [e for e in _events(alone) if e.kind == "hold"]
+    assert settled.details["when"] == "after its load settled"
+
+
+def test_the_others_drift_while_an_engine_settles_is_taken_off_its_step():
+    """A trainer beside a starting vLLM grows 4 GiB meanwhile: the pool's step is 4 GiB more than the engine's."""
+    flags = ["--gpu-memory-utilization", "0.583"]
+    steps = [(_trainer(20.0), 98.6, 3.0)] * 3
+    steps += [(_trainer(20.0 + i) + _vllm(flags, 25.0 * i), 98.6 - 28.0 * i, 3.0) for i in range(1, 5)]
+    steps += [(_trainer(24.0) + _vllm(flags, 99.0), 98.6 - 112.0 + 25.0, 3.0)] * 12
+    (settled,) = [e for e in _events(steps) if e.kind == "hold"]
+    assert abs(settled.details["measured_bytes"] - (112.0 - 25.0 - 4.0) * GIB) < GIB / 4

@@ -108,6 +108,7 @@ class HoldWatch:
         self.undercounts: dict[tuple, int] = {}  # replaced (never changed in place) when a hold comes or goes
         self._usable: int | None = None
         self._cached: int | None = None
+        self._ts: float | None = None
         self._foot: dict[tuple, int] = {}  # every workload's counted footprint at the previous sample
 
     def forget(self) -> None:
@@ -116,7 +117,7 @@ class HoldWatch:
         self.leaving.clear()
         if self.undercounts:
             self.undercounts = {}
-        self._usable = self._cached = None
+        self._usable = self._cached = self._ts = None
         self._foot = {}
 
     def observe(self, ts: float, usable: int | None, cached: int | None, mem_total, workloads) -> list[Event]:
@@ -130,6 +131,10 @@ class HoldWatch:
             for k in watched.keys() - prev_foot.keys():  # it appeared: its start, from the sample before it
                 w = watched[k]
                 d, words = declared(w.kind, w.cmdline, mem_total)
+                # A trainer is a workload only once it holds GPU memory, often long after it began reading its
+                # data and weights: the sample before that already holds part of it, unless it started since.
+                if w.kind == "trainer" and (self._ts is None or w.create_time <= self._ts):
+                    continue
                 if prev is not None:
                     self.starts[k] = _Start(ts, prev, prev_cached, d, words, *_others(prev_foot, k))
                     if (e := self._check(ts, w, d, words, prev, prev_cached)) is not None:
@@ -147,7 +152,7 @@ class HoldWatch:
                 if big != others:  # something else started or stopped in the same samples
                     continue
                 step += now_b - others_b  # what the others grew by is not its hold
-                if step >= STEADY_BYTES:
+                if step >= STEADY_BYTES:  # (a smaller step, or none, is not its hold coming back)
                     events.append(self._event(ts, h._replace(measured_bytes=step), "when it stopped"))
             else:
                 self.leaving[k] = (h, before, n + 1, others, others_b)
@@ -161,10 +166,13 @@ class HoldWatch:
             if ts - st.ts >= SETTLE_S and abs(usable - prev) < STEADY_BYTES:
                 w = watched[k]
                 measured = st.usable - usable - (now_b - st.others_b)
+                if measured < STEADY_BYTES:  # the pool gave back what it took: not a hold this step can tell
+                    del self.starts[k]
+                    continue
                 h = Hold(w.kind, w.pid, st.declared, st.words, measured, w.gpu_mem_bytes, w.footprint_bytes)
                 self.holds[k] = h
                 events.append(self._event(ts, h, "after its load settled"))
-        self._usable, self._cached, self._foot = usable, cached, foot
+        self._usable, self._cached, self._foot, self._ts = usable, cached, foot, ts
         under = {
             k: h.undercount_bytes for k, h in self.holds.items() if h.undercount_bytes >= UNDERCOUNT_BYTES
         }

@@ -109,8 +109,11 @@ def test_the_measured_hold_is_in_g3s_evidence_and_on_metrics_beside_the_declared
     assert "nvml 99.0 GiB" in line and "undeclared 38.1 GiB" in line
 
 
-def _trainer(gpu_gib):
-    return [proc(5120, ["python3", "train.py", "--bf16"], 2.0, gpu_gib, create_time=500.0, ppid=1)]
+T0 = Host().ts  # the samples' clock: a trainer started after the third sample
+
+
+def _trainer(gpu_gib, started=T0 + 100.0):
+    return [proc(5120, ["python3", "train.py", "--bf16"], 2.0, gpu_gib, create_time=started, ppid=1)]
 
 
 def test_a_trainers_hold_is_measured_the_same_way_when_nothing_else_starts_or_stops():
@@ -143,6 +146,10 @@ def test_a_step_another_workload_started_or_stopped_in_is_no_ones_hold():
     alone += [(_vllm(["--gpu-memory-utilization", "0.3"], 30.0), 60.0, 3.0)] * 2  # it left as the vLLM came
     (settled,) = [e for e in _events(alone) if e.kind == "hold"]
     assert settled.details["when"] == "after its load settled"
+    # A trainer is a workload once it holds GPU memory: one that began (reading its data) before the sample
+    # ahead of that already held part of its hold there.
+    early = [([], 118.6, 3.0)] * 3 + [(_trainer(20.0, started=T0 - 600.0), 90.0, 3.0)] * 14
+    assert _events(early) == []
 
 
 def test_the_others_drift_while_an_engine_settles_is_taken_off_its_step():

@@ -7,6 +7,8 @@ says which flag to lower, or that a fraction cap is still too big for two tenant
 
 from __future__ import annotations
 
+from spark_watchd.diagnose.sizing import size_words
+
 GIB = 1024**3
 
 # The flag that bounds each server's share of the pool (0.5: two tenants fit), as users write it.
@@ -25,7 +27,7 @@ LADDER = (
 TRAINERS = "Two trainers share the pool: run them one after the other, or shrink one (smaller batch, LoRA)."
 
 
-def _server(w) -> str | None:
+def _server(w, held=None) -> str | None:
     """One line for a heavy server, matching how the card shows it, or None for a non-server."""
     kind = w.kind
     if kind == "ollama":
@@ -34,26 +36,24 @@ def _server(w) -> str | None:
         return LLAMACPP
     if w.capped is None:
         return None
-    foot = w.footprint_bytes / GIB
+    foot = size_words(w, held)
     if w.capped and w.caps.get("kv_cache_memory_bytes"):
         return (
-            f"{kind} is capped by {w.cap} and holds {foot:.0f} GiB: that budget bounds only the KV cache, "
+            f"{kind} is capped by {w.cap} and holds {foot}: that budget bounds only the KV cache, "
             f"the weights sit on top of it; lower the budget, or stop {kind} while training."
         )
     if w.capped:
-        return (
-            f"{kind} is capped ({w.cap}) and holds {foot:.0f} GiB: lower its cap, or stop it while training."
-        )
+        return f"{kind} is capped ({w.cap}) and holds {foot}: lower its cap, or stop it while training."
     how = CAP_HOW.get(kind, "its memory-fraction flag at 0.5")
     was = f" (it runs with {w.cap})" if w.cap else ""
     return f"{kind} is uncapped{was}: stop it while training, or restart it capped: {how}."
 
 
-def g6_advice(heavy, evicting: bool) -> tuple[str, ...]:
+def g6_advice(heavy, evicting: bool, held=None) -> tuple[str, ...]:
     """Advice for a G6 warning (sharing) or critical (evicting): one line per heavy server, never repeated."""
     lines = [EVICT] if evicting else []
     for w in heavy:
-        line = _server(w)
+        line = _server(w, held)
         if line and line not in lines:
             lines.append(line)
     if len(lines) == (1 if evicting else 0) and len(heavy) >= 2:  # no server: trainers crowd each other

@@ -16,6 +16,7 @@ from spark_watchd.diagnose.link import LinkWatch
 from spark_watchd.diagnose.platform import PlatformWatch
 from spark_watchd.diagnose.prelude import Prelude, named_reboot
 from spark_watchd.diagnose.runway import FootprintDrift, with_growth
+from spark_watchd.diagnose.sizing import with_holders
 from spark_watchd.diagnose.thresholds import Thresholds
 from spark_watchd.diagnose.tracker import Tracker
 from spark_watchd.sample.findings import Diagnosis, Event
@@ -37,7 +38,8 @@ class Diagnoser:
         self.exits = ExitTracker(self.th)
         self.platform = PlatformWatch(self.th)  # the boot's stack, its change since the last boot, known-bad
         self.prelude = Prelude(self.th)  # a boot's last minutes, for the reboot after a wedge to name
-        self.holds = HoldWatch(self.th)  # each serving engine's true hold against what it declared
+        self.holds = HoldWatch(self.th)  # each engine's and trainer's true hold (against what it declared)
+        self._g6 = next(t for t in self.trackers if t.gotcha == "G6")  # sizes workloads by those holds
         self._prev: feat.Features | None = None
         self._restored: Mapping[str, Any] | None = None
 
@@ -130,6 +132,9 @@ class Diagnoser:
         if sample.driver_events:
             events.extend(self.driver.update(sample))
         findings = dict.fromkeys(GOTCHAS)  # the keys in GOTCHAS order, filled below
+        # G6 sizes each workload by its true hold where NVML under-counts it: the holds measured up to the
+        # previous sample (G6 groups the table this sample's holds are measured on).
+        self._g6.held = self.holds.undercounts
         workloads = ()
         for t in self.trackers:
             finding, evs, wl = t.observe(sample, f)
@@ -145,20 +150,24 @@ class Diagnoser:
         gone = self.exits.update(sample, f.oom_delta, workloads)
         if gone:
             events.extend(gone)
-        g3 = with_growth(findings["G3"], self.drift.update(sample.ts, workloads), self.th)
+        usable = f.avail_b
+        if usable is not None and self.th.budget_subtracts_cma_free:
+            usable -= f.cma_free_b or 0
+        held = self.holds.observe(sample.ts, usable, f.cached_b, f.mem_total_b, workloads)
+        under = self.holds.undercounts
+        g3 = with_growth(findings["G3"], self.drift.update(sample.ts, workloads, under), self.th)
         driver = self.driver  # its annotations touch a finding only after a fault: skipped until there is one
         if driver.last_oom_ts is not None:
             g3 = driver.g3(g3, sample.ts, sample.kernel)
         findings["G3"] = g3
         if driver.recent:
             findings["G4"] = driver.g4(findings["G4"], sample.ts)
-        usable = f.avail_b
-        if usable is not None and self.th.budget_subtracts_cma_free:
-            usable -= f.cma_free_b or 0
-        if held := self.holds.observe(sample.ts, usable, f.cached_b, f.mem_total_b, workloads):
+        if held:
             events.extend(held)
         if self.holds.holds:
             findings["G3"] = with_holds(findings["G3"], self.holds.holds)
+        if under:  # who holds the pool, sized, where a measured hold shows NVML under-counting
+            findings["G3"] = with_holders(findings["G3"], workloads, under, f.mem_total_b)
         self.prelude.observe(sample.ts, usable, events)
         self._prev = f
         return Diagnosis(sample.ts, findings, tuple(events), workloads)

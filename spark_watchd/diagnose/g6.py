@@ -18,6 +18,7 @@ from spark_watchd.diagnose import features as feat
 from spark_watchd.diagnose.g6_levels import LEVELS, Level, Reference, folded, window_reference
 from spark_watchd.diagnose.g6_rules import GIB, G6Now, _over_share, ruling
 from spark_watchd.diagnose.serving import ServingWatch
+from spark_watchd.diagnose.sizing import sized, source_of
 from spark_watchd.diagnose.steady import Dwell, Latch
 from spark_watchd.diagnose.tracker import Ruling, Unpersisted, Verdict, words
 from spark_watchd.diagnose.verdicts import G6State
@@ -74,6 +75,10 @@ class G6Tracker(Unpersisted):
         # hands back the same tuple while nothing moved) gives the same heavy ones under the hysteresis.
         self._heavy_of: tuple | None = None
         self._heavy_share: float | None = None  # the capped share's bytes it was judged against
+        # Each workload's under-count by per-process NVML/RSS where its true hold was measured (diagnose/hold.py:
+        # the engine feeds HoldWatch.undercounts before each sample, a new mapping whenever it changes).
+        self.held: dict[tuple, int] = {}
+        self._held_of: dict[tuple, int] | None = None  # the mapping the heavy ones were last sized by
         self._heavy: tuple = ((), 0, 0, 0)  # (heavy, uncapped, large, footprint) of that table
         self.rss: dict[tuple, deque[Level]] = {}  # (pid, create_time) -> its levels over the window
         self.fired: dict[tuple, float] = {}
@@ -229,9 +234,10 @@ class G6Tracker(Unpersisted):
         """Who is heavy (with hysteresis), the latches and the eviction hold: what the rules read."""
         th = self.th
         wls = self.workloads
-        if wls is not self._heavy_of or self._heavy_share != s.share_max:
-            self._heavy_of, self._heavy_share = wls, s.share_max
-            self._heavy = self._pick_heavy(wls, s.share_max)
+        held = self.held
+        if wls is not self._heavy_of or self._heavy_share != s.share_max or held is not self._held_of:
+            self._heavy_of, self._heavy_share, self._held_of = wls, s.share_max, held
+            self._heavy = self._pick_heavy(wls, s.share_max, held)
         heavy, n_uncapped, n_large, total_foot = self._heavy
         stalls = self.stalls.above(s.some, th.psi_some_warn_pct, th.psi_some_leave_pct, s.psi_some_now)
         storm = self.storm.above(s.majfault_per_s, th.majfault_storm_per_s, th.majfault_storm_leave_per_s)
@@ -241,10 +247,13 @@ class G6Tracker(Unpersisted):
         evicted = self.last_eviction if hold is not None and s.ts < hold else None
         # The servers' own view of the sharing (none without their readings).
         inside = tuple(self.serving.contention()) if len(heavy) >= 2 and self.serving.points else ()
-        return _new(G6Now, (heavy, stalls, storm, n_uncapped, n_large, total_foot, near_cap, evicted, inside))
+        return _new(
+            G6Now, (heavy, stalls, storm, n_uncapped, n_large, total_foot, near_cap, evicted, inside, held)
+        )
 
-    def _pick_heavy(self, wls: tuple[Workload, ...], share_max) -> tuple:
-        """(heavy workloads, how many uncapped, how many large, their footprint together)."""
+    def _pick_heavy(self, wls: tuple[Workload, ...], share_max, held) -> tuple:
+        """(heavy workloads, how many uncapped, how many large, their footprint together), each workload sized
+        by its measured hold where per-process NVML under-counts it (diagnose/sizing.py)."""
         th = self.th
         # Heavy means heavy, whatever the kind: an Ollama with no model loaded (0.5 GiB) is no co-tenant.
         # A footprint wandering at the line stays heavy until it is clearly under it.
@@ -255,6 +264,8 @@ class G6Tracker(Unpersisted):
         for w in wls:
             if not w.gpu_resident:
                 continue
+            if held:
+                w = sized(w, held)
             key, foot = (w.pid, w.create_time), w.footprint_bytes
             if foot < (leave if key in was else enter):
                 continue
@@ -342,7 +353,7 @@ def _words(r: Ruling, s: G6Signals, now: G6Now, th) -> tuple[str, dict]:
         "workloads_footprint_bytes": now.footprint_bytes,
         "psi_some_avg60_pct": s.some,
         "major_faults_per_s": s.majfault_per_s,
-        "workloads": [_row(w) for w in now.heavy],
+        "workloads": [source_of(_row(w), w, now.held) for w in now.heavy],
     }
     if now.inside:
         ev["serving_contention"] = list(now.inside)

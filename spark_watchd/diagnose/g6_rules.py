@@ -14,9 +14,12 @@ skips a rule only when all of its conditions fail, and a rule that declares none
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, NamedTuple
 
 from spark_watchd.diagnose.advice import g6_advice
+from spark_watchd.diagnose.sizing import SOURCE, size_words
 from spark_watchd.diagnose.tracker import Ruling, Shortcut, fires_when
 from spark_watchd.sample.groups import Workload
 from spark_watchd.sample.workloads import SERVER_KINDS
@@ -39,6 +42,8 @@ class G6Now(NamedTuple):
     near_capacity: bool  # they hold near_capacity_ratio of the pool
     evicted: str | None  # the last eviction's words while eviction_hold_s lasts
     inside: tuple = ()  # what sharing servers' own counters show (diagnose/serving.py contention evidence)
+    # The under-count of each heavy workload sized by its measured hold (diagnose/sizing.py): heavy holds them sized.
+    held: Mapping[tuple, int] = MappingProxyType({})
 
 
 # Named words functions, not lambdas, so a held finding pickles.
@@ -50,14 +55,14 @@ def _evicted_words(s: G6Signals, now: G6Now, th) -> str:
 def evicted(s: G6Signals, now: G6Now, th) -> Ruling | None:
     """An eviction within eviction_hold_s: critical."""
     if now.evicted is not None:
-        return Ruling("critical", _evicted_words, g6_advice(now.heavy, evicting=True))
+        return Ruling("critical", _evicted_words, g6_advice(now.heavy, evicting=True, held=now.held))
     return None
 
 
 def _storm_words(s: G6Signals, now: G6Now, th) -> str:
     return (
         f"Major-fault storm ({s.majfault_per_s:.0f}/s) with memory stalls (PSI {s.some:.0f}%) while "
-        f"{_names(now.heavy, th, s.share_max)} share the pool"
+        f"{_names(now.heavy, th, s.share_max, now.held)} share the pool"
     )
 
 
@@ -65,16 +70,19 @@ def _storm_words(s: G6Signals, now: G6Now, th) -> str:
 def fault_storm(s: G6Signals, now: G6Now, th) -> Ruling | None:
     """Two heavy workloads sharing during a major-fault storm with memory stalls: critical."""
     if len(now.heavy) >= 2 and now.storm and now.stalls:
-        return Ruling("critical", _storm_words, g6_advice(now.heavy, evicting=True))
+        return Ruling("critical", _storm_words, g6_advice(now.heavy, evicting=True, held=now.held))
     return None
 
 
 def _uncapped_words(s: G6Signals, now: G6Now, th) -> str:
     why = ""
     if not (now.uncapped or now.large):
-        why = f", together near capacity ({now.footprint_bytes / GIB:.0f} of {s.mem_total_b / GIB:.0f} GiB)"
+        by = f", by the {SOURCE} where measured" if now.held else ""
+        why = (
+            f", together near capacity ({now.footprint_bytes / GIB:.0f} of {s.mem_total_b / GIB:.0f} GiB{by})"
+        )
     return (
-        f"{len(now.heavy)} heavy GPU workloads share the pool: {_names(now.heavy, th, s.share_max)}{why}"
+        f"{len(now.heavy)} heavy GPU workloads share the pool: {_names(now.heavy, th, s.share_max, now.held)}{why}"
         f"{_inside(now.inside)}"
     )
 
@@ -84,11 +92,11 @@ def uncapped_sharing(s: G6Signals, now: G6Now, th) -> Ruling | None:
     """Two heavy workloads sharing with one uncapped or large, or together near capacity: warning."""
     if len(now.heavy) < 2 or not (now.uncapped or now.large or now.near_capacity):
         return None
-    return Ruling("warning", _uncapped_words, g6_advice(now.heavy, evicting=False))
+    return Ruling("warning", _uncapped_words, g6_advice(now.heavy, evicting=False, held=now.held))
 
 
 def _capped_words(s: G6Signals, now: G6Now, th) -> str:
-    return f"{len(now.heavy)} GPU workloads share the pool, all capped: {_names(now.heavy, th, s.share_max)}"
+    return f"{len(now.heavy)} GPU workloads share the pool, all capped: {_names(now.heavy, th, s.share_max, now.held)}"
 
 
 _CAPPED = Ruling("ok", _capped_words)
@@ -140,7 +148,7 @@ def _over_share(w: Workload, share_max) -> bool:
     )
 
 
-def _names(heavy, th, share_max) -> str:
+def _names(heavy, th, share_max, held=None) -> str:
     """Who shares the pool, the uncapped or large ones first: 'trainer (30 GiB, large) beside vllm (capped 0.5)'."""
     bad, good = [], []
     large = th.large_trainer_bytes
@@ -149,7 +157,7 @@ def _names(heavy, th, share_max) -> str:
         if w.kind in SERVER_KINDS:
             kv = w.caps.get("kv_cache_memory_bytes") if w.capped else None
             if kv and _over_share(w, share_max):
-                bad.append(f"{w.kind} ({w.cap}, holding {foot / GIB:.0f} GiB)")
+                bad.append(f"{w.kind} ({w.cap}, holding {size_words(w, held)})")
             elif w.capped:
                 good.append(f"{w.kind} (capped {w.cap_value:g})" if not kv else f"{w.kind} (capped {w.cap})")
             elif w.cap_value is not None:
@@ -157,9 +165,9 @@ def _names(heavy, th, share_max) -> str:
             else:
                 bad.append(f"{w.kind} (uncapped)")
         elif foot >= large:
-            bad.append(f"{w.kind} ({foot / GIB:.0f} GiB, large)")
+            bad.append(f"{w.kind} ({size_words(w, held)}, large)")
         else:
-            good.append(f"{w.kind} ({foot / GIB:.0f} GiB)")
+            good.append(f"{w.kind} ({size_words(w, held)})")
     if bad and good:
         return f"{' and '.join(bad)} beside {' and '.join(good)}"
     return " and ".join(bad or good)

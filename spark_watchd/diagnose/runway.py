@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from functools import partial
 from typing import Any, NamedTuple
 
+from spark_watchd.diagnose.sizing import SOURCE
 from spark_watchd.diagnose.trend import TrendWindow, trend
 from spark_watchd.sample.findings import Finding
 
@@ -115,9 +116,14 @@ class Growth(NamedTuple):
     bytes_per_s: float
     grew_bytes: int
     window_s: float
+    # Where its true hold was measured and NVML/RSS under-count it (diagnose/sizing.py): its level now by the
+    # hold, and what they count. Its growth stays theirs: the under-count is one constant, and sizing the
+    # history by it would make the sample the hold was measured at a step.
+    held_bytes: int | None = None
+    per_process_bytes: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "kind": self.kind,
             "name": self.name,
             "pid": self.pid,
@@ -127,6 +133,11 @@ class Growth(NamedTuple):
             "grew_bytes": self.grew_bytes,
             "window_s": round(self.window_s, 1),
         }
+        if self.held_bytes is not None:
+            out.update(
+                footprint_bytes=self.held_bytes, bytes_source=SOURCE, per_process_bytes=self.per_process_bytes
+            )
+        return out
 
 
 class Runway(NamedTuple):
@@ -299,12 +310,16 @@ class Drifting(NamedTuple):
     points: list[tuple[float, float]]
     lo: int
     hi: int
+    under: int = 0  # what NVML/RSS under-count it by, where its true hold was measured (diagnose/sizing.py)
 
     def growth(self) -> Growth:
         pts = self.points[self.lo : self.hi]
         (t0, v0), (t1, v1) = pts[0], pts[-1]
         w = self.workload
-        return Growth(w.kind, w.name, w.pid, w.capped, trend(pts), int(v1 - v0), t1 - t0)
+        g = Growth(w.kind, w.name, w.pid, w.capped, trend(pts), int(v1 - v0), t1 - t0)
+        if self.under:
+            g = g._replace(held_bytes=w.footprint_bytes + self.under, per_process_bytes=w.footprint_bytes)
+        return g
 
 
 class FootprintDrift:
@@ -322,9 +337,10 @@ class FootprintDrift:
     def forget(self) -> None:
         self.footprints.clear()
 
-    def update(self, ts: float, workloads: Iterable[Any]) -> tuple[Drifting, ...]:
+    def update(self, ts: float, workloads: Iterable[Any], held=None) -> tuple[Drifting, ...]:
         """Fold one sample's workload table in; the window of each workload with enough history (the growth
-        rows are only ever read as words: their trends are computed then, see with_growth)."""
+        rows are only ever read as words: their trends are computed then, see with_growth). held: each
+        workload's under-count by NVML/RSS where its true hold was measured, for the rows' level."""
         th = self.th
         win = th.runway_window_s
         spacing = win / DRIFT_POINTS
@@ -343,7 +359,7 @@ class FootprintDrift:
             h.fold(ts, float(w.footprint_bytes), spacing, win)
             pts, lo = h.points, h.lo
             if len(pts) - lo >= 4 and ts - pts[lo][0] >= min_span:  # (a trend needs 4 points)
-                drifting.append(_new(Drifting, (w, pts, lo, len(pts))))
+                drifting.append(_new(Drifting, (w, pts, lo, len(pts), held.get(key, 0) if held else 0)))
         if len(seen) != len(footprints):
             for key in [k for k in footprints if k not in seen]:
                 del footprints[key]

@@ -12,7 +12,7 @@ from spark_watchd.diagnose.exits import EXIT_CAUSES
 from spark_watchd.export.families import counter, gauge
 from spark_watchd.sample.workloads import KINDS as WORKLOAD_KINDS
 
-HOLD_KINDS = ("vllm", "sglang")  # the servers whose hold is measured (diagnose/hold.py)
+HOLD_KINDS = ("vllm", "sglang", "trainer")  # the workloads whose hold is measured (diagnose/hold.py)
 
 
 def families(snapshot):
@@ -56,12 +56,12 @@ def families(snapshot):
     yield growth
     holds = gauge(
         "workload_hold_bytes",
-        "Serving engines' hold by the usable-memory step (measured), by their flags (declared) and by NVML's "
-        "per-process sum (nvml), summed per kind; 0 without a measured hold.",
+        "Serving engines' and trainers' hold by the usable-memory step (measured), by their flags (declared; "
+        "trainers declare none) and by NVML's per-process sum (nvml), summed per kind; 0 without a measured hold.",
         ["kind", "source"],
     )
     held = {(k, src): 0.0 for k in HOLD_KINDS for src in ("measured", "declared", "nvml")}
-    for h in ev.get("serving_holds") or ():
+    for h in (*(ev.get("serving_holds") or ()), *(ev.get("trainer_holds") or ())):
         if h.get("kind") in HOLD_KINDS:
             for src in ("measured", "declared", "nvml"):
                 held[(h["kind"], src)] += float(h.get(f"{src}_bytes") or 0)

@@ -134,6 +134,19 @@ def test_a_trainers_hold_is_measured_the_same_way_when_nothing_else_starts_or_st
         stopped.details["when"] == "when it stopped"
         and abs(stopped.details["measured_bytes"] - 29.42 * GIB) < GIB
     )
+    # While it runs: in G3's evidence (trainer_holds) and on /metrics under kind="trainer".
+    from types import SimpleNamespace
+
+    from spark_watchd.export import runway
+
+    h, d = Host(), Diagnoser(Thresholds())
+    for procs, avail, cached in steps[:-2]:
+        last = d.observe(h.sample(processes=procs, avail_gib=avail, cached_gib=cached))
+    (row,) = last.findings["G3"].evidence["trainer_holds"]
+    assert row["kind"] == "trainer" and abs(row["measured_bytes"] - 29.42 * GIB) < GIB / 4
+    fams = {f.name: f for f in runway.families(SimpleNamespace(diagnosis=last, extras={}))}
+    got = {tuple(s.labels.values()): s.value for s in fams["sparkwatchd_workload_hold_bytes"].samples}
+    assert got[("trainer", "measured")] == row["measured_bytes"] and got[("trainer", "nvml")] == 20 * GIB
 
 
 def test_a_step_another_workload_started_or_stopped_in_is_no_ones_hold():

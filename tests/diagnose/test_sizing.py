@@ -122,3 +122,28 @@ def test_a_hold_within_the_measures_noise_sizes_nothing():
         last = d.observe(h.sample(processes=p, avail_gib=a, cached_gib=3.0))
     assert last.findings["G3"].evidence["serving_holds"] and d.holds.undercounts == {}
     assert "pool_holders" not in last.findings["G3"].evidence
+
+
+def test_the_daemon_and_replay_size_the_same_workloads_the_same_way(tmp_path):
+    """The hold watch lives in the Diagnoser both run: the daemon's runtime and `replay` of what it saw agree
+    on every sample's G6 and G3 (severity, words, evidence, advice), sizing included."""
+    import json
+
+    from spark_watchd.diagnose.runtime import DiagnosisRuntime
+    from tests.conftest import run_cli
+
+    steps, _ = _engine_starts_beside([_trainer(8.0)], ["--kv-cache-memory-bytes", "40G"], 53.0, 110.0)
+    h = Host()
+    samples = [h.sample(processes=p, avail_gib=a, cached_gib=3.0) for p, a in steps]
+    trace = tmp_path / "seen.jsonl"
+    trace.write_text("".join(json.dumps(s.to_dict()) + "\n" for s in samples))
+    rt = DiagnosisRuntime(Thresholds(), None)
+    live = [rt.observe(s).to_replay_dict() for s in samples]
+    r = run_cli("replay", str(trace), "--format", "jsonl")
+    assert r.returncode == 0, r.stderr
+    replayed = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    assert len(replayed) == len(live)
+    for a, b in zip(live, replayed, strict=True):
+        assert json.loads(json.dumps(a["findings"])) == b["findings"]
+    assert live[-1]["findings"]["G6"]["severity"] == "warning"
+    assert "pool_holders" in live[-1]["findings"]["G3"]["evidence"]

@@ -110,6 +110,7 @@ class HoldWatch:
         self._cached: int | None = None
         self._ts: float | None = None
         self._foot: dict[tuple, int] = {}  # every workload's counted footprint at the previous sample
+        self._wls = None  # the table it was read from (G6 hands back the same tuple while nothing moved)
 
     def forget(self) -> None:
         self.starts.clear()
@@ -117,17 +118,22 @@ class HoldWatch:
         self.leaving.clear()
         if self.undercounts:
             self.undercounts = {}
-        self._usable = self._cached = self._ts = None
+        self._usable = self._cached = self._ts = self._wls = None
         self._foot = {}
 
     def observe(self, ts: float, usable: int | None, cached: int | None, mem_total, workloads) -> list[Event]:
         """Take one sample; the hold_check and hold events it makes."""
         events: list[Event] = []
-        foot = {w.key: w.footprint_bytes for w in workloads}
-        watched = {w.key: w for w in workloads if w.kind in WATCHED}
         prev, prev_cached, prev_foot = self._usable, self._cached, self._foot
-        changed = foot.keys() != prev_foot.keys()
-        if changed:
+        if workloads is self._wls:
+            foot = prev_foot
+        else:
+            foot = {w.key: w.footprint_bytes for w in workloads}
+            self._wls = workloads
+        watched = (
+            {w.key: w for w in workloads if w.kind in WATCHED} if self.starts or foot is not prev_foot else {}
+        )
+        if foot is not prev_foot and foot.keys() != prev_foot.keys():
             for k in watched.keys() - prev_foot.keys():  # it appeared: its start, from the sample before it
                 w = watched[k]
                 d, words = declared(w.kind, w.cmdline, mem_total)
@@ -173,11 +179,12 @@ class HoldWatch:
                 self.holds[k] = h
                 events.append(self._event(ts, h, "after its load settled"))
         self._usable, self._cached, self._foot, self._ts = usable, cached, foot, ts
-        under = {
-            k: h.undercount_bytes for k, h in self.holds.items() if h.undercount_bytes >= UNDERCOUNT_BYTES
-        }
-        if under != self.undercounts:
-            self.undercounts = under
+        if self.holds or self.undercounts:  # (most samples have neither: nothing to compare)
+            under = {
+                k: h.undercount_bytes for k, h in self.holds.items() if h.undercount_bytes >= UNDERCOUNT_BYTES
+            }
+            if under != self.undercounts:
+                self.undercounts = under
         return events
 
     def _check(self, ts, w, d, words, usable, cached) -> Event | None:

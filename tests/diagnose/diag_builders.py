@@ -146,3 +146,19 @@ def proc(pid, cmdline, rss_gib, gpu_gib=0.0, resident=True, create_time=1000.0, 
         gpu_mem_bytes=int(gpu_gib * GIB),
         gpu_resident=resident,
     )
+
+
+def vllm_engine(flags, gpu_gib) -> list[ProcessInfo]:
+    """A vLLM launcher (1.8 GiB RSS, no GPU memory) and its EngineCore (1.2 GiB RSS), NVML counting gpu_gib."""
+    return [
+        proc(
+            4100,
+            ["vllm", "serve", "Qwen/Qwen3-32B", *flags],
+            1.8,
+            0.0,
+            resident=False,
+            create_time=900.0,
+            ppid=1,
+        ),
+        proc(4121, ["VLLM::EngineCore"], 1.2, gpu_gib, create_time=901.0, ppid=4100),
+    ]

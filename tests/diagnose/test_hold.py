@@ -7,24 +7,10 @@ from spark_watchd.diagnose.engine import Diagnoser
 from spark_watchd.diagnose.hold import declared
 from spark_watchd.diagnose.thresholds import Thresholds
 from tests.diagnose.diag_builders import Host, proc
+from tests.diagnose.diag_builders import vllm_engine as _vllm
 
 GIB = 1024**3
 MEM_TOTAL = int(121.7 * GIB)
-
-
-def _vllm(flags, gpu_gib):
-    return [
-        proc(
-            4100,
-            ["vllm", "serve", "Qwen/Qwen3-32B", *flags],
-            1.8,
-            0.0,
-            resident=False,
-            create_time=900.0,
-            ppid=1,
-        ),
-        proc(4121, ["VLLM::EngineCore"], 1.2, gpu_gib, create_time=901.0, ppid=4100),
-    ]
 
 
 def _events(steps):

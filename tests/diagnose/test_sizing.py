@@ -15,25 +15,10 @@ import pytest
 from spark_watchd.diagnose.engine import Diagnoser
 from spark_watchd.diagnose.thresholds import Thresholds
 from tests.diagnose.diag_builders import Host, proc
+from tests.diagnose.diag_builders import vllm_engine as _vllm
 
 GIB = 1024**3
 MISSED = 98.70 - 89.28  # GiB NVML's per-process figure missed of one engine's hold (Syllo/nvtop#511)
-
-
-def _vllm(flags, gpu_gib):
-    """A vLLM launcher (1.8 GiB RSS, no GPU memory) and its EngineCore, NVML counting `gpu_gib` for it."""
-    return [
-        proc(
-            4100,
-            ["vllm", "serve", "Qwen/Qwen3-32B", *flags],
-            1.8,
-            0.0,
-            resident=False,
-            create_time=900.0,
-            ppid=1,
-        ),
-        proc(4121, ["VLLM::EngineCore"], 1.2, gpu_gib, create_time=901.0, ppid=4100),
-    ]
 
 
 def _trainer(gpu_gib, pid=5120):

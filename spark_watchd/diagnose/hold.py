@@ -104,7 +104,7 @@ class HoldWatch:
         self.holds: dict[tuple, Hold] = {}  # the measured holds of the workloads running now
         self.leaving: dict[
             tuple, tuple
-        ] = {}  # workloads just gone: (hold, usable before, samples since, others)
+        ] = {}  # gone: (hold, usable before, samples since, others, their bytes)
         self.undercounts: dict[tuple, int] = {}  # replaced (never changed in place) when a hold comes or goes
         self._usable: int | None = None
         self._cached: int | None = None
@@ -136,11 +136,11 @@ class HoldWatch:
         if foot is not prev_foot and foot.keys() != prev_foot.keys():
             for k in watched.keys() - prev_foot.keys():  # it appeared: its start, from the sample before it
                 w = watched[k]
-                d, words = declared(w.kind, w.cmdline, mem_total)
                 # A trainer is a workload only once it holds GPU memory, often long after it began reading its
                 # data and weights: the sample before that already holds part of it, unless it started since.
                 if w.kind == "trainer" and (self._ts is None or w.create_time <= self._ts):
                     continue
+                d, words = declared(w.kind, w.cmdline, mem_total)
                 if prev is not None:
                     self.starts[k] = _Start(ts, prev, prev_cached, d, words, *_others(prev_foot, k))
                     if (e := self._check(ts, w, d, words, prev, prev_cached)) is not None:
@@ -150,6 +150,12 @@ class HoldWatch:
                 h = self.holds.pop(k, None)
                 if h is not None and prev is not None:
                     self.leaving[k] = (h, prev, 0, *_others(prev_foot, k))
+        if self.holds and foot is not prev_foot:
+            for k, h in list(self.holds.items()):
+                # Most of its counted footprint went back (vLLM's sleep mode, an unload): what NVML/RSS missed of
+                # it then says nothing of what they miss now.
+                if 2 * foot.get(k, h.counted_bytes) < h.counted_bytes:
+                    del self.holds[k]
         for k, (h, before, n, others, others_b) in list(self.leaving.items()):
             step = None if usable is None else usable - before
             if step is not None and (step >= STEADY_BYTES or n >= 1):

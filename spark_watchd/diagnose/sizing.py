@@ -29,12 +29,12 @@ def sized(w, held: Mapping[tuple, int]):
 
 
 def size_words(w, held: Mapping[tuple, int]) -> str:
-    """'64 GiB', or '64 GiB by the usable-memory step (NVML counts 55)' for a sized workload."""
+    """'64 GiB', or '64 GiB by the usable-memory step (NVML counts 53)' for a sized workload."""
     u = held.get(w.key) if held else None
     text = f"{w.footprint_bytes / GIB:.0f} GiB"
     if u:
-        by = "NVML" if w.gpu_mem_bytes else "RSS"
-        text += f" by the {SOURCE} ({by} counts {(w.footprint_bytes - u) / GIB:.0f})"
+        by, counted = ("NVML", w.gpu_mem_bytes) if w.gpu_mem_bytes else ("RSS", w.footprint_bytes - u)
+        text += f" by the {SOURCE} ({by} counts {counted / GIB:.0f})"
     return text
 
 
@@ -71,10 +71,8 @@ def with_holders(finding: Finding, workloads, held: Mapping[tuple, int], mem_tot
     advice = finding.advice
     if top is not None and finding.severity in ("warning", "critical"):
         share = f" ({top.footprint_bytes / mem_total:.0%} of the pool)" if mem_total else ""
-        line = (
-            f"The largest holder is {top.kind} (pid {top.pid}): {size_words(top, held)}{share}; "
-            "cap or stop it first."
-        )
+        remedy = "cap or stop it first" if top.capped is not None else "shrink or stop it first"
+        line = f"The largest holder is {top.kind} (pid {top.pid}): {size_words(top, held)}{share}; {remedy}."
         advice = (*advice, line)
     rows = holders(workloads, held, mem_total)
     return finding.reworded(

@@ -42,14 +42,14 @@ def _engine_starts_beside(others, flags, nvml_gib, avail_before, settled_samples
 
 
 def test_a_kv_capped_engine_that_nvml_counts_under_half_the_pool_is_uncapped_by_its_true_hold():
-    """NVML counts 54.8 GiB (under half of 121.7: "capped"); the engine holds 64.2 GiB (over it). Today G6 says
+    """NVML (53) and RSS count 54.8 GiB (under half of 121.7: "capped"); the engine holds 64.2 GiB (over it). Today G6 says
     all capped; sized by its hold it warns and names the engine first, with where its bytes came from."""
     steps, held = _engine_starts_beside([_trainer(8.0)], ["--kv-cache-memory-bytes", "40G"], 53.0, 110.0)
     last = _run(steps)[-1]
     g6 = last.findings["G6"]
     assert g6.severity == "warning", g6.summary
     assert (
-        "vllm (--kv-cache-memory-bytes 40GiB, holding 64 GiB by the usable-memory step (NVML counts 55))"
+        "vllm (--kv-cache-memory-bytes 40GiB, holding 64 GiB by the usable-memory step (NVML counts 53))"
         in (g6.summary)
     )
     assert g6.summary.index("vllm") < g6.summary.index("trainer")  # the culprit first
@@ -57,14 +57,14 @@ def test_a_kv_capped_engine_that_nvml_counts_under_half_the_pool_is_uncapped_by_
     assert row["bytes_source"] == "usable-memory step" and abs(row["footprint_bytes"] - held * GIB) < GIB / 4
     assert abs(row["per_process_bytes"] - 54.8 * GIB) < GIB / 100
     assert g6.evidence["uncapped_workloads"] == 1
-    assert any("holds 64 GiB by the usable-memory step (NVML counts 55)" in a for a in g6.advice)
+    assert any("holds 64 GiB by the usable-memory step (NVML counts 53)" in a for a in g6.advice)
     # The table the API and page show keeps what NVML and RSS count.
     (wl,) = [w for w in last.workloads if w.kind == "vllm"]
     assert abs(wl.footprint_bytes - 54.8 * GIB) < GIB / 100
 
 
 def test_two_capped_engines_nvml_counts_roomy_are_near_capacity_by_their_true_holds():
-    """Two engines capped at 0.45: NVML counts 46 + 46 GiB (76 % of the pool: "all capped", ok today); they
+    """Two engines capped at 0.45: NVML and RSS count 46 + 46 GiB (76 % of the pool: "all capped", ok today); they
     hold 55.6 + 55.6 GiB (91 %, over near_capacity_ratio 0.85): a warning, said to come from the step."""
     steps, held = _engine_starts_beside([], ["--gpu-memory-utilization", "0.45"], 44.2, 118.6)
     sglang = [
@@ -94,7 +94,7 @@ def test_two_capped_engines_nvml_counts_roomy_are_near_capacity_by_their_true_ho
 
 
 def test_g3_names_the_biggest_holder_by_its_true_hold_not_by_nvml():
-    """A 42 GiB trainer beside a vLLM NVML counts at 39.8 GiB but that holds 49.2 (Syllo/nvtop#511's 9.42 GiB
+    """A 42 GiB trainer beside a vLLM counted at 39.8 GiB (NVML 38, RSS 1.8) that holds 49.2 (Syllo/nvtop#511's 9.42 GiB
     missed): by NVML the trainer holds most of the pool; G3 warns and names the engine, with the step."""
     steps, held = _engine_starts_beside([_trainer(42.0)], ["--gpu-memory-utilization", "0.4"], 38.0, 58.2, 34)
     last = _run(steps)[-1]
@@ -109,7 +109,7 @@ def test_g3_names_the_biggest_holder_by_its_true_hold_not_by_nvml():
     assert abs(first["pool_share"] - held / 121.69) < 0.01
     (named,) = [a for a in g3.advice if a.startswith("The largest holder")]
     assert named.startswith(
-        "The largest holder is vllm (pid 4100): 49 GiB by the usable-memory step (NVML counts 40)"
+        "The largest holder is vllm (pid 4100): 49 GiB by the usable-memory step (NVML counts 38)"
     )
     # The runway's growth rows carry the level by the hold (their growth stays what NVML counts).
     (row,) = [g for g in g3.evidence["workload_growth"] if g["kind"] == "vllm"]
@@ -176,3 +176,16 @@ def test_the_hold_scenarios_generator_reproduces_the_committed_files(tmp_path):
     assert made == sorted(p.name for p in HOLDS.iterdir() if p.suffix in (".jsonl", ".json"))
     for name in made:
         assert (tmp_path / name).read_bytes() == (HOLDS / name).read_bytes(), name
+
+
+def test_an_engine_that_gave_most_of_its_memory_back_is_counted_by_nvml_again():
+    """vLLM's sleep mode or an unload: once its counted footprint falls under half of what it was when its hold
+    was measured, what NVML missed then says nothing of now, and nothing is sized."""
+    steps, _ = _engine_starts_beside([_trainer(8.0)], ["--kv-cache-memory-bytes", "40G"], 53.0, 110.0)
+    asleep = _trainer(8.0), *_vllm(["--kv-cache-memory-bytes", "40G"], 10.0)
+    steps += [(list(asleep), 110.0 - 12.0)] * 3
+    h, d = Host(), Diagnoser(Thresholds())
+    out = [d.observe(h.sample(processes=p, avail_gib=a, cached_gib=3.0)) for p, a in steps]
+    assert "bytes_source" in str(out[-4].findings["G6"].evidence)
+    assert d.holds.undercounts == {} and "bytes_source" not in str(out[-1].findings["G6"].evidence)
+    assert out[-1].findings["G6"].severity == "ok"

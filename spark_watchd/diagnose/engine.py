@@ -132,9 +132,13 @@ class Diagnoser:
         if sample.driver_events:
             events.extend(self.driver.update(sample))
         findings = dict.fromkeys(GOTCHAS)  # the keys in GOTCHAS order, filled below
-        # G6 sizes each workload by its true hold where NVML under-counts it: the holds measured up to the
-        # previous sample (G6 groups the table this sample's holds are measured on).
-        self._g6.held = self.holds.undercounts
+        # Each engine's and trainer's true hold, measured on this sample's workload table (G6's grouping, taken
+        # ahead of its judgement): G6 sizes each workload by it where NVML under-counts it.
+        usable = f.avail_b
+        if usable is not None and self.th.budget_subtracts_cma_free:
+            usable -= f.cma_free_b or 0
+        held = self.holds.observe(sample.ts, usable, f.cached_b, f.mem_total_b, self._g6.group(sample))
+        under = self._g6.held = self.holds.undercounts
         workloads = ()
         for t in self.trackers:
             finding, evs, wl = t.observe(sample, f)
@@ -150,11 +154,6 @@ class Diagnoser:
         gone = self.exits.update(sample, f.oom_delta, workloads)
         if gone:
             events.extend(gone)
-        usable = f.avail_b
-        if usable is not None and self.th.budget_subtracts_cma_free:
-            usable -= f.cma_free_b or 0
-        held = self.holds.observe(sample.ts, usable, f.cached_b, f.mem_total_b, workloads)
-        under = self.holds.undercounts
         g3 = with_growth(findings["G3"], self.drift.update(sample.ts, workloads, under), self.th)
         driver = self.driver  # its annotations touch a finding only after a fault: skipped until there is one
         if driver.last_oom_ts is not None:

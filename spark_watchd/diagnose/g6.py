@@ -68,6 +68,7 @@ class G6Tracker(Unpersisted):
         self.fold_s = th.eviction_window_s / LEVELS
         self.grouper = Grouper(th.capped_utilization_max)
         self.workloads: tuple[Workload, ...] = ()  # the latest sample's workload table
+        self._grouped: Sample | None = None  # the sample group() made that table from, until it is judged
         self._members_of: tuple[Workload, ...] | None = None  # the table _member was built from
         self._member: dict[int, Workload] = {}  # pid -> its workload in that table (built when asked)
         self.heavy_keys: set[tuple] = set()  # workloads counted heavy (hysteresis on the footprint)
@@ -76,7 +77,7 @@ class G6Tracker(Unpersisted):
         self._heavy_of: tuple | None = None
         self._heavy_share: float | None = None  # the capped share's bytes it was judged against
         # Each workload's under-count by per-process NVML/RSS where its true hold was measured (diagnose/hold.py:
-        # the engine feeds HoldWatch.undercounts before each sample, a new mapping whenever it changes).
+        # the engine sets HoldWatch.undercounts, measured on this sample's table, before G6 judges it).
         self.held: dict[tuple, int] = {}
         self._held_of: dict[tuple, int] | None = None  # the mapping the heavy ones were last sized by
         self._heavy: tuple = ((), 0, 0, 0)  # (heavy, uncapped, large, footprint) of that table
@@ -128,6 +129,13 @@ class G6Tracker(Unpersisted):
         """Judge the newest sample (held at a severity for min_dwell_s before it may fall)."""
         return self.advance(sample, f, signals(f, self.th))
 
+    def group(self, sample: Sample) -> tuple[Workload, ...]:
+        """The newest sample's workload table, ahead of observe() (which then judges that same table): the
+        engine measures each workload's true hold on it and hands G6 the under-counts (`held`) before G6 rules."""
+        self.workloads = self.grouper.group(sample.processes)
+        self._grouped = sample
+        return self.workloads
+
     def advance(self, sample: Sample, f: feat.Features, s: G6Signals) -> Verdict:
         """The one place G6's state moves (grouping, per-process levels, latches, holds) and events are made."""
         th = self.th
@@ -156,7 +164,9 @@ class G6Tracker(Unpersisted):
         win, hold, fold = th.eviction_window_s, th.eviction_level_hold_s, self.fold_s
         procs = sample.processes
         avail = f.avail_b
-        self.workloads = self.grouper.group(procs)
+        if self._grouped is not sample:  # (the engine may have grouped it already: group())
+            self.workloads = self.grouper.group(procs)
+        self._grouped = None
         serving = self.serving
         # No readings now and nothing left from the last ones: observe() would only empty its lists.
         if sample.serving or serving.unloads or serving.lost_models:

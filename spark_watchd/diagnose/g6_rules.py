@@ -42,7 +42,7 @@ class G6Now(NamedTuple):
     near_capacity: bool  # they hold near_capacity_ratio of the pool
     evicted: str | None  # the last eviction's words while eviction_hold_s lasts
     inside: tuple = ()  # what sharing servers' own counters show (diagnose/serving.py contention evidence)
-    # The under-count of each heavy workload sized by its measured hold (diagnose/sizing.py): heavy holds them sized.
+    # Each workload's under-count where its true hold was measured (diagnose/sizing.py); `heavy` is sized by it.
     held: Mapping[tuple, int] = MappingProxyType({})
 
 

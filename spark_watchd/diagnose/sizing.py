@@ -47,10 +47,19 @@ def source_of(row: dict[str, Any], w, held: Mapping[tuple, int]) -> dict[str, An
     return row
 
 
+def _by_size(workloads, held: Mapping[tuple, int]) -> list:
+    """The GPU-resident workloads, sized, biggest first."""
+    return sorted((sized(w, held) for w in workloads if w.gpu_resident), key=_size, reverse=True)
+
+
+def _size(w) -> int:
+    return w.footprint_bytes
+
+
 def holders(workloads, held: Mapping[tuple, int], mem_total: int | None) -> list[dict[str, Any]]:
     """Who holds the pool, biggest first, each sized (G3's `pool_holders`)."""
     rows = []
-    for w in sorted((sized(w, held) for w in workloads if w.gpu_resident), key=_size, reverse=True):
+    for w in _by_size(workloads, held):
         row = {"kind": w.kind, "pid": w.pid, "footprint_bytes": w.footprint_bytes}
         if mem_total:
             row["pool_share"] = round(w.footprint_bytes / mem_total, 3)
@@ -58,23 +67,22 @@ def holders(workloads, held: Mapping[tuple, int], mem_total: int | None) -> list
     return rows
 
 
-def _size(w) -> int:
-    return w.footprint_bytes
-
-
 def with_holders(finding: Finding, workloads, held: Mapping[tuple, int], mem_total: int | None) -> Finding:
     """G3 with who holds the pool (sized) in its evidence, and, when it warns, the biggest holder named in its
-    advice: per-process NVML alone can put the wrong workload first."""
+    advice: per-process NVML alone can put the wrong workload first. The rows stay deferred (workloads and
+    held are this sample's, never changed in place)."""
     if not held:
         return finding
-    top = max((sized(w, held) for w in workloads if w.gpu_resident), key=_size, default=None)
     advice = finding.advice
-    if top is not None and finding.severity in ("warning", "critical"):
+    if finding.severity in ("warning", "critical") and (ranked := _by_size(workloads, held)):
+        top = ranked[0]
         share = f" ({top.footprint_bytes / mem_total:.0%} of the pool)" if mem_total else ""
         remedy = "cap or stop it first" if top.capped is not None else "shrink or stop it first"
-        line = f"The largest holder is {top.kind} (pid {top.pid}): {size_words(top, held)}{share}; {remedy}."
-        advice = (*advice, line)
-    rows = holders(workloads, held, mem_total)
+        advice = (
+            *advice,
+            f"The largest holder is {top.kind} (pid {top.pid}): {size_words(top, held)}{share}; {remedy}.",
+        )
     return finding.reworded(
-        lambda summary, evidence: (summary, dict(evidence, pool_holders=rows)), advice=advice
+        lambda summary, evidence: (summary, dict(evidence, pool_holders=holders(workloads, held, mem_total))),
+        advice=advice,
     )

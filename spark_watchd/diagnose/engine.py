@@ -48,6 +48,7 @@ class Diagnoser:
         self._restored = dict(state)
         for t in self.trackers:
             t.restore(self._restored)
+        self.holds.restore(self._restored)
 
     def state(self) -> dict[str, Any]:
         """What must survive a power loss to recognise a reboot after a throttle: one flat JSON object."""
@@ -58,6 +59,7 @@ class Diagnoser:
         }
         for t in self.trackers:
             out.update(t.state())
+        out.update(self.holds.state())
         return out
 
     def set_thresholds(self, th: Thresholds) -> None:

@@ -111,6 +111,39 @@ class HoldWatch:
         self._ts: float | None = None
         self._foot: dict[tuple, int] = {}  # every workload's counted footprint at the previous sample
         self._wls = None  # the table it was read from (G6 hands back the same tuple while nothing moved)
+        self._restored = False  # holds came from the state file: the first table says which still run
+
+    def state(self) -> dict:
+        """The running workloads' measured holds, for state.json (no key without one): a daemon restarted on the
+        same boot judges an engine that runs on by the hold it measured at its start (no start to measure again)."""
+        rows = [[pid, created, *h[:1], *h[2:]] for (pid, created), h in self.holds.items()]  # (h.pid is pid)
+        return {"holds": rows} if rows else {}
+
+    def restore(self, state) -> None:
+        """Take the holds a previous run persisted with state(); rows that are not such a row are left out (a
+        new boot forgets them all: the engine's reboot)."""
+        rows = state.get("holds") if isinstance(state, dict) else None
+        for row in rows if isinstance(rows, list) else ():
+            if not isinstance(row, list) or len(row) != 1 + len(Hold._fields):
+                continue
+            pid, created, kind, d, words, measured, nvml, counted = row
+            ints = (pid, measured, counted, *(x for x in (d, nvml) if x is not None))
+            if (
+                kind in WATCHED
+                and isinstance(created, (int, float))
+                and isinstance(words, str)
+                and all(isinstance(x, int) and not isinstance(x, bool) for x in ints)
+            ):
+                self.holds[(pid, float(created))] = Hold(kind, pid, d, words, measured, nvml, counted)
+        self._restored = bool(self.holds)
+        self._undercounts()
+
+    def _undercounts(self) -> None:
+        under = {
+            k: h.undercount_bytes for k, h in self.holds.items() if h.undercount_bytes >= UNDERCOUNT_BYTES
+        }
+        if under != self.undercounts:
+            self.undercounts = under
 
     def forget(self) -> None:
         self.starts.clear()
@@ -120,6 +153,7 @@ class HoldWatch:
             self.undercounts = {}
         self._usable = self._cached = self._ts = self._wls = None
         self._foot = {}
+        self._restored = False
 
     def observe(self, ts: float, usable: int | None, cached: int | None, mem_total, workloads) -> list[Event]:
         """Take one sample; the hold_check and hold events it makes."""
@@ -150,6 +184,10 @@ class HoldWatch:
                 h = self.holds.pop(k, None)
                 if h is not None and prev is not None:
                     self.leaving[k] = (h, prev, 0, *_others(prev_foot, k))
+        if self._restored:  # a restored hold whose workload is gone says nothing any more
+            self._restored = False
+            for k in [k for k in self.holds if k not in foot]:
+                del self.holds[k]
         if self.holds and foot is not prev_foot:
             for k, h in list(self.holds.items()):
                 # Most of its counted footprint went back (vLLM's sleep mode, an unload): what NVML/RSS missed of
@@ -186,11 +224,7 @@ class HoldWatch:
                 events.append(self._event(ts, h, "after its load settled"))
         self._usable, self._cached, self._foot, self._ts = usable, cached, foot, ts
         if self.holds or self.undercounts:  # (most samples have neither: nothing to compare)
-            under = {
-                k: h.undercount_bytes for k, h in self.holds.items() if h.undercount_bytes >= UNDERCOUNT_BYTES
-            }
-            if under != self.undercounts:
-                self.undercounts = under
+            self._undercounts()
         return events
 
     def _check(self, ts, w, d, words, usable, cached) -> Event | None:

@@ -161,6 +161,7 @@ class DiagnosisRuntime:
             tuple(self.exit_counts.values()),
             self.engine.platform.current,  # a new boot's platform, and its change, saved at once
             self.engine.platform.change,
+            len(st.get("holds") or ()),  # a hold measured or gone (diagnose/hold.py), saved at once
         )
         if key == self._saved_key and self._saved_ts is not None and ts - self._saved_ts < STATE_REFRESH_S:
             return

@@ -193,3 +193,35 @@ def test_an_engine_that_gave_most_of_its_memory_back_is_counted_by_nvml_again():
     assert "bytes_source" in str(out[-4].findings["G6"].evidence)
     assert d.holds.undercounts == {} and "bytes_source" not in str(out[-1].findings["G6"].evidence)
     assert out[-1].findings["G6"].severity == "ok"
+
+
+def test_a_daemon_restarted_on_the_same_boot_keeps_sizing_an_engine_by_the_hold_it_measured(tmp_path):
+    """An engine runs for weeks; the daemon restarts (an upgrade) with no start left to measure: the hold it
+    measured comes back from state.json, for the same boot only, and only while that engine still runs."""
+    import json
+
+    from spark_watchd.diagnose.runtime import DiagnosisRuntime
+
+    steps, held = _engine_starts_beside([_trainer(8.0)], ["--kv-cache-memory-bytes", "40G"], 53.0, 110.0)
+    h = Host()
+    rt = DiagnosisRuntime(Thresholds(), tmp_path)
+    for p, a in steps:
+        rt.observe(h.sample(processes=p, avail_gib=a, cached_gib=3.0))
+    rt.close()
+    (row,) = json.loads((tmp_path / "state.json").read_text())["engine"]["holds"]
+    assert row[:3] == [4100, 900.0, "vllm"]
+    again = DiagnosisRuntime(Thresholds(), tmp_path)
+    d = again.observe(h.sample(processes=steps[-1][0], avail_gib=steps[-1][1], cached_gib=3.0))
+    assert d.findings["G6"].severity == "warning" and "usable-memory step" in d.findings["G6"].summary
+    again.close()
+    # A new boot: processes do not survive it, nor do their holds.
+    later = DiagnosisRuntime(Thresholds(), tmp_path)
+    h.reboot()
+    d = later.observe(h.sample(processes=steps[-1][0], avail_gib=steps[-1][1], cached_gib=3.0))
+    assert later.engine.holds.holds == {} and d.findings["G6"].severity == "ok"
+    later.close()
+    # A state file whose holds are not rows of a hold is read without them.
+    st = json.loads((tmp_path / "state.json").read_text())
+    st["engine"]["holds"] = [["4100", 900.0, "vllm"], "x", [1, 2, "trainer", None, "", True, None, 0]]
+    (tmp_path / "state.json").write_text(json.dumps(st))
+    assert DiagnosisRuntime(Thresholds(), tmp_path).engine.holds.holds == {}

@@ -16,6 +16,7 @@ sample's workloads and usable memory, no clock.
 
 from __future__ import annotations
 
+from collections import deque
 from typing import NamedTuple
 
 from spark_watchd.sample.findings import Event, Finding
@@ -30,6 +31,10 @@ WATCHED = frozenset((*_DEFAULT_FRACTION, "trainer"))
 # A measured hold replaces the counted footprint only past this: the step is read to STEADY_BYTES at each of
 # its two ends, so a smaller excess is the measure's own noise (one vLLM held 113.5 GiB against NVML's 113.4).
 UNDERCOUNT_BYTES = 2 * GIB
+# A trainer's start is looked for this far back (it reads its data and weights, often for minutes, before it
+# holds GPU memory and joins the table), in at most this many samples (4 minutes at --interval 1).
+LOOKBACK_S = 1800.0
+LOOKBACK_SAMPLES = 240
 _NAME = {"vllm": "vLLM", "sglang": "SGLang"}
 
 
@@ -112,6 +117,18 @@ class HoldWatch:
         self._foot: dict[tuple, int] = {}  # every workload's counted footprint at the previous sample
         self._wls = None  # the table it was read from (G6 hands back the same tuple while nothing moved)
         self._restored = False  # holds came from the state file: the first table says which still run
+        # (ts, usable, cached, footprints) of the recent samples, oldest first: where a trainer's start is found.
+        self._hist: deque = deque(maxlen=LOOKBACK_SAMPLES)
+
+    def _before(self, created: float) -> tuple | None:
+        """The newest sample taken before `created`, when the history reaches back that far."""
+        hist = self._hist
+        if not hist or hist[0][0] >= created:
+            return None
+        for entry in reversed(hist):
+            if entry[0] < created:
+                return entry
+        return None
 
     def state(self) -> dict:
         """The running workloads' measured holds, for state.json (no key without one): a daemon restarted on the
@@ -154,6 +171,7 @@ class HoldWatch:
         self._usable = self._cached = self._ts = self._wls = None
         self._foot = {}
         self._restored = False
+        self._hist.clear()
 
     def observe(self, ts: float, usable: int | None, cached: int | None, mem_total, workloads) -> list[Event]:
         """Take one sample; the hold_check and hold events it makes."""
@@ -171,8 +189,11 @@ class HoldWatch:
             for k in watched.keys() - prev_foot.keys():  # it appeared: its start, from the sample before it
                 w = watched[k]
                 # A trainer is a workload only once it holds GPU memory, often long after it began reading its
-                # data and weights: the sample before that already holds part of it, unless it started since.
-                if w.kind == "trainer" and (self._ts is None or w.create_time <= self._ts):
+                # data and weights: its start is the last sample before its process was created, when one is
+                # still in the history (none for a trainer that ran before the daemon or the window).
+                if w.kind == "trainer":
+                    if (b := self._before(w.create_time)) is not None:
+                        self.starts[k] = _Start(ts, b[1], b[2], None, "", *_others(b[3], k))
                     continue
                 d, words = declared(w.kind, w.cmdline, mem_total)
                 if prev is not None:
@@ -223,6 +244,13 @@ class HoldWatch:
                 self.holds[k] = h
                 events.append(self._event(ts, h, "after its load settled"))
         self._usable, self._cached, self._foot, self._ts = usable, cached, foot, ts
+        hist = self._hist
+        if usable is None or hist and ts <= hist[-1][0]:
+            hist.clear()  # a blind sample or a clock step back: no start is found across it
+        else:
+            hist.append((ts, usable, cached, foot))
+            while ts - hist[0][0] > LOOKBACK_S:
+                hist.popleft()
         if self.holds or self.undercounts:  # (most samples have neither: nothing to compare)
             self._undercounts()
         return events

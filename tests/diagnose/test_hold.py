@@ -159,3 +159,17 @@ def test_the_others_drift_while_an_engine_settles_is_taken_off_its_step():
     steps += [(_trainer(24.0) + _vllm(flags, 99.0), 98.6 - 112.0 + 25.0, 3.0)] * 12
     (settled,) = [e for e in _events(steps) if e.kind == "hold"]
     assert abs(settled.details["measured_bytes"] - (112.0 - 25.0 - 4.0) * GIB) < GIB / 4
+
+
+def test_a_trainer_that_read_its_data_before_touching_the_gpu_is_measured_from_before_it_began():
+    """A trainer joins the table once it holds GPU memory; minutes of reading its data (6 GiB of RSS) before
+    that are its hold too: the step is taken from the last sample before its process was created."""
+    missed = 98.70 - 89.28  # Syllo/nvtop#511
+    reading = [proc(5120, ["python3", "train.py"], 6.0, 0.0, resident=False, create_time=T0 + 100.0, ppid=1)]
+    steps = [([], 118.6, 3.0)] * 3 + [(reading, 112.6, 3.0)] * 10
+    steps += [(_trainer(20.0, started=T0 + 100.0), 118.6 - 6.0 - 20.0 - missed, 3.0)] * 14
+    (settled,) = _events(steps)
+    assert abs(settled.details["measured_bytes"] - (26.0 + missed) * GIB) < GIB / 4
+    # ...and one created before the history begins (before the daemon started) is never measured.
+    before = [proc(5120, ["python3", "train.py"], 6.0, 0.0, resident=False, create_time=T0 - 600.0, ppid=1)]
+    assert _events([(before, 112.6, 3.0)] * 3 + [(_trainer(20.0, started=T0 - 600.0), 83.2, 3.0)] * 14) == []

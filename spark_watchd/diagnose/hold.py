@@ -107,9 +107,8 @@ class HoldWatch:
         self.th = th
         self.starts: dict[tuple, _Start] = {}
         self.holds: dict[tuple, Hold] = {}  # the measured holds of the workloads running now
-        self.leaving: dict[
-            tuple, tuple
-        ] = {}  # gone: (hold, usable before, samples since, others, their bytes)
+        # Workloads just gone: (hold, usable before, samples since, the others of a GiB or more, all others' bytes).
+        self.leaving: dict[tuple, tuple] = {}
         self.undercounts: dict[tuple, int] = {}  # replaced (never changed in place) when a hold comes or goes
         self._usable: int | None = None
         self._cached: int | None = None
@@ -133,7 +132,19 @@ class HoldWatch:
     def state(self) -> dict:
         """The running workloads' measured holds, for state.json (no key without one): a daemon restarted on the
         same boot judges an engine that runs on by the hold it measured at its start (no start to measure again)."""
-        rows = [[pid, created, *h[:1], *h[2:]] for (pid, created), h in self.holds.items()]  # (h.pid is pid)
+        rows = [
+            [
+                pid,
+                created,
+                h.kind,
+                h.declared_bytes,
+                h.declared_words,
+                h.measured_bytes,
+                h.nvml_bytes,
+                h.counted_bytes,
+            ]
+            for (pid, created), h in self.holds.items()  # (h.pid is the launcher's pid, the key's)
+        ]
         return {"holds": rows} if rows else {}
 
     def restore(self, state) -> None:

@@ -6,8 +6,9 @@ read, at most MAX_READ a tick, and a line longer than MAX_LINE is dropped. Rotat
 or directory (no Ray here, or hidden by the unit's PrivateTmp) is silence, never down.
 
 A report counts only when no other user could have written it (filetrust.py): the file and every directory
-above it belong to root, or to the killed process's own user (its uid remembered from /proc while it was in
-the workload table), and none is writable by group or others. Another user's log (they created /tmp/ray
+above it belong to root or to the daemon's own user (whose files are as much its word as its own state: a
+daemon a user runs for themselves, beside their own Ray), or to the killed process's own user (its uid
+remembered from /proc while it was in the workload table), and none is writable by group or others. Another user's log (they created /tmp/ray
 first) is read past, its kills dropped, and why said once in the log per change. exits.py then attributes a
 report only to a pid that left the workload table in the same window.
 """
@@ -36,10 +37,17 @@ class RayOomSource:
 
     name = "ray_oom"
 
-    def __init__(self, log_dir: str, clock: Callable[[], float] = time.time, proc_root: str = "/proc"):
+    def __init__(
+        self,
+        log_dir: str,
+        clock: Callable[[], float] = time.time,
+        proc_root: str = "/proc",
+        own_uid: int | None = None,
+    ):
         self.path = os.path.join(log_dir, LOG_NAME) if log_dir else ""
         self.clock = clock
         self.proc_root = proc_root
+        self.own_uid = os.geteuid() if own_uid is None else own_uid  # the daemon's own user
         self._uids: dict[int, tuple[int, int, float | None]] = {}  # pid -> (uid, tick last seen, create_time)
         self._tick = 0
         self._trust: Trust | None = None  # the file's, as checked when it was last read
@@ -113,11 +121,12 @@ class RayOomSource:
             self._uids = {k: v for k, v in self._uids.items() if self._tick - v[1] <= UID_MEMORY_TICKS}
 
     def _counts(self, report: KillReport) -> bool:
-        """Whether the file's owners may speak of this victim: root's file of anyone, a user's of their own."""
+        """Whether the file's owners may speak of this victim: root's or the daemon's own user's file of anyone,
+        another user's of their own processes."""
         trust = self._trust
         if trust is None or trust.uid is None:
             return False
-        if trust.uid == 0:
+        if trust.uid in (0, self.own_uid):
             return True
         victim = self._uids.get(report.pid) if report.pid is not None else None
         if victim is not None and victim[0] == trust.uid:

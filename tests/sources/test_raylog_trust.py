@@ -242,3 +242,28 @@ def test_a_users_own_log_reports_only_that_users_processes_and_a_reused_pid_is_l
         assert report(4242, [SimpleNamespace(pid=4242, create_time=2.0)]) == []
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_daemon_run_by_the_logs_own_user_reads_its_kills_of_any_process(tmp_path):
+    """An owner running the daemon as themselves beside their own Ray: their log is the daemon's own user's,
+    so a kill of a process the daemon never saw counts, as root's log does for a root daemon; the same log
+    read by a daemon of another user still counts only for the owner's own processes."""
+    user = _attacker()
+    base = Path(tempfile.mkdtemp(prefix="swd-own-daemon-", dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        logs = base / "ray" / "logs"
+        logs.mkdir(parents=True)
+        (logs / "gcs_server.out").write_text("")
+        for p in (base / "ray", logs, logs / "gcs_server.out"):
+            os.chown(p, user.pw_uid, user.pw_gid)
+        theirs = RayOomSource(str(logs), proc_root=str(tmp_path), own_uid=user.pw_uid)
+        others = RayOomSource(str(logs), proc_root=str(tmp_path), own_uid=user.pw_uid + 1)
+        theirs.collect({})
+        others.collect({})
+        with open(logs / "gcs_server.out", "a") as fh:
+            fh.write(_forged(4321))  # a pid neither daemon saw in its workload table
+        assert [k.pid for k in theirs.collect({}).get("oom_kills", ())] == [4321]
+        assert others.collect({}) == {}
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -270,6 +270,25 @@ def test_no_thread_or_fd_leak_over_many_ticks_with_faults(tmp_path):
         base.assert_no_leak()
 
 
+def test_leak_check_names_a_leaked_thread_while_an_older_one_ends():
+    """An earlier test's thread finishing during this one kept the count level and hid the leak."""
+    done, stop = threading.Event(), threading.Event()
+    older = threading.Thread(target=done.wait, name="older", daemon=True)
+    older.start()
+    base = Baseline()
+    leaked_thread = threading.Thread(target=stop.wait, name="leaky", daemon=True)
+    leaked_thread.start()
+    done.set()
+    older.join()
+    try:
+        with pytest.raises(AssertionError) as err:
+            base.assert_no_leak(timeout=0.2)
+        assert "leaky" in str(err.value) and "older" not in str(err.value)
+    finally:
+        stop.set()
+        leaked_thread.join()
+
+
 def test_leak_check_names_a_leaked_descriptor_and_thread(tmp_path):
     base = Baseline()
     stop = threading.Event()

@@ -7,6 +7,7 @@ post-mortem bundle. Real `spark-watchd run` on loopback, a real user made with u
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
@@ -213,8 +214,9 @@ def test_a_log_in_a_world_or_group_writable_directory_or_through_links_is_not_tr
     assert t.uid == 0 and t.reason is None and stat.S_ISDIR(os.lstat(tmp_path).st_mode)
 
 
-def test_a_users_own_log_reports_only_that_users_processes_and_a_reused_pid_is_looked_up_again(tmp_path):
-    user = _attacker()
+@contextlib.contextmanager
+def _users_ray_logs(user: pwd.struct_passwd):
+    """A Ray log directory (and its empty gcs_server.out) that belongs to `user` alone, under a tidy /tmp dir."""
     base = Path(tempfile.mkdtemp(prefix="swd-h29-own-", dir="/tmp"))
     try:
         base.chmod(0o755)
@@ -223,6 +225,14 @@ def test_a_users_own_log_reports_only_that_users_processes_and_a_reused_pid_is_l
         (logs / "gcs_server.out").write_text("")
         for p in (base / "ray", logs, logs / "gcs_server.out"):
             os.chown(p, user.pw_uid, user.pw_gid)
+        yield logs
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_users_own_log_reports_only_that_users_processes_and_a_reused_pid_is_looked_up_again(tmp_path):
+    user = _attacker()
+    with _users_ray_logs(user) as logs:
         proc = tmp_path / "proc"  # the /proc the source stats for each workload process's owner
         for pid, uid in ((4242, user.pw_uid), (4243, 0)):
             (proc / str(pid)).mkdir(parents=True)
@@ -240,8 +250,6 @@ def test_a_users_own_log_reports_only_that_users_processes_and_a_reused_pid_is_l
         assert report(4243, []) == []  # root's process: not this user's to report
         os.chown(proc / "4242", 0, 0)  # pid 4242 reused by a root process started since
         assert report(4242, [SimpleNamespace(pid=4242, create_time=2.0)]) == []
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_a_daemon_run_by_the_logs_own_user_reads_its_kills_of_any_process(tmp_path):
@@ -249,14 +257,7 @@ def test_a_daemon_run_by_the_logs_own_user_reads_its_kills_of_any_process(tmp_pa
     so a kill of a process the daemon never saw counts, as root's log does for a root daemon; the same log
     read by a daemon of another user still counts only for the owner's own processes."""
     user = _attacker()
-    base = Path(tempfile.mkdtemp(prefix="swd-own-daemon-", dir="/tmp"))
-    try:
-        base.chmod(0o755)
-        logs = base / "ray" / "logs"
-        logs.mkdir(parents=True)
-        (logs / "gcs_server.out").write_text("")
-        for p in (base / "ray", logs, logs / "gcs_server.out"):
-            os.chown(p, user.pw_uid, user.pw_gid)
+    with _users_ray_logs(user) as logs:
         theirs = RayOomSource(str(logs), proc_root=str(tmp_path), own_uid=user.pw_uid)
         others = RayOomSource(str(logs), proc_root=str(tmp_path), own_uid=user.pw_uid + 1)
         theirs.collect({})
@@ -265,5 +266,3 @@ def test_a_daemon_run_by_the_logs_own_user_reads_its_kills_of_any_process(tmp_pa
             fh.write(_forged(4321))  # a pid neither daemon saw in its workload table
         assert [k.pid for k in theirs.collect({}).get("oom_kills", ())] == [4321]
         assert others.collect({}) == {}
-    finally:
-        shutil.rmtree(base, ignore_errors=True)

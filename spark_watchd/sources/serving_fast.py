@@ -62,6 +62,12 @@ class ProgressReads:
             return tuple(self.latest[s] for s in (sc.ep.server for sc in scrapers) if s in self.latest)
 
     def _one(self, sc, done: threading.Event) -> None:
+        try:
+            self._record(sc)
+        finally:
+            done.set()  # whatever happened, the server may be read again next second
+
+    def _record(self, sc) -> None:
         server, ts = sc.ep.server, self.clock()
         prev, prev_ts = self._prev.get(server, (None, None))
         try:
@@ -79,7 +85,6 @@ class ProgressReads:
             self.latest[server] = p
             self._fresh.append(p)
             del self._fresh[:-MAX_FRESH]
-        done.set()
 
     def take(self) -> tuple[ServingProgress, ...]:
         """The reads done since the last take, in time order (a sample's `serving_progress`)."""
